@@ -1,0 +1,98 @@
+"""Conjugate Bayesian linear regression on features (normal-inverse-gamma prior).
+
+Used by the random-feature models (GaBaSR, seed 003 eq. 10; BaNK, Oliva et al. 2016) and by
+the Bayesian last layers of the deterministic kernels (LAB-RBF). With features
+:math:`\\Phi \\in \\mathbb R^{N\\times M}` and the prior
+
+.. math:: w \\mid \\sigma^2 \\sim N(w_0, \\sigma^2 \\Lambda_0^{-1}),\\qquad
+          \\sigma^2 \\sim \\mathrm{InvGamma}(a_0, b_0),
+
+the posterior is NIG with
+
+.. math:: \\Lambda_N = \\Lambda_0 + \\Phi^\\top\\Phi,\\quad
+          w_N = \\Lambda_N^{-1}(\\Lambda_0 w_0 + \\Phi^\\top y),\\quad
+          a_N = a_0 + N/2,\\quad
+          b_N = b_0 + \\tfrac12(y^\\top y + w_0^\\top\\Lambda_0 w_0 - w_N^\\top\\Lambda_N w_N),
+
+the weights and noise integrate out to the evidence (seed 003 eq. 10, with
+:math:`V_0 = \\Lambda_0` a precision as in the paper's :math:`V_N = (V_0 + \\Phi^\\top\\Phi)^{-1}`)
+
+.. math:: \\log p(y) = -\\tfrac N2\\log 2\\pi + \\tfrac12\\log\\frac{|\\Lambda_0|}{|\\Lambda_N|}
+          + a_0\\log b_0 - a_N\\log b_N + \\log\\Gamma(a_N) - \\log\\Gamma(a_0),
+
+and a new observation is Student-t with :math:`2a_N` degrees of freedom, location
+:math:`\\phi^\\top w_N` and squared scale :math:`\\frac{b_N}{a_N}(1 + \\phi^\\top\\Lambda_N^{-1}\\phi)`.
+Everything is computed from the sufficient statistics :math:`(\\Phi^\\top\\Phi, \\Phi^\\top y,
+y^\\top y, N)`, which are sums over data rows, so they can be accumulated over shards.
+The prior mean is :math:`w_0 = 0` and the prior precision :math:`\\lambda_0 I`.
+"""
+
+from __future__ import annotations
+
+from typing import NamedTuple
+
+import jax
+import jax.numpy as jnp
+import jax.scipy.linalg as jsl
+from jax.scipy.special import gammaln
+
+__all__ = ["Stats", "NIGPosterior", "feature_stats", "nig_posterior", "nig_log_marginal",
+           "nig_predictive"]
+
+
+class Stats(NamedTuple):
+    """Sufficient statistics of Bayesian linear regression (sums over rows)."""
+
+    PtP: jax.Array  # (M, M)
+    Pty: jax.Array  # (M,)
+    yty: jax.Array  # ()
+    n: jax.Array  # ()
+
+
+class NIGPosterior(NamedTuple):
+    """Normal-inverse-gamma posterior; ``L`` is the lower Cholesky factor of ``Lambda_N``."""
+
+    w: jax.Array
+    L: jax.Array
+    a: jax.Array
+    b: jax.Array
+
+
+def feature_stats(Phi: jax.Array, y: jax.Array) -> Stats:
+    """:math:`(\\Phi^\\top\\Phi, \\Phi^\\top y, y^\\top y, N)` of one block of rows."""
+    return Stats(Phi.T @ Phi, Phi.T @ y, y @ y, jnp.asarray(y.shape[0], dtype=Phi.dtype))
+
+
+def nig_posterior(stats: Stats, prior_precision: float, a0: float, b0: float) -> NIGPosterior:
+    """NIG posterior from sufficient statistics (prior mean 0, precision ``prior_precision·I``)."""
+    M = stats.PtP.shape[0]
+    Lam = stats.PtP + prior_precision * jnp.eye(M, dtype=stats.PtP.dtype)
+    L = jnp.linalg.cholesky(Lam)
+    w = jsl.cho_solve((L, True), stats.Pty)
+    a = a0 + 0.5 * stats.n
+    # w_N^T Λ_N w_N = w_N^T Φ^T y, since Λ_N w_N = Φ^T y when w_0 = 0
+    b = b0 + 0.5 * jnp.maximum(stats.yty - w @ stats.Pty, 0.0)
+    return NIGPosterior(w, L, a, b)
+
+
+def nig_log_marginal(stats: Stats, prior_precision: float, a0: float, b0: float) -> jax.Array:
+    """Log evidence :math:`\\log p(y \\mid \\Phi)` with the weights and noise integrated out."""
+    post = nig_posterior(stats, prior_precision, a0, b0)
+    M = stats.PtP.shape[0]
+    logdet_N = 2.0 * jnp.sum(jnp.log(jnp.diagonal(post.L)))
+    logdet_0 = M * jnp.log(prior_precision)
+    return (
+        -0.5 * stats.n * jnp.log(2 * jnp.pi)
+        + 0.5 * (logdet_0 - logdet_N)
+        + a0 * jnp.log(b0)
+        - post.a * jnp.log(post.b)
+        + gammaln(post.a)
+        - gammaln(a0)
+    )
+
+
+def nig_predictive(post: NIGPosterior, Phi_new: jax.Array):
+    """Student-t predictive ``(loc, scale, df)`` of new observations with features ``Phi_new``."""
+    v = jsl.solve_triangular(post.L, Phi_new.T, lower=True)
+    scale2 = post.b / post.a * (1.0 + jnp.sum(v * v, axis=0))
+    return Phi_new @ post.w, jnp.sqrt(scale2), 2.0 * post.a

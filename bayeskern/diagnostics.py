@@ -1,0 +1,300 @@
+"""Diagnostics: the one module that talks to ArviZ, plus predictive calibration metrics.
+
+* Convergence: R-hat (rank-normalized, split), bulk and tail ESS (Vehtari et al. 2021,
+  "Rank-normalization, folding, and localization"), divergences and tree-depth hits, with a
+  verdict and warnings that name the fix.
+* Model comparison: PSIS-LOO / WAIC through ArviZ (Vehtari, Gelman & Gabry 2017).
+* Calibration of the posterior predictive on held-out data: RMSE, NLPD, central-interval
+  coverage, CRPS (Gneiting & Raftery 2007) for regression; accuracy, AUC, Brier score,
+  log-loss and expected calibration error (Naeini et al. 2015) for classification.
+"""
+
+from __future__ import annotations
+
+import warnings
+from dataclasses import dataclass, field
+
+with warnings.catch_warnings():
+    # ArviZ 0.2x announces its 1.0 refactor on import; bayeskern pins the 0.x API
+    warnings.simplefilter("ignore", FutureWarning)
+    import arviz as az
+import numpy as np
+import pandas as pd
+import xarray as xr
+from sklearn import metrics as skm
+
+__all__ = [
+    "to_inference_data",
+    "set_attrs",
+    "add_group",
+    "summary",
+    "ConvergenceReport",
+    "convergence_report",
+    "loo",
+    "waic",
+    "compare",
+    "regression_metrics",
+    "classification_metrics",
+    "crps_ensemble",
+    "expected_calibration_error",
+    "save_idata",
+    "load_idata",
+    "InferenceData",
+]
+
+InferenceData = az.InferenceData
+
+
+# --------------------------------------------------------------------------- conversion
+def to_inference_data(mcmc, *, dims=None, coords=None, observed=None, log_likelihood=False):
+    """Convert a NumPyro ``MCMC`` run to ``InferenceData`` with named dims and coords."""
+    idata = az.from_numpyro(mcmc, dims=dims, coords=coords, log_likelihood=log_likelihood)
+    if observed:
+        add_group(idata, "observed_data", observed, dims=dims, coords=coords, sample_dims=False)
+    return idata
+
+
+def from_samples(samples: dict, *, sample_stats=None, dims=None, coords=None):
+    """``InferenceData`` from arrays shaped ``(chain, draw, ...)`` (custom samplers)."""
+    return az.from_dict(posterior=samples, sample_stats=sample_stats, dims=dims, coords=coords)
+
+
+def add_group(idata, group, data: dict, *, dims=None, coords=None, sample_dims=True):
+    """Add (or replace) a group of ``idata`` from a dict of arrays.
+
+    With ``sample_dims`` the arrays are ``(chain, draw, ...)``; otherwise plain arrays.
+    """
+    dims = dims or {}
+    coords = coords or {}
+    variables = {}
+    for name, arr in data.items():
+        arr = np.asarray(arr)
+        var_dims = list(dims.get(name, []))
+        lead = ["chain", "draw"] if sample_dims else []
+        rest = arr.ndim - len(lead)
+        var_dims = (var_dims + [f"{name}_dim_{i}" for i in range(len(var_dims), rest)])[:rest]
+        var_coords = {d: coords[d] for d in var_dims if d in coords}
+        variables[name] = xr.DataArray(arr, dims=lead + var_dims, coords=var_coords)
+    ds = xr.Dataset(variables)
+    if group in idata.groups():
+        delattr(idata, group) if hasattr(idata, group) else None
+        idata._groups = [g for g in idata._groups if g != group]
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        idata.add_groups({group: ds})
+    return idata
+
+
+def set_attrs(idata, **attrs) -> None:
+    """Record settings (sampler, seed, versions...) in ``posterior.attrs``."""
+    for k, v in attrs.items():
+        idata.posterior.attrs[k] = v if isinstance(v, (int, float, str)) else str(v)
+
+
+def save_idata(idata, path) -> None:
+    """Write ``idata`` to netCDF (the caller handles atomic renaming)."""
+    idata.to_netcdf(str(path), engine="h5netcdf")
+
+
+def load_idata(path):
+    """Read ``InferenceData`` from netCDF (no pickle involved)."""
+    return az.from_netcdf(str(path), engine="h5netcdf")
+
+
+def summary(idata, var_names=None) -> pd.DataFrame:
+    """ArviZ summary table (mean, sd, HDI, MCSE, bulk/tail ESS, R-hat)."""
+    return az.summary(idata, var_names=var_names, round_to="none")
+
+
+# --------------------------------------------------------------------------- convergence
+@dataclass
+class ConvergenceReport:
+    """Convergence of an MCMC run, judged by the thresholds of Vehtari et al. (2021).
+
+    ``ok`` is ``True`` when max R-hat ≤ ``rhat_max``, min bulk and tail ESS ≥ ``ess_min``
+    (100 per chain by default) and there are no divergences.
+    """
+
+    table: pd.DataFrame
+    max_rhat: float
+    min_ess_bulk: float
+    min_ess_tail: float
+    n_divergent: int
+    n_draws: int
+    tree_depth_hits: int
+    ok: bool
+    warnings: list[str] = field(default_factory=list)
+
+    @property
+    def verdict(self) -> str:
+        """One plain-language sentence."""
+        if self.ok and not self.warnings:
+            return (f"Converged: max R-hat {self.max_rhat:.3f}, min bulk ESS "
+                    f"{self.min_ess_bulk:.0f}, no divergences.")
+        head = "Converged, with caveats" if self.ok else "Not converged"
+        return f"{head}: " + " ".join(self.warnings)
+
+    def __str__(self) -> str:
+        return self.verdict
+
+
+def convergence_report(
+    idata,
+    var_names=None,
+    *,
+    rhat_max: float = 1.01,
+    ess_per_chain: float = 100.0,
+    max_tree_depth: int | None = None,
+    warn: bool = True,
+) -> ConvergenceReport:
+    """Check R-hat, bulk/tail ESS, divergences and tree-depth saturation.
+
+    Parameters
+    ----------
+    var_names
+        Variables to judge; default every posterior variable except per-observation ones
+        (``eta``, ``f``), which are judged through the hyper-parameters. Pass
+        permutation-invariant quantities for mixture models (label switching makes R-hat
+        on raw component parameters meaningless).
+    warn
+        Emit a ``UserWarning`` naming the fix when the run did not converge.
+    """
+    post = idata.posterior
+    if var_names is None:
+        var_names = [v for v in post.data_vars if v not in ("eta", "f")]
+    n_chains = post.sizes["chain"]
+    n_draws = post.sizes["chain"] * post.sizes["draw"]
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        table = az.summary(idata, var_names=var_names, kind="diagnostics", round_to="none")
+    max_rhat = float(np.nanmax(table["r_hat"])) if n_chains > 1 else float("nan")
+    min_bulk = float(np.nanmin(table["ess_bulk"]))
+    min_tail = float(np.nanmin(table["ess_tail"]))
+    ss = getattr(idata, "sample_stats", None)
+    n_div = int(ss["diverging"].sum()) if ss is not None and "diverging" in ss else 0
+    hits = 0
+    if ss is not None and "tree_depth" in ss:
+        depth = max_tree_depth or int(idata.posterior.attrs.get("max_tree_depth", 10))
+        # ArviZ stores tree_depth = floor(log2(n_steps)) + 1, which equals the maximum
+        # depth exactly when NUTS stopped at it (2**depth - 1 leapfrog steps)
+        hits = int((np.asarray(ss["tree_depth"]) >= depth).sum())
+    ess_min = ess_per_chain * n_chains
+    msgs = []
+    if n_chains < 2:
+        msgs.append("R-hat needs at least 2 chains; run num_chains >= 4 to judge convergence.")
+    elif not max_rhat <= rhat_max:
+        msgs.append(f"max R-hat {max_rhat:.3f} > {rhat_max}: run longer (num_warmup, "
+                    "num_samples) or reparameterize.")
+    if not min_bulk >= ess_min or not min_tail >= ess_min:
+        msgs.append(f"min ESS bulk {min_bulk:.0f} / tail {min_tail:.0f} < {ess_min:.0f}: "
+                    "increase num_samples.")
+    if n_div:
+        msgs.append(f"{n_div} divergent transitions ({100 * n_div / n_draws:.1f} %): raise "
+                    "target_accept_prob (e.g. 0.95) or use tighter priors.")
+    if hits:
+        msgs.append(f"{hits} draws hit the maximum tree depth: raise max_tree_depth or use "
+                    "dense_mass=True.")
+    ok = (n_chains >= 2 and max_rhat <= rhat_max and min_bulk >= ess_min
+          and min_tail >= ess_min and n_div == 0)
+    rep = ConvergenceReport(table, max_rhat, min_bulk, min_tail, n_div, n_draws, hits, ok, msgs)
+    if warn and not ok:
+        warnings.warn(rep.verdict, UserWarning, stacklevel=2)
+    return rep
+
+
+# --------------------------------------------------------------------------- comparison
+def loo(idata, pointwise: bool = True):
+    """PSIS-LOO (ArviZ), with a warning when Pareto k > 0.7 (Vehtari et al. 2017)."""
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        res = az.loo(idata, pointwise=pointwise)
+    if pointwise:
+        k = np.asarray(res.pareto_k)
+        n_bad = int((k > 0.7).sum())
+        if n_bad:
+            warnings.warn(f"{n_bad} observations have Pareto k > 0.7: the PSIS-LOO estimate is "
+                          "unreliable for them; consider K-fold CV.", UserWarning, stacklevel=2)
+    return res
+
+
+def waic(idata):
+    """WAIC (ArviZ)."""
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        return az.waic(idata)
+
+
+def compare(models: dict, ic: str = "loo") -> pd.DataFrame:
+    """Rank fitted models (``InferenceData`` or estimators with ``idata_``) by ``ic``."""
+    idatas = {name: getattr(m, "idata_", m) for name, m in models.items()}
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        return az.compare(idatas, ic=ic)
+
+
+# --------------------------------------------------------------------------- calibration
+def crps_ensemble(y, samples) -> np.ndarray:
+    """Continuous ranked probability score from predictive draws ``(m, n)``.
+
+    :math:`\\mathrm{CRPS} = E|X - y| - \\tfrac12 E|X - X'|`, computed in
+    :math:`O(m \\log m)` per point with sorted draws (Gneiting & Raftery 2007).
+    """
+    x = np.sort(np.asarray(samples, dtype=float), axis=0)
+    m = x.shape[0]
+    y = np.asarray(y, dtype=float)
+    term1 = np.abs(x - y).mean(axis=0)
+    w = (2 * np.arange(1, m + 1) - m - 1)[:, None]
+    term2 = (w * x).sum(axis=0) / m**2
+    return term1 - term2
+
+
+def regression_metrics(y, predictive, *, seed: int = 0, n_crps_draws: int = 2000) -> dict:
+    """Calibration and accuracy of a predictive distribution on held-out ``y``.
+
+    ``predictive`` is a :class:`bayeskern.predictive.MixturePredictive`. Returns RMSE, MAE,
+    R², NLPD (mean negative log predictive density), coverage of the central 50/90/95 %
+    intervals and their mean widths, and CRPS (from ``n_crps_draws`` predictive draws with a
+    fixed ``seed``).
+    """
+    y = np.asarray(y, dtype=float)
+    mean = predictive.mean()
+    out = {
+        "rmse": float(np.sqrt(np.mean((y - mean) ** 2))),
+        "mae": float(np.mean(np.abs(y - mean))),
+        "r2": float(skm.r2_score(y, mean)) if len(y) > 1 else float("nan"),
+        "nlpd": float(-np.mean(predictive.logpdf(y))),
+    }
+    for p in (0.5, 0.9, 0.95):
+        lo, hi = predictive.interval(p)
+        out[f"coverage_{int(p * 100)}"] = float(np.mean((y >= lo) & (y <= hi)))
+        out[f"width_{int(p * 100)}"] = float(np.mean(hi - lo))
+    draws = predictive.sample(n_crps_draws, np.random.default_rng(seed))
+    out["crps"] = float(np.mean(crps_ensemble(y, draws)))
+    return out
+
+
+def expected_calibration_error(y, p, n_bins: int = 10) -> float:
+    """ECE with equal-width bins: :math:`\\sum_b \\frac{n_b}{n}|\\bar y_b - \\bar p_b|`."""
+    y = np.asarray(y, dtype=float)
+    p = np.asarray(p, dtype=float)
+    bins = np.minimum((p * n_bins).astype(int), n_bins - 1)
+    ece = 0.0
+    for b in range(n_bins):
+        m = bins == b
+        if m.any():
+            ece += m.mean() * abs(y[m].mean() - p[m].mean())
+    return float(ece)
+
+
+def classification_metrics(y, p, *, n_bins: int = 10) -> dict:
+    """Accuracy, ROC AUC, Brier score, log-loss and ECE of probabilities ``p = P(y=1)``."""
+    y = np.asarray(y).astype(int)
+    p = np.clip(np.asarray(p, dtype=float), 1e-12, 1 - 1e-12)
+    both = len(np.unique(y)) == 2
+    return {
+        "accuracy": float(np.mean((p >= 0.5) == y)),
+        "auc": float(skm.roc_auc_score(y, p)) if both else float("nan"),
+        "brier": float(np.mean((p - y) ** 2)),
+        "log_loss": float(skm.log_loss(y, p, labels=[0, 1])),
+        "ece": expected_calibration_error(y, p, n_bins),
+    }

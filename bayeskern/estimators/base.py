@@ -1,0 +1,136 @@
+"""Shared machinery of the Bayesian estimators: validation, standardization, draws, saving.
+
+Every Bayesian estimator in bayeskern
+
+* validates its input in ``fit`` (scikit-learn's ``validate_data``; errors name the argument),
+* standardizes ``X`` per column (and ``y`` for regression) and samples on that scale,
+* stores an ArviZ ``InferenceData`` in ``idata_`` (posterior, sample_stats, log_likelihood,
+  observed_data, constant_data) and a :class:`~bayeskern.diagnostics.ConvergenceReport` in
+  ``convergence_``,
+* saves and loads without pickle (:mod:`bayeskern.runs`).
+"""
+
+from __future__ import annotations
+
+import numbers
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+from sklearn.base import BaseEstimator
+from sklearn.utils import check_random_state
+from sklearn.utils.validation import check_is_fitted, validate_data
+
+from bayeskern import diagnostics
+from bayeskern.inference import check_sampler_counts
+
+__all__ = ["BayesianEstimatorMixin", "Standardizer", "flat_draws", "map_draws", "validate_binary"]
+
+
+class Standardizer:
+    """Column centring and scaling; constant columns keep scale 1 (no division by zero)."""
+
+    def __init__(self, mean, scale):
+        self.mean = np.asarray(mean, dtype=float)
+        self.scale = np.asarray(scale, dtype=float)
+
+    @classmethod
+    def fit(cls, A):
+        A = np.asarray(A, dtype=float)
+        scale = A.std(axis=0)
+        scale = np.where(scale > 1e-12 * (1 + np.abs(A.mean(axis=0))), scale, 1.0)
+        return cls(A.mean(axis=0), scale)
+
+    def transform(self, A):
+        return (np.asarray(A, dtype=float) - self.mean) / self.scale
+
+
+def flat_draws(idata, var_names) -> dict[str, np.ndarray]:
+    """Posterior draws as arrays with chains and draws flattened into one leading axis."""
+    post = idata.posterior
+    out = {}
+    for v in var_names:
+        a = np.asarray(post[v])
+        out[v] = a.reshape((-1,) + a.shape[2:])
+    return out
+
+
+def map_draws(fn, draws: dict, *args, batch_size: int = 16):
+    """Apply ``fn(draw, *args)`` to every posterior draw with ``lax.map`` in batches (jitted)."""
+    jdraws = {k: jnp.asarray(v) for k, v in draws.items()}
+    return jax.jit(lambda d, *a: jax.lax.map(lambda x: fn(x, *a), d, batch_size=batch_size))(
+        jdraws, *args
+    )
+
+
+def validate_binary(y) -> tuple[np.ndarray, np.ndarray]:
+    """Encode binary labels as 0/1; errors name ``y`` and say what is wrong."""
+    classes, y01 = np.unique(y, return_inverse=True)
+    if len(classes) < 2:
+        raise ValueError(
+            f"y has a single class ({classes[0]!r}); a binary classifier needs two classes"
+        )
+    if len(classes) > 2:
+        raise ValueError(
+            f"y has {len(classes)} classes; this estimator is a binary classifier "
+            "(use a one-vs-rest wrapper such as sklearn.multiclass.OneVsRestClassifier)"
+        )
+    return classes, y01.astype(np.int32)
+
+
+class BayesianEstimatorMixin:
+    """Common behaviour of the NUTS-based estimators (sampler settings, validation, save)."""
+
+    # ------------------------------------------------------------------ validation
+    def _validate_fit(self, X, y, *, classifier: bool):
+        check_sampler_counts(self.num_warmup, self.num_samples, self.num_chains)
+        X, y = validate_data(
+            self, X, y, dtype=np.float64, ensure_min_samples=2, y_numeric=not classifier
+        )
+        if not classifier:
+            y = np.asarray(y, dtype=float)
+        return X, y
+
+    def _validate_predict(self, X):
+        check_is_fitted(self)
+        return validate_data(self, X, reset=False, dtype=np.float64)
+
+    def _seed(self) -> int:
+        """An int seed from ``random_state`` (``None`` draws a fresh one, like scikit-learn)."""
+        rs = self.random_state
+        if isinstance(rs, numbers.Integral):
+            return int(rs)
+        return int(check_random_state(rs).randint(0, 2**31 - 1))
+
+    def _coords(self, n_obs):
+        names = getattr(self, "feature_names_in_", None)
+        if names is None:
+            names = [f"x{j}" for j in range(self.n_features_in_)]
+        return {"feature": [str(n) for n in names], "obs": np.arange(n_obs)}
+
+    # ------------------------------------------------------------------ diagnostics
+    def summary(self, var_names=None):
+        """ArviZ summary table of the posterior."""
+        check_is_fitted(self)
+        return diagnostics.summary(self.idata_, var_names)
+
+    def loo(self):
+        """PSIS-LOO of the fitted model (pointwise log-likelihood in the data's units)."""
+        check_is_fitted(self)
+        return diagnostics.loo(self.idata_)
+
+    def save(self, path) -> None:
+        """Save the fitted run (netCDF + JSON, no pickle); see :func:`bayeskern.runs.save_run`."""
+        from bayeskern.runs import save_run
+
+        save_run(self, path)
+
+    def __getstate__(self):
+        # cached jitted closures are rebuilt on demand; they do not pickle
+        state = self.__dict__.copy()
+        state.pop("_cache", None)
+        return state
+
+    def _sklearn_tags_common(self, tags):
+        tags.non_deterministic = self.random_state is None
+        return tags

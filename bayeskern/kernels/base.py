@@ -1,0 +1,356 @@
+"""Kernel algebra: hyper-parameter specifications, composition and the one ``gram``.
+
+A kernel in bayeskern is a small Python object that
+
+* declares its hyper-parameters (:class:`Hyper`): a value fixed by the user, or a prior
+  (in the standardized units the estimators work in) from which NumPyro samples;
+* evaluates a **single pair of points** in :meth:`Kernel.evaluate` (pure JAX, the tinygp
+  habit), from which :meth:`Kernel.gram` builds a matrix with two ``vmap``;
+* may learn from data in :meth:`Kernel.fit` (VSK, CkRBF, LAB-RBF, Xiong, spectral mixtures).
+  ``fit`` returns a new fitted kernel; after it, evaluation is pure.
+
+Hyper-parameter values travel as one flat ``theta`` dict whose keys are NumPyro site
+names ``"<leaf name>_<parameter>"``, e.g. ``rbf_lengthscale`` or ``rbf_1_lengthscale``.
+Leaf names are given once per kernel tree by :func:`name_leaves`, which copies the tree so
+that the same object used twice gets two names.
+"""
+
+from __future__ import annotations
+
+import copy
+import inspect
+from dataclasses import dataclass
+from typing import Any, Callable
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+from jax.typing import ArrayLike
+
+__all__ = [
+    "Hyper",
+    "Kernel",
+    "Sum",
+    "Product",
+    "gram",
+    "name_leaves",
+    "default_theta",
+    "KERNEL_REGISTRY",
+    "kernel_from_config",
+]
+
+#: Kernel classes by name; :func:`kernel_from_config` rebuilds only these (no pickle, no eval).
+KERNEL_REGISTRY: dict[str, type] = {}
+
+
+@dataclass(frozen=True)
+class Hyper:
+    """Specification of one kernel hyper-parameter.
+
+    Parameters
+    ----------
+    value
+        A value fixed by the user, **in the units of the data passed to the estimator**, or
+        ``None`` to sample it from ``prior``.
+    prior
+        Zero-argument callable returning a NumPyro distribution in *standardized* units
+        (inputs scaled to unit standard deviation per column).
+    default
+        Value (standardized units) used when the kernel is evaluated without sampling.
+    length
+        ``True`` when the parameter is a length in the units of ``X`` (length-scale,
+        period): a fixed value is divided by the per-column scale of ``X``.
+    ard
+        ``True`` for one value per input column (automatic relevance determination).
+    """
+
+    value: Any
+    prior: Callable[[], Any]
+    default: float
+    length: bool = False
+    ard: bool = False
+
+    def fixed_standardized(self, x_scale: np.ndarray) -> jnp.ndarray:
+        """Return the fixed value in standardized units (a vector when it is a length)."""
+        v = jnp.asarray(self.value, dtype=float)
+        if self.length:
+            return v / jnp.asarray(x_scale, dtype=float)
+        return v
+
+
+class Kernel:
+    """Base class of all kernels.
+
+    Subclasses implement :meth:`evaluate` for one pair of points (or override :meth:`gram`
+    for kernels that are cheaper as matrices) and :meth:`hyperparameters`.
+    ``k1 + k2`` and ``k1 * k2`` build :class:`Sum` and :class:`Product` nodes.
+    """
+
+    #: set by :func:`name_leaves`
+    name_: str | None = None
+    #: ``True`` for kernels that are not symmetric in their arguments (LAB-RBF).
+    symmetric: bool = True
+
+    def __init_subclass__(cls, **kw):
+        super().__init_subclass__(**kw)
+        KERNEL_REGISTRY[cls.__name__] = cls
+
+    # ----------------------------------------------------------------- hyper-parameters
+    def hyperparameters(self) -> dict[str, Hyper]:
+        """Hyper-parameters of this leaf kernel, by parameter name."""
+        return {}
+
+    def leaves(self) -> list["Kernel"]:
+        """The leaf kernels of this tree, left to right."""
+        return [self]
+
+    def terms(self) -> list["Kernel"]:
+        """The additive terms of this kernel (a :class:`Sum` flattens; anything else is one term)."""
+        return [self]
+
+    def _site(self, param: str) -> str:
+        if self.name_ is None:
+            raise RuntimeError("kernel leaves are not named; call bayeskern.kernels.name_leaves")
+        return f"{self.name_}_{param}"
+
+    def _p(self, theta: dict, param: str):
+        """The value of ``param`` of this leaf in ``theta``."""
+        return theta[self._site(param)]
+
+    # ----------------------------------------------------------------- evaluation
+    def evaluate(self, theta: dict, x1: jax.Array, x2: jax.Array) -> jax.Array:
+        """Kernel value for one pair of points ``x1``, ``x2`` of shape ``(d,)``."""
+        raise NotImplementedError
+
+    def gram(self, theta: dict, X1: jax.Array, X2: jax.Array) -> jax.Array:
+        """Gram matrix ``K[i, j] = k(X1[i], X2[j])`` of shape ``(n1, n2)``."""
+        row = jax.vmap(self.evaluate, in_axes=(None, None, 0))
+        return jax.vmap(row, in_axes=(None, 0, None))(theta, X1, X2)
+
+    def diag(self, theta: dict, X: jax.Array) -> jax.Array:
+        """``k(x_i, x_i)`` for every row of ``X``."""
+        return jax.vmap(self.evaluate, in_axes=(None, 0, 0))(theta, X, X)
+
+    def __call__(self, X1: ArrayLike, X2: ArrayLike | None = None) -> jax.Array:
+        """Gram matrix with every hyper-parameter at its fixed value or default.
+
+        Convenience for classical (non-Bayesian) use; no standardization is applied, so a
+        fixed length-scale is used as given.
+        """
+        k = name_leaves(self)
+        X1 = jnp.atleast_2d(jnp.asarray(X1, dtype=float))
+        X2 = X1 if X2 is None else jnp.atleast_2d(jnp.asarray(X2, dtype=float))
+        return gram(k, X1, X2, default_theta(k, np.ones(X1.shape[1])))
+
+    # ----------------------------------------------------------------- data-dependent kernels
+    def fit(self, X: np.ndarray, y: np.ndarray | None = None) -> "Kernel":
+        """Learn data-dependent parts of the kernel; the base kernels learn nothing."""
+        return self
+
+    @property
+    def is_fitted(self) -> bool:
+        return True
+
+    # ----------------------------------------------------------------- algebra
+    def __add__(self, other):
+        if isinstance(other, (int, float)) and other == 0:
+            return self
+        return Sum(self, _as_kernel(other))
+
+    __radd__ = __add__
+
+    def __mul__(self, other):
+        return Product(self, _as_kernel(other))
+
+    __rmul__ = __mul__
+
+    # ----------------------------------------------------------------- config (no pickle)
+    def get_params(self) -> dict[str, Any]:
+        """Constructor arguments, read from the attributes of the same name."""
+        sig = inspect.signature(type(self).__init__)
+        return {p: getattr(self, p) for p in sig.parameters if p != "self"}
+
+    def get_state(self) -> dict[str, np.ndarray]:
+        """Fitted arrays (attributes ending in ``_`` holding arrays) for saving."""
+        return {
+            k: np.asarray(v)
+            for k, v in vars(self).items()
+            if k.endswith("_") and k != "name_" and isinstance(v, (np.ndarray, jax.Array))
+        }
+
+    def get_config(self) -> dict[str, Any]:
+        """JSON-serializable description: class name and constructor arguments."""
+        params = {}
+        for k, v in self.get_params().items():
+            if isinstance(v, Kernel):
+                v = {"__kernel__": v.get_config()}
+            elif isinstance(v, np.ndarray):
+                v = v.tolist()
+            elif callable(v):
+                raise TypeError(
+                    f"{type(self).__name__}.{k} is a Python callable and cannot be saved "
+                    "without pickle; use a built-in option to save this run"
+                )
+            params[k] = v
+        return {"class": type(self).__name__, "params": params}
+
+    def __repr__(self) -> str:
+        args = ", ".join(f"{k}={v!r}" for k, v in self.get_params().items() if v is not None)
+        return f"{type(self).__name__}({args})"
+
+
+def _as_kernel(obj) -> Kernel:
+    if isinstance(obj, Kernel):
+        return obj
+    if isinstance(obj, (int, float)):
+        return Constant(float(obj))
+    raise TypeError(f"cannot combine a kernel with {type(obj).__name__}")
+
+
+class Constant(Kernel):
+    """Constant kernel :math:`k(x, x') = c`."""
+
+    def __init__(self, value: float = 1.0):
+        self.value = value
+
+    def evaluate(self, theta, x1, x2):
+        return jnp.asarray(self.value, dtype=x1.dtype)
+
+
+class _Binary(Kernel):
+    op: Callable
+
+    def __init__(self, k1: Kernel, k2: Kernel):
+        self.k1 = k1
+        self.k2 = k2
+
+    def leaves(self):
+        return self.k1.leaves() + self.k2.leaves()
+
+    @property
+    def symmetric(self):  # type: ignore[override]
+        return self.k1.symmetric and self.k2.symmetric
+
+    def evaluate(self, theta, x1, x2):
+        return self.op(self.k1.evaluate(theta, x1, x2), self.k2.evaluate(theta, x1, x2))
+
+    def gram(self, theta, X1, X2):
+        return self.op(self.k1.gram(theta, X1, X2), self.k2.gram(theta, X1, X2))
+
+    def diag(self, theta, X):
+        return self.op(self.k1.diag(theta, X), self.k2.diag(theta, X))
+
+    def fit(self, X, y=None):
+        return type(self)(self.k1.fit(X, y), self.k2.fit(X, y))
+
+    @property
+    def is_fitted(self):
+        return self.k1.is_fitted and self.k2.is_fitted
+
+    def get_state(self):
+        return {}
+
+
+class Sum(_Binary):
+    """Sum kernel :math:`k(x,x') = k_1(x,x') + k_2(x,x')`."""
+
+    op = staticmethod(jnp.add)
+
+    def terms(self):
+        return self.k1.terms() + self.k2.terms()
+
+    def __repr__(self):
+        return f"{self.k1!r} + {self.k2!r}"
+
+
+class Product(_Binary):
+    """Product kernel :math:`k(x,x') = k_1(x,x')\\,k_2(x,x')` (a Schur product: PSD if both are)."""
+
+    op = staticmethod(jnp.multiply)
+
+    def __repr__(self):
+        return f"({self.k1!r}) * ({self.k2!r})"
+
+
+def name_leaves(kernel: Kernel) -> Kernel:
+    """Return a deep copy of ``kernel`` whose leaves carry unique names.
+
+    The name of a leaf is its lower-case class name, with ``_1``, ``_2``... appended for
+    repeats, in left-to-right order: ``Linear() + RBF() + RBF() * Periodic()`` has leaves
+    ``linear``, ``rbf``, ``rbf_1``, ``periodic``.
+    """
+    if not isinstance(kernel, Kernel):
+        raise TypeError(f"kernel must be a bayeskern kernel, got {type(kernel).__name__}")
+    k = copy.deepcopy(kernel)
+    seen: dict[str, int] = {}
+    for leaf in k.leaves():
+        base = type(leaf).__name__.lower()
+        n = seen.get(base, 0)
+        seen[base] = n + 1
+        leaf.name_ = base if n == 0 else f"{base}_{n}"
+    return k
+
+
+def term_name(term: Kernel) -> str:
+    """Readable name of an additive term: its leaf names joined by ``*``."""
+    return "*".join(leaf.name_ or type(leaf).__name__.lower() for leaf in term.leaves())
+
+
+def default_theta(kernel: Kernel, x_scale: np.ndarray) -> dict[str, jax.Array]:
+    """Every hyper-parameter at its fixed value (standardized) or its default."""
+    theta = {}
+    for leaf in kernel.leaves():
+        for p, h in leaf.hyperparameters().items():
+            if h.value is not None:
+                theta[leaf._site(p)] = h.fixed_standardized(x_scale)
+            else:
+                theta[leaf._site(p)] = jnp.asarray(h.default, dtype=float)
+    return theta
+
+
+def gram(
+    kernel: Kernel,
+    X1: ArrayLike,
+    X2: ArrayLike | None = None,
+    theta: dict | None = None,
+    *,
+    batch_size: int = 4096,
+) -> jax.Array:
+    """Gram matrix of ``kernel`` between the rows of ``X1`` and ``X2``.
+
+    Rows of ``X1`` are processed in blocks of ``batch_size`` (``lax.map``) so that the
+    intermediate arrays of large inputs stay bounded; the result itself is ``(n1, n2)``.
+    ``theta`` defaults to :func:`default_theta` with unit scales.
+    """
+    X1 = jnp.atleast_2d(jnp.asarray(X1))
+    X2 = X1 if X2 is None else jnp.atleast_2d(jnp.asarray(X2))
+    if X1.shape[1] != X2.shape[1]:
+        raise ValueError(f"X1 has {X1.shape[1]} columns but X2 has {X2.shape[1]}")
+    if kernel.leaves() and kernel.leaves()[0].name_ is None:
+        kernel = name_leaves(kernel)
+    if theta is None:
+        theta = default_theta(kernel, np.ones(X1.shape[1]))
+    n1 = X1.shape[0]
+    if n1 <= batch_size:
+        return kernel.gram(theta, X1, X2)
+    n_blocks = -(-n1 // batch_size)
+    pad = n_blocks * batch_size - n1
+    Xp = jnp.concatenate([X1, jnp.repeat(X1[-1:], pad, axis=0)]).reshape(n_blocks, batch_size, -1)
+    out = jax.lax.map(lambda b: kernel.gram(theta, b, X2), Xp)
+    return out.reshape(n_blocks * batch_size, -1)[:n1]
+
+
+def kernel_from_config(config: dict, state: dict[str, np.ndarray] | None = None) -> Kernel:
+    """Rebuild a kernel from :meth:`Kernel.get_config` (and fitted ``state``) without pickle."""
+    name = config.get("class")
+    if name not in KERNEL_REGISTRY:
+        raise ValueError(f"unknown kernel class {name!r} in saved configuration")
+    params = {}
+    for k, v in config.get("params", {}).items():
+        if isinstance(v, dict) and "__kernel__" in v:
+            v = kernel_from_config(v["__kernel__"])
+        params[k] = v
+    kernel = KERNEL_REGISTRY[name](**params)
+    for k, v in (state or {}).items():
+        setattr(kernel, k, np.asarray(v))
+    return kernel

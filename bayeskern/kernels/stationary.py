@@ -1,0 +1,154 @@
+"""Base kernels: RBF, Laplacian, Linear, Periodic and Mahalanobis RBF (pure JAX).
+
+Every kernel here has unit variance; the Bayesian models put one amplitude on each additive
+term (see ``models/gp.py``), so ``Linear() + RBF()`` has two amplitudes.
+Length-scales left as ``None`` get a LogNormal(0, 1) prior in standardized input units
+(median: one standard deviation of the inputs), following the advice to keep length-scales
+away from both zero and infinity without fixing their order of magnitude.
+"""
+
+from __future__ import annotations
+
+import jax.numpy as jnp
+import numpy as np
+import numpyro.distributions as dist
+
+from .base import Hyper, Kernel
+
+__all__ = ["RBF", "Laplacian", "Linear", "Periodic", "MahalanobisRBF", "safe_norm"]
+
+
+def _lengthscale_prior():
+    return dist.LogNormal(0.0, 1.0)
+
+
+def safe_norm(d, axis=-1):
+    """Euclidean norm whose gradient is 0 (not NaN) at ``d = 0``."""
+    sq = jnp.sum(d * d, axis=axis)
+    nz = sq > 0
+    return jnp.where(nz, jnp.sqrt(jnp.where(nz, sq, 1.0)), 0.0)
+
+
+class _Stationary(Kernel):
+    def __init__(self, lengthscale=None, ard: bool = False):
+        self.lengthscale = lengthscale
+        self.ard = ard
+
+    def hyperparameters(self):
+        return {
+            "lengthscale": Hyper(
+                self.lengthscale, _lengthscale_prior, 1.0, length=True, ard=self.ard
+            )
+        }
+
+    def _scaled(self, theta, x1, x2):
+        return (x1 - x2) / self._p(theta, "lengthscale")
+
+
+class RBF(_Stationary):
+    r"""Squared-exponential kernel.
+
+    .. math:: k(x, x') = \exp\!\left(-\tfrac12 \sum_j (x_j - x'_j)^2 / \ell_j^2\right)
+
+    Parameters
+    ----------
+    lengthscale
+        :math:`\ell` in the units of ``X`` (scalar, or one per column); ``None`` samples it.
+    ard
+        One length-scale per input column when sampled.
+    """
+
+    def evaluate(self, theta, x1, x2):
+        r = self._scaled(theta, x1, x2)
+        return jnp.exp(-0.5 * jnp.sum(r * r))
+
+
+class Laplacian(_Stationary):
+    r"""Laplacian (exponential) kernel, :math:`k(x,x') = \exp(-\|(x - x')/\ell\|_2)`.
+
+    The norm is gradient-safe at coincident points.
+    """
+
+    def evaluate(self, theta, x1, x2):
+        return jnp.exp(-safe_norm(self._scaled(theta, x1, x2)))
+
+
+class Linear(Kernel):
+    r"""Linear (dot-product) kernel on the standardized inputs, :math:`k(x,x') = x^\top x'`.
+
+    The estimators centre the inputs, so this is the covariance of a linear trend through
+    the data mean; its scale is the term's amplitude.
+    """
+
+    def evaluate(self, theta, x1, x2):
+        return jnp.dot(x1, x2)
+
+
+class Periodic(Kernel):
+    r"""Periodic (exp-sine-squared) kernel (MacKay 1998).
+
+    .. math:: k(x, x') = \exp\!\left(-\frac{2}{\ell^2} \sum_j \sin^2\!\left(\pi\,
+              \frac{x_j - x'_j}{p_j}\right)\right)
+
+    Parameters
+    ----------
+    period
+        :math:`p` in the units of ``X``; ``None`` samples it (LogNormal(0, 1), standardized).
+    lengthscale
+        :math:`\ell`, dimensionless (it scales the sine, not the inputs).
+    """
+
+    def __init__(self, period=None, lengthscale=None):
+        self.period = period
+        self.lengthscale = lengthscale
+
+    def hyperparameters(self):
+        return {
+            "period": Hyper(self.period, lambda: dist.LogNormal(0.0, 1.0), 1.0, length=True),
+            "lengthscale": Hyper(self.lengthscale, lambda: dist.LogNormal(0.0, 1.0), 1.0),
+        }
+
+    def evaluate(self, theta, x1, x2):
+        s = jnp.sin(jnp.pi * (x1 - x2) / self._p(theta, "period"))
+        return jnp.exp(-2.0 * jnp.sum(s * s) / self._p(theta, "lengthscale") ** 2)
+
+
+class MahalanobisRBF(Kernel):
+    r"""Mahalanobis RBF kernel (a data-dependent kernel).
+
+    .. math:: k(x, x') = \exp\!\left(-\frac{1}{2\ell^2}(x - x')^\top \Sigma^{-1} (x - x')\right)
+
+    :math:`\Sigma` is the covariance of the training inputs, learned in :meth:`fit`
+    (or given as ``covariance``). It is the :math:`k = 1` case of the cluster-based RBF of
+    Czarnecki & Tabor (seed 001, section 3).
+    """
+
+    def __init__(self, lengthscale=None, covariance=None):
+        self.lengthscale = lengthscale
+        self.covariance = covariance
+        if covariance is not None:
+            self.precision_ = np.linalg.inv(np.atleast_2d(np.asarray(covariance, dtype=float)))
+
+    def hyperparameters(self):
+        return {"lengthscale": Hyper(self.lengthscale, _lengthscale_prior, 1.0)}
+
+    def fit(self, X, y=None):
+        import copy
+
+        k = copy.copy(self)
+        X = np.asarray(X, dtype=float)
+        if self.covariance is None:
+            cov = np.atleast_2d(np.cov(X, rowvar=False))
+            # the covariance of a singular sample is regularized towards its diagonal
+            cov = cov + 1e-8 * np.trace(cov) / len(cov) * np.eye(len(cov))
+            k.precision_ = np.linalg.inv(cov)
+        return k
+
+    @property
+    def is_fitted(self):
+        return hasattr(self, "precision_")
+
+    def evaluate(self, theta, x1, x2):
+        d = x1 - x2
+        q = d @ jnp.asarray(self.precision_) @ d
+        return jnp.exp(-0.5 * q / self._p(theta, "lengthscale") ** 2)
