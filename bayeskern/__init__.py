@@ -14,12 +14,17 @@ if _os.environ.get("BAYESKERN_X64", "1") != "0":
 
 from bayeskern import datasets, diagnostics, inference, kernels  # noqa: E402
 from bayeskern.estimators import GPClassifier, GPRegressor  # noqa: E402
+from bayeskern.report import report  # noqa: E402
+from bayeskern.runs import load_run, save_run  # noqa: E402
 
 __version__ = "0.1.0"
 
 __all__ = [
     "GPRegressor",
     "GPClassifier",
+    "report",
+    "load_run",
+    "save_run",
     "kernels",
     "datasets",
     "diagnostics",

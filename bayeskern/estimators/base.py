@@ -119,6 +119,45 @@ class BayesianEstimatorMixin:
         check_is_fitted(self)
         return diagnostics.loo(self.idata_)
 
+    # ------------------------------------------------------------------ saving (no pickle)
+    def _save_state(self) -> tuple[dict, dict]:
+        """Fitted state as JSON-able ``meta`` and a dict of arrays (see bayeskern.runs)."""
+        check_is_fitted(self)
+        meta = {"n_features_in": int(self.n_features_in_),
+                "kernel": self.kernel_.get_config() if hasattr(self, "kernel_") else None}
+        arrays = {"x_mean": self.x_std_.mean, "x_scale": self.x_std_.scale}
+        if hasattr(self, "y_std_"):
+            arrays.update(y_mean=self.y_std_.mean, y_scale=self.y_std_.scale)
+        if hasattr(self, "classes_"):
+            arrays["classes"] = np.asarray(self.classes_)
+        if hasattr(self, "feature_names_in_"):
+            meta["feature_names_in"] = [str(c) for c in self.feature_names_in_]
+        for leaf in getattr(self, "kernel_", None).leaves() if hasattr(self, "kernel_") else []:
+            for k, v in leaf.get_state().items():
+                arrays[f"kernel/{leaf.name_}/{k}"] = v
+        return meta, arrays
+
+    def _load_state(self, meta: dict, arrays: dict) -> None:
+        """Inverse of :meth:`_save_state`."""
+        from bayeskern.kernels.base import kernel_from_config, name_leaves
+
+        self.n_features_in_ = meta["n_features_in"]
+        if "feature_names_in" in meta:
+            self.feature_names_in_ = np.asarray(meta["feature_names_in"], dtype=object)
+        self.x_std_ = Standardizer(arrays["x_mean"], arrays["x_scale"])
+        if "y_mean" in arrays:
+            self.y_std_ = Standardizer(arrays["y_mean"], arrays["y_scale"])
+        if "classes" in arrays:
+            self.classes_ = arrays["classes"]
+        if meta.get("kernel") is not None:
+            self.kernel_ = name_leaves(kernel_from_config(meta["kernel"]))
+            for leaf in self.kernel_.leaves():
+                prefix = f"kernel/{leaf.name_}/"
+                for k, v in arrays.items():
+                    if k.startswith(prefix):
+                        setattr(leaf, k[len(prefix):], v)
+        self.convergence_ = diagnostics.convergence_report(self.idata_, warn=False)
+
     def save(self, path) -> None:
         """Save the fitted run (netCDF + JSON, no pickle); see :func:`bayeskern.runs.save_run`."""
         from bayeskern.runs import save_run

@@ -37,6 +37,7 @@ from bayeskern.models.gp import (
     theta_from_draw,
 )
 from bayeskern.predictive import MixturePredictive
+from bayeskern.runs import register_estimator
 
 __all__ = ["GPRegressor", "GPClassifier"]
 
@@ -125,6 +126,7 @@ class _GPBase(BayesianEstimatorMixin, BaseEstimator):
         return flat_draws(self.idata_, [v for v in self.idata_.posterior.data_vars if v != "f"])
 
 
+@register_estimator
 class GPRegressor(RegressorMixin, _GPBase):
     __doc__ = f"""Bayesian Gaussian-process regression (exact Gaussian marginal likelihood).
 
@@ -220,6 +222,7 @@ class GPRegressor(RegressorMixin, _GPBase):
         return self.predictive(X).sample(n_draws, rng)
 
 
+@register_estimator
 class GPClassifier(ClassifierMixin, _GPBase):
     __doc__ = f"""Bayesian binary GP classification (Bernoulli-logit, whitened latent GP).
 

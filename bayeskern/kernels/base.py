@@ -168,7 +168,11 @@ class Kernel:
     def get_params(self) -> dict[str, Any]:
         """Constructor arguments, read from the attributes of the same name."""
         sig = inspect.signature(type(self).__init__)
-        return {p: getattr(self, p) for p in sig.parameters if p != "self"}
+        return {
+            name: getattr(self, name)
+            for name, p in sig.parameters.items()
+            if name != "self" and p.kind not in (p.VAR_POSITIONAL, p.VAR_KEYWORD)
+        }
 
     def get_state(self) -> dict[str, np.ndarray]:
         """Fitted arrays (attributes ending in ``_`` holding arrays) for saving."""
@@ -281,7 +285,7 @@ def name_leaves(kernel: Kernel) -> Kernel:
     """
     if not isinstance(kernel, Kernel):
         raise TypeError(f"kernel must be a bayeskern kernel, got {type(kernel).__name__}")
-    k = copy.deepcopy(kernel)
+    k = _unshare(copy.deepcopy(kernel), set())
     seen: dict[str, int] = {}
     for leaf in k.leaves():
         base = type(leaf).__name__.lower()
@@ -289,6 +293,17 @@ def name_leaves(kernel: Kernel) -> Kernel:
         seen[base] = n + 1
         leaf.name_ = base if n == 0 else f"{base}_{n}"
     return k
+
+
+def _unshare(node: Kernel, seen: set) -> Kernel:
+    """Copy every object that appears twice in the tree, so each leaf can have its own name."""
+    if id(node) in seen:
+        node = copy.deepcopy(node)
+    seen.add(id(node))
+    if isinstance(node, _Binary):
+        node.k1 = _unshare(node.k1, seen)
+        node.k2 = _unshare(node.k2, seen)
+    return node
 
 
 def term_name(term: Kernel) -> str:

@@ -1,0 +1,295 @@
+"""The ``bayeskern`` command line: demo, fit, predict, report, datasets.
+
+User errors (bad files, missing columns, invalid options) print one line,
+``bayeskern: error: ...``, and exit with status 2, without a traceback. Every output file is
+written to a temporary name and renamed, so an interrupted command leaves no partial output.
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import sys
+from pathlib import Path
+
+__all__ = ["main"]
+
+MODELS = {"gp-regression": "GPRegressor", "gp-classification": "GPClassifier"}
+
+
+class UserError(Exception):
+    """An error in what the user asked for: reported in one line, exit status 2."""
+
+
+def _read_table(path: str, *, chunksize: int | None = None):
+    import pandas as pd
+
+    p = Path(path)
+    if not p.is_file():
+        raise UserError(f"data file {path!r} does not exist")
+    try:
+        if p.suffix.lower() in (".parquet", ".pq"):
+            if chunksize:
+                import pyarrow.parquet as pq
+
+                return (b.to_pandas() for b in pq.ParquetFile(p).iter_batches(chunksize))
+            return pd.read_parquet(p)
+        kw = dict(sep="\t" if p.suffix.lower() == ".tsv" else ",", encoding="utf-8-sig")
+        if chunksize:
+            return pd.read_csv(p, chunksize=chunksize, **kw)
+        df = pd.read_csv(p, **kw)
+    except UnicodeDecodeError:
+        raise UserError(f"data file {path!r} is not UTF-8 text") from None
+    except ImportError as e:
+        raise UserError(f"reading {path!r} needs an optional package: {e}") from None
+    except Exception as e:  # pandas raises many parser error types
+        raise UserError(f"cannot parse {path!r}: {str(e).splitlines()[0]}") from None
+    if len(df) == 0:
+        raise UserError(f"data file {path!r} has no rows")
+    return df
+
+
+def _features(df, columns, path):
+    import numpy as np
+    import pandas as pd
+
+    missing = [c for c in columns if c not in df.columns]
+    if missing:
+        raise UserError(f"{path!r} lacks the feature columns {missing} used in fitting")
+    bad = [c for c in columns if not pd.api.types.is_numeric_dtype(df[c])]
+    if bad:
+        raise UserError(f"non-numeric feature columns in {path!r}: {bad}")
+    X = df[columns].to_numpy(dtype=float)
+    if not np.all(np.isfinite(X)):
+        rows = np.where(~np.all(np.isfinite(X), axis=1))[0][:5].tolist()
+        raise UserError(f"{path!r} has missing or non-finite feature values (rows {rows} ...)")
+    return X
+
+
+def cmd_fit(args) -> int:
+    import numpy as np
+    import pandas as pd
+
+    import bayeskern as bk
+
+    df = _read_table(args.data)
+    if args.target not in df.columns:
+        raise UserError(f"--target column {args.target!r} is not in {args.data!r}; columns: "
+                        f"{list(df.columns)[:20]}")
+    y = df[args.target]
+    if y.isna().any():
+        raise UserError(f"target column {args.target!r} has {int(y.isna().sum())} missing values")
+    feats = [c for c in df.columns if c != args.target]
+    if not feats:
+        raise UserError(f"{args.data!r} has no feature columns besides the target")
+    X = _features(df, feats, args.data)
+    model = args.model
+    if model == "auto":
+        model = "gp-classification" if y.nunique() == 2 else "gp-regression"
+    if model == "gp-regression" and not pd.api.types.is_numeric_dtype(y):
+        raise UserError(f"target column {args.target!r} is not numeric; use --model "
+                        "gp-classification for labels")
+    y = y.to_numpy()
+    holdout = {}
+    if args.holdout:
+        if not 0 < args.holdout < 0.9:
+            raise UserError("--holdout must be a fraction in (0, 0.9)")
+        rng = np.random.default_rng(args.seed)
+        idx = rng.permutation(len(y))
+        n_test = max(1, int(round(args.holdout * len(y))))
+        test, train = idx[:n_test], idx[n_test:]
+        holdout = {"holdout_X": X[test], "holdout_y": y[test]}
+        X, y = X[train], y[train]
+    est = getattr(bk, MODELS[model])(
+        kernel=args.kernel, num_warmup=args.num_warmup, num_samples=args.num_samples,
+        num_chains=args.num_chains, progress_bar=not args.quiet, random_state=args.seed,
+    )
+    est.fit(pd.DataFrame(X, columns=[str(c) for c in feats]), y)
+    from bayeskern.runs import save_run
+
+    save_run(est, args.out, extra_meta={"data": str(args.data), "target": args.target},
+             extra_arrays=holdout)
+    if not args.quiet:
+        print(f"saved run to {args.out}: {est.convergence_.verdict}")
+    return 0
+
+
+def cmd_predict(args) -> int:
+    import numpy as np
+    import pandas as pd
+
+    from bayeskern.runs import atomic_write, load_run
+
+    est = load_run(args.run)
+    if not 0 < args.interval < 1:
+        raise UserError(f"--interval must be in (0, 1), got {args.interval}")
+    if args.draws < 0:
+        raise UserError(f"--draws must be >= 0, got {args.draws}")
+    feats = [str(c) for c in getattr(est, "feature_names_in_", [])]
+    if not feats:
+        feats = [f"x{j}" for j in range(est.n_features_in_)]
+    rng = np.random.default_rng(args.seed)
+    first = _read_table(args.data)  # validates format and emptiness up front
+    chunks = [first] if len(first) <= args.batch_size else _read_table(
+        args.data, chunksize=args.batch_size)
+
+    def write(tmp):
+        header = True
+        for chunk in chunks:
+            X = pd.DataFrame(_features(chunk, feats, args.data), columns=feats)
+            out = _prediction_frame(est, X, args.interval, args.draws, rng)
+            out.to_csv(tmp, mode="w" if header else "a", header=header, index=False)
+            header = False
+
+    atomic_write(args.out, write)
+    if not args.quiet:
+        print(f"wrote predictions to {args.out}")
+    return 0
+
+
+def _prediction_frame(est, X, interval, n_draws, rng):
+    import numpy as np
+    import pandas as pd
+
+    a = (1 - interval) / 2
+    tag = f"{interval:g}"
+    if hasattr(est, "predict_proba"):
+        p = est.predict_proba(X)
+        out = pd.DataFrame({"prediction": est.classes_[(p[:, 1] >= 0.5).astype(int)]})
+        for j, c in enumerate(est.classes_):
+            out[f"p_{c}"] = p[:, j]
+        return out
+    pred = est.predictive(X)
+    out = pd.DataFrame({"mean": pred.mean(), "sd": pred.std(),
+                        f"lower_{tag}": pred.quantile(a), f"upper_{tag}": pred.quantile(1 - a)})
+    if n_draws:
+        draws = pred.sample(n_draws, rng)
+        out = pd.concat([out, pd.DataFrame(draws.T, columns=[f"draw_{i}" for i in
+                                                             range(n_draws)])], axis=1)
+    return out.astype(np.float64)
+
+
+def cmd_report(args) -> int:
+    from bayeskern.report import report
+    from bayeskern.runs import load_run, read_run
+
+    est = load_run(args.run)
+    config, arrays, _ = read_run(args.run)
+    out = args.out or str(Path(args.run) / "report.html")
+    state = config.get("state", {})
+    report(est, out, X_test=arrays.get("holdout_X"), y_test=arrays.get("holdout_y"),
+           data_name=state.get("data"), target_name=state.get("target"))
+    if not args.quiet:
+        print(f"wrote report to {out}")
+    return 0
+
+
+def cmd_datasets(args) -> int:
+    import bayeskern as bk
+
+    for name in bk.datasets.list_datasets():
+        d = bk.datasets.describe(name)
+        used = "; ".join(d["used_by"]) if isinstance(d["used_by"], list) else d["used_by"]
+        print(f"{name:20s} {d['task']:15s} {d['n_samples']:6d} x {d['n_features']:<3d} {used}")
+    return 0
+
+
+def cmd_demo(args) -> int:
+    """Fit the CO2 GP on the training years, save the run, write the report."""
+    import bayeskern as bk
+    from bayeskern.report import report
+    from bayeskern.runs import save_run
+
+    Xtr, ytr, Xte, yte = bk.datasets.co2_split()
+    kernel = bk.kernels.Linear() + bk.kernels.RBF() + bk.kernels.RBF() * bk.kernels.Periodic(
+        period=1.0)
+    settings = dict(num_warmup=30, num_samples=30, num_chains=2) if args.quick else {}
+    print("bayeskern demo: Bayesian GP regression of Mauna Loa CO2 (train < 1994, "
+          "test 1994-2001)")
+    print(f"kernel: {kernel!r}")
+    est = bk.GPRegressor(kernel=kernel, random_state=args.seed, progress_bar=not args.quiet,
+                         **settings).fit(Xtr, ytr)
+    m = bk.diagnostics.regression_metrics(yte, est.predictive(Xte))
+    print(est.convergence_.verdict)
+    print(f"held-out 1994-2001: RMSE {m['rmse']:.2f} ppm, 95 % coverage "
+          f"{m['coverage_95']:.2f}, NLPD {m['nlpd']:.2f}")
+    out = Path(args.out)
+    save_run(est, out / "run", extra_meta={"data": "co2 (embedded)", "target": "co2 [ppm]"},
+             extra_arrays={"holdout_X": Xte, "holdout_y": yte})
+    path = report(est, out / "report.html", X_test=Xte, y_test=yte,
+                  title="bayeskern demo: Mauna Loa CO2", data_name="co2 (embedded)",
+                  target_name="co2 [ppm]")
+    print(f"run saved to {out / 'run'}; report written to {path}")
+    return 0
+
+
+def build_parser() -> argparse.ArgumentParser:
+    ap = argparse.ArgumentParser(prog="bayeskern", description="Bayesian kernel learning: fit, "
+                                 "predict with intervals, and report on saved runs.")
+    sub = ap.add_subparsers(dest="command", required=True, metavar="COMMAND")
+
+    p = sub.add_parser("demo", help="fit a GP to the embedded CO2 data and write an HTML report")
+    p.add_argument("--out", default="bayeskern-demo", help="output directory")
+    p.add_argument("--seed", type=int, default=0)
+    p.add_argument("--quick", action="store_true", help="tiny sampler settings (smoke test)")
+    p.add_argument("--quiet", action="store_true")
+    p.set_defaults(fn=cmd_demo)
+
+    p = sub.add_parser("fit", help="fit a model to a CSV/Parquet file and save the run")
+    p.add_argument("data", help="CSV or Parquet file with a header row")
+    p.add_argument("--target", required=True, help="name of the target column")
+    p.add_argument("--out", required=True, help="run directory to write")
+    p.add_argument("--model", choices=["auto", *MODELS], default="auto")
+    p.add_argument("--kernel", default="rbf", help="kernel name, e.g. rbf, 'linear+rbf*periodic'")
+    p.add_argument("--num-warmup", type=int, default=500)
+    p.add_argument("--num-samples", type=int, default=500)
+    p.add_argument("--num-chains", type=int, default=4)
+    p.add_argument("--holdout", type=float, default=0.0,
+                   help="fraction of rows kept out for the report's calibration metrics")
+    p.add_argument("--seed", type=int, default=0)
+    p.add_argument("--quiet", action="store_true")
+    p.set_defaults(fn=cmd_fit)
+
+    p = sub.add_parser("predict", help="posterior-predictive mean, sd and intervals for new rows")
+    p.add_argument("run", help="run directory written by 'bayeskern fit'")
+    p.add_argument("data", help="CSV or Parquet file with the feature columns")
+    p.add_argument("--out", required=True, help="CSV file to write")
+    p.add_argument("--interval", type=float, default=0.9)
+    p.add_argument("--draws", type=int, default=0, help="also write this many predictive draws")
+    p.add_argument("--batch-size", type=int, default=50_000, help="rows per streamed batch")
+    p.add_argument("--seed", type=int, default=0)
+    p.add_argument("--quiet", action="store_true")
+    p.set_defaults(fn=cmd_predict)
+
+    p = sub.add_parser("report", help="self-contained HTML uncertainty report of a saved run")
+    p.add_argument("run", help="run directory")
+    p.add_argument("--out", default=None, help="HTML file (default RUN/report.html)")
+    p.add_argument("--quiet", action="store_true")
+    p.set_defaults(fn=cmd_report)
+
+    p = sub.add_parser("datasets", help="list the offline datasets")
+    p.set_defaults(fn=cmd_datasets)
+    return ap
+
+
+def main(argv=None) -> int:
+    """Entry point of the ``bayeskern`` command."""
+    args = build_parser().parse_args(argv)
+    from bayeskern.runs import RunError
+
+    try:
+        return args.fn(args)
+    except (UserError, RunError, ValueError, TypeError, FileNotFoundError) as e:
+        if os.environ.get("BAYESKERN_DEBUG"):
+            raise
+        msg = str(e).splitlines()[0] if str(e) else type(e).__name__
+        print(f"bayeskern: error: {msg}", file=sys.stderr)
+        return 2
+    except KeyboardInterrupt:
+        print("bayeskern: interrupted; no partial output was written", file=sys.stderr)
+        return 130
+
+
+if __name__ == "__main__":  # pragma: no cover
+    os.environ.setdefault("PYTHONUNBUFFERED", "1")
+    sys.exit(main())

@@ -1,0 +1,426 @@
+r"""Xiong's data-dependent (conformal) kernel, learned by maximizing a Fisher ratio.
+
+The kernel (seed ``004_ee76f0359d4ed0f2.txt``, Gu, after Xiong, Swamy & Ahmad 2005 and
+Xiong, Zhang & Chen 2007; section 3.1, eqs. 52-63) is a conformal transform of a base
+kernel :math:`K_0`,
+
+.. math:: K(x, z) = q(x)\, K_0(x, z)\, q(z), \qquad
+          q(x) = \alpha_0 + \sum_{j=1}^{m} \alpha_j K_1(x, e_j),
+
+where :math:`e_1..e_m` are the expansion points (all training points in the seed, or a random
+subset of them for large :math:`N`). On the training data :math:`K = Q K_0 Q` (eq. 54) with
+:math:`Q = \mathrm{diag}(q)`, :math:`q = K_1\alpha` and :math:`K_1 = [1, K_1(x_i, e_j)]` of size
+:math:`N \times (m+1)` (eq. 55).
+
+:math:`\alpha` maximizes the Fisher scalar of the training data in the feature space of
+:math:`K` (eqs. 56-60),
+
+.. math:: J(\alpha) = \frac{\mathrm{tr}\,S_b}{\mathrm{tr}\,S_w}
+          = \frac{\alpha^\top M_0 \alpha}{\alpha^\top N_0 \alpha},\quad
+          M_0 = K_1^\top B_0 K_1,\ N_0 = K_1^\top W_0 K_1,
+
+with :math:`B_0 = \mathrm{blockdiag}(K^0_{cc}/N_c) - K_0/N` and
+:math:`W_0 = \mathrm{diag}(K_0) - \mathrm{blockdiag}(K^0_{cc}/N_c)` (eqs. 58-59, written here
+with class masks so that the data need not be sorted by class; the same blocks give the
+c-class Fisher scalar :math:`\mathrm{tr}\,S_b = \sum_c N_c\|m_c - m\|^2`,
+:math:`\mathrm{tr}\,S_w = \sum_i \|\phi(x_i) - m_{c(i)}\|^2`). Two optimizers:
+
+* ``"eigen"``: the top eigenvector of :math:`M_0\alpha = \lambda (N_0 + \mu I)\alpha`
+  (eqs. 62-63) with :func:`scipy.linalg.eigh`;
+* ``"gradient"``: the seed's Algorithm 1, :math:`\alpha \leftarrow \alpha + \eta(t)
+  (M_0/J_2 - J_1 N_0/J_2^2)\alpha`, normalized, :math:`\eta(t) = \eta_0(1 - t/T)`, stopped
+  when :math:`J` decreases. **Erratum** (``DESIGN.md``): the seed's Algorithm 1 resets
+  :math:`\alpha^0 = (1, 0, \dots, 0)` *inside* its loop, which would never move; here it is
+  initialized once.
+
+Both maximize the same objective :math:`J_\mu = \alpha^\top M_0\alpha / \alpha^\top(N_0 +
+\mu I)\alpha`, so the eigen solution's :math:`J_\mu` is an upper bound of the gradient one's.
+:math:`N_0` is singular whenever :math:`m + 1 > N - c` (always with all points as expansion
+points, since :math:`K_1` has :math:`N + 1` columns), hence :math:`\mu > 0` by default.
+"""
+
+from __future__ import annotations
+
+import copy
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+import scipy.linalg
+
+from .base import Kernel, gram
+from .stationary import RBF
+
+__all__ = [
+    "Conformal",
+    "SquaredExponential",
+    "scatter_matrices",
+    "fisher_ratio",
+    "fisher_eigen",
+    "fisher_gradient_ascent",
+    "check_class_labels",
+]
+
+_OPTIMIZERS = ("eigen", "gradient")
+
+
+class SquaredExponential(RBF):
+    r"""The :class:`~bayeskern.kernels.RBF` kernel with a matrix-form Gram.
+
+    .. math:: k(x, z) = \exp\!\left(-\tfrac12 \|x - z\|^2 / \ell^2\right),\quad
+              \|x - z\|^2 = \|x\|^2 + \|z\|^2 - 2x^\top z
+
+    Same values and hyper-parameters as ``RBF`` (isotropic ``lengthscale`` only), but the
+    Gram matrix costs one matrix product instead of an ``(n1, n2, d)`` tensor of differences,
+    which matters for :math:`p \gg n` data (gene expression, the seed's application).
+    """
+
+    def __init__(self, lengthscale=None):
+        super().__init__(lengthscale=lengthscale, ard=False)
+
+    def gram(self, theta, X1, X2):
+        A = X1 / self._p(theta, "lengthscale")
+        B = X2 / self._p(theta, "lengthscale")
+        d2 = jnp.sum(A * A, axis=1)[:, None] + jnp.sum(B * B, axis=1)[None, :] - 2.0 * A @ B.T
+        # rounding can make the squared distance of (near-)coincident points slightly negative
+        return jnp.exp(-0.5 * jnp.maximum(d2, 0.0))
+
+    def diag(self, theta, X):
+        return jnp.ones(X.shape[0], dtype=X.dtype)
+
+
+def check_class_labels(y, n_samples: int) -> tuple[np.ndarray, np.ndarray]:
+    """Validate class labels for the Fisher ratio; return ``(classes, codes)``.
+
+    Raises a :class:`ValueError` naming ``y`` when it is missing, has the wrong length,
+    a single class, or a class with fewer than two points (its within-class scatter, the
+    denominator of eq. 56, would be identically zero).
+    """
+    if y is None:
+        raise ValueError("y is required: the conformal kernel is learned from class labels")
+    y = np.asarray(y)
+    if y.ndim != 1 or len(y) != n_samples:
+        raise ValueError(f"y must be a 1-d array of {n_samples} labels, got shape {y.shape}")
+    classes, codes, counts = np.unique(y, return_inverse=True, return_counts=True)
+    if len(classes) < 2:
+        raise ValueError(
+            f"y has a single class ({classes[0]!r}); the Fisher ratio needs two classes"
+        )
+    if counts.min() < 2:
+        bad = classes[counts < 2]
+        raise ValueError(
+            f"y has fewer than 2 points in class(es) {bad.tolist()}; the within-class "
+            "scatter of the Fisher ratio needs at least 2 points per class"
+        )
+    return classes, codes
+
+
+def scatter_matrices(K0, K1, y) -> tuple[np.ndarray, np.ndarray]:
+    r"""Between- and within-class matrices :math:`M_0 = K_1^\top B_0 K_1`, :math:`N_0 = K_1^\top W_0 K_1`.
+
+    Seed 004, eqs. 57-60. :math:`B_0` and :math:`W_0` are never formed: with
+    :math:`D = \mathrm{blockdiag}(K^0_{cc}/N_c)`,
+
+    .. math:: M_0 = K_1^\top D K_1 - \tfrac1N K_1^\top K_0 K_1,\qquad
+              N_0 = K_1^\top \mathrm{diag}(K_0) K_1 - K_1^\top D K_1,
+
+    and :math:`K_1^\top D K_1 = \sum_c K_{1,c}^\top K^0_{cc} K_{1,c} / N_c` uses one class
+    block at a time, so memory stays :math:`O(N^2)` (the :math:`K_0` passed in) plus
+    :math:`O(N m)`.
+
+    Parameters
+    ----------
+    K0 : (N, N) base-kernel Gram matrix of the training points.
+    K1 : (N, m + 1) factor design matrix, first column of ones (eq. 55).
+    y : (N,) class labels (two or more classes, at least two points each).
+
+    Returns
+    -------
+    M0, N0 : (m + 1, m + 1) symmetric matrices.
+    """
+    K0 = np.asarray(K0, dtype=float)
+    K1 = np.asarray(K1, dtype=float)
+    _, codes = check_class_labels(y, K0.shape[0])
+    within = np.zeros((K1.shape[1], K1.shape[1]))
+    for c in range(codes.max() + 1):
+        rows = np.flatnonzero(codes == c)
+        K1c = K1[rows]
+        within += K1c.T @ (K0[np.ix_(rows, rows)] @ K1c) / len(rows)
+    total = K1.T @ (K0 @ K1) / K0.shape[0]
+    M0 = within - total
+    N0 = (K1 * np.diag(K0)[:, None]).T @ K1 - within
+    # symmetrize: the products above are symmetric only up to rounding
+    return 0.5 * (M0 + M0.T), 0.5 * (N0 + N0.T)
+
+
+def fisher_ratio(alpha, M0, N0, mu: float = 0.0) -> float:
+    r"""Fisher scalar :math:`J(\alpha) = \alpha^\top M_0\alpha / \alpha^\top (N_0 + \mu I)\alpha` (eqs. 60, 63)."""
+    alpha = np.asarray(alpha, dtype=float)
+    return float(alpha @ M0 @ alpha / (alpha @ N0 @ alpha + mu * alpha @ alpha))
+
+
+def fisher_eigen(M0, N0, mu: float) -> tuple[np.ndarray, float]:
+    r"""Maximize :math:`J_\mu` by the generalized eigenproblem :math:`M_0\alpha = \lambda(N_0 + \mu I)\alpha`.
+
+    Seed 004, eqs. 62-63: the maximum of the Rayleigh quotient is the largest eigenvalue
+    :math:`\lambda^*`, reached at its eigenvector (unit Euclidean norm here).
+
+    Raises
+    ------
+    ValueError
+        When :math:`N_0 + \mu I` is not positive definite (singular :math:`N_0` with
+        ``mu = 0``).
+    """
+    m = M0.shape[0]
+    try:
+        w, v = scipy.linalg.eigh(M0, N0 + mu * np.eye(m), subset_by_index=[m - 1, m - 1])
+    except np.linalg.LinAlgError as err:
+        raise ValueError(
+            "N0 + mu*I is not positive definite (N0 is singular, which it is whenever the "
+            "number of expansion points + 1 exceeds N - n_classes); use mu > 0"
+        ) from err
+    alpha = v[:, 0] / np.linalg.norm(v[:, 0])
+    return alpha, float(w[0])
+
+
+def fisher_gradient_ascent(
+    M0, N0, mu: float = 0.0, *, eta0: float = 1.0, n_iter: int = 1000,
+    early_stop: bool = True, alpha0=None,
+) -> tuple[np.ndarray, np.ndarray]:
+    r"""Maximize :math:`J_\mu` by the seed's gradient ascent (Algorithm 1, corrected).
+
+    .. math:: \alpha^{t+1} = \frac{\alpha^t + \eta(t)\,(M_0/J_2 - J_1 N_0/J_2^2)\,\alpha^t}
+              {\|\cdot\|},\qquad \eta(t) = \eta_0 (1 - t/T),
+
+    with :math:`J_1 = \alpha^\top M_0\alpha`, :math:`J_2 = \alpha^\top (N_0+\mu I)\alpha`
+    (:math:`\mu I` is added to :math:`N_0` so that both optimizers maximize the same
+    :math:`J_\mu`). :math:`\alpha` starts **once** at ``alpha0`` (default
+    :math:`(1, 0, \dots, 0)`, i.e. :math:`q \equiv 1`, the base kernel); the seed's listing
+    re-initializes it in every iteration, an erratum. With ``early_stop`` the ascent stops
+    at the first step that decreases :math:`J` and keeps the previous (best) :math:`\alpha`.
+
+    Returns
+    -------
+    alpha : (m + 1,) unit-norm coefficients.
+    history : :math:`J_\mu` at the start and after every accepted step.
+    """
+    m = M0.shape[0]
+    Nmu = N0 + mu * np.eye(m)
+    alpha = np.zeros(m) if alpha0 is None else np.asarray(alpha0, dtype=float).copy()
+    if alpha0 is None:
+        alpha[0] = 1.0
+    alpha /= np.linalg.norm(alpha)
+    J1, J2 = alpha @ M0 @ alpha, alpha @ Nmu @ alpha
+    history = [J1 / J2]
+    for t in range(n_iter):
+        eta = eta0 * (1.0 - t / n_iter)
+        new = alpha + eta * (M0 @ alpha / J2 - J1 / J2**2 * (Nmu @ alpha))
+        new /= np.linalg.norm(new)
+        n1, n2 = new @ M0 @ new, new @ Nmu @ new
+        if not (np.isfinite(n1) and np.isfinite(n2) and n2 > 0):
+            break
+        if early_stop and n1 / n2 < history[-1]:
+            break
+        alpha, J1, J2 = new, n1, n2
+        history.append(J1 / J2)
+    return alpha, np.asarray(history)
+
+
+class Conformal(Kernel):
+    r"""Xiong's data-dependent kernel :math:`K(x,z) = q(x) K_0(x,z) q(z)` (seed 004, eqs. 52-63).
+
+    :meth:`fit` learns :math:`\alpha` of the conformal factor
+    :math:`q(x) = \alpha_0 + \sum_j \alpha_j K_1(x, e_j)` by maximizing the Fisher ratio of
+    the training data (see the module docstring); afterwards the kernel is a pure JAX
+    function. :math:`K_1` and :math:`\alpha` are fixed after ``fit``.
+
+    Bayesian use: ``bk.GPClassifier(kernel=Conformal())`` fits :math:`\alpha` on the
+    standardized training data with :math:`K_0` at its fixed value or default (length-scale 1
+    standardized unit), then NUTS samples the base kernel's free hyper-parameters (e.g. the RBF
+    length-scale) and the amplitude. **q does not change with the sampled length-scale**: it
+    depends only on :math:`K_1` and :math:`\alpha`, which were learned once at the default.
+
+    Parameters
+    ----------
+    base_kernel : Kernel, default ``RBF()``
+        :math:`K_0`; its hyper-parameters are the kernel's (sampled when left free).
+        In ``fit`` it is evaluated at its fixed values / defaults.
+    factor_kernel : Kernel, optional
+        :math:`K_1`, evaluated at its fixed values / defaults (never sampled). Default: the
+        Gaussian :math:`\exp(-\gamma_1\|x - z\|^2)` of eq. 53.
+    gamma1 : float or "scale"
+        :math:`\gamma_1` of the default factor kernel; ``"scale"`` is scikit-learn's
+        :math:`1/(d\,\mathrm{Var}(X))` on the data seen by ``fit``.
+    optimizer : {"eigen", "gradient"}
+        Generalized eigenproblem (eq. 63) or the seed's gradient ascent (Algorithm 1).
+    mu : float
+        Relative regularization of eq. 63: the absolute :math:`\mu` is
+        ``mu * trace(N0) / (m + 1)``, so it does not depend on the scale of the kernels.
+        ``mu = 0`` requires a nonsingular :math:`N_0` (few expansion points).
+    n_expansion : int, optional
+        Number of expansion points :math:`e_j`, drawn at random from the training points
+        (``random_state``); ``None`` uses all of them, as the seed does.
+    eta0, n_iter, early_stop
+        :math:`\eta_0`, :math:`T` and the early stop of the gradient ascent. The seed uses
+        :math:`\eta_0 = 1`; the length of a step grows with the number of expansion points
+        (each column of :math:`K_1` adds to the gradient), and with :math:`\eta_0 = 1` the
+        ascent jumped and stopped after 2-4 steps on the training parts of WDBC, Wisconsin
+        original and Pima (a few hundred points), while :math:`\eta_0 = 0.01` climbed for
+        hundreds of steps towards the eigen optimum; hence the default.
+    random_state : int, optional
+        Seed of the expansion-point subsample.
+
+    Attributes
+    ----------
+    alpha_ : (m + 1,) coefficients, sign fixed so that most :math:`q(x_i) > 0` and scaled
+        so that the root mean square of :math:`q(x_i)` is 1 (``K`` keeps the magnitude of
+        ``K_0``, so an SVM's ``C`` keeps its meaning).
+    expansion_ : (m, d) expansion points.
+    gamma1_ : the :math:`\gamma_1` used (0-d array; ``nan`` with a user ``factor_kernel``).
+    fisher_ratio_init_, fisher_ratio_ : :math:`J` (eq. 60, with ``mu``) before (q = 1) and
+        after the optimization; ``raw_fisher_ratio_`` is the unregularized eq. 60 at the
+        solution (``inf`` when :math:`\alpha` lies in the null space of :math:`N_0`).
+    history_ : :math:`J_\mu` per accepted gradient step (gradient optimizer only).
+    """
+
+    def __init__(self, base_kernel=None, factor_kernel=None, gamma1="scale",
+                 optimizer: str = "eigen", mu: float = 1e-3, n_expansion=None,
+                 eta0: float = 0.01, n_iter: int = 1000, early_stop: bool = True,
+                 random_state=None):
+        self.base_kernel = base_kernel
+        self.factor_kernel = factor_kernel
+        self.gamma1 = gamma1
+        self.optimizer = optimizer
+        self.mu = mu
+        self.n_expansion = n_expansion
+        self.eta0 = eta0
+        self.n_iter = n_iter
+        self.early_stop = early_stop
+        self.random_state = random_state
+        # the leaves are named in place by name_leaves, so the default must be one object
+        self._base = RBF() if base_kernel is None else base_kernel
+
+    # ----------------------------------------------------------------- tree structure
+    def leaves(self):
+        # only K0's hyper-parameters are free; K1 and alpha are fitted, not sampled
+        return self._base.leaves()
+
+    def terms(self):
+        return [self]
+
+    def hyperparameters(self):
+        return {}
+
+    # ----------------------------------------------------------------- fitting
+    def _check_params(self):
+        if not isinstance(self._base, Kernel):
+            raise TypeError(f"base_kernel must be a bayeskern Kernel, got {self._base!r}")
+        if self.factor_kernel is not None and not isinstance(self.factor_kernel, Kernel):
+            raise TypeError(f"factor_kernel must be a bayeskern Kernel or None, "
+                            f"got {self.factor_kernel!r}")
+        if self.optimizer not in _OPTIMIZERS:
+            raise ValueError(f"optimizer must be one of {_OPTIMIZERS}, got {self.optimizer!r}")
+        if not (np.isscalar(self.mu) and np.isfinite(self.mu) and self.mu >= 0):
+            raise ValueError(f"mu must be a non-negative number, got {self.mu!r}")
+        if not (isinstance(self.gamma1, str) and self.gamma1 == "scale") and not (
+            np.isscalar(self.gamma1) and not isinstance(self.gamma1, str) and self.gamma1 > 0
+        ):
+            raise ValueError(f"gamma1 must be a positive number or 'scale', got {self.gamma1!r}")
+        if self.n_expansion is not None and not (
+            isinstance(self.n_expansion, (int, np.integer)) and self.n_expansion >= 1
+        ):
+            raise ValueError(f"n_expansion must be a positive int or None, "
+                             f"got {self.n_expansion!r}")
+        if not (np.isscalar(self.eta0) and self.eta0 > 0):
+            raise ValueError(f"eta0 must be a positive number, got {self.eta0!r}")
+        if not (isinstance(self.n_iter, (int, np.integer)) and self.n_iter >= 1):
+            raise ValueError(f"n_iter must be a positive int, got {self.n_iter!r}")
+
+    def fit(self, X, y=None) -> "Conformal":
+        """Learn the expansion points and :math:`\\alpha` from ``(X, y)``; return a fitted copy.
+
+        Parameters
+        ----------
+        X : (N, d) training inputs (the estimators pass standardized ones).
+        y : (N,) class labels, at least two classes with two points each.
+        """
+        self._check_params()
+        X = np.asarray(X, dtype=float)
+        if X.ndim != 2 or not np.all(np.isfinite(X)):
+            raise ValueError("X must be a finite 2-d array")
+        check_class_labels(y, X.shape[0])
+        k = copy.copy(self)
+        n = X.shape[0]
+        if self.n_expansion is None or self.n_expansion >= n:
+            k.expansion_ = X.copy()
+        else:
+            rng = np.random.default_rng(self.random_state)
+            k.expansion_ = X[np.sort(rng.choice(n, self.n_expansion, replace=False))]
+        if self.factor_kernel is None:
+            g = 1.0 / (X.shape[1] * X.var()) if self.gamma1 == "scale" else float(self.gamma1)
+            k.gamma1_ = np.asarray(g if np.isfinite(g) and g > 0 else 1.0)
+        else:
+            k.gamma1_ = np.asarray(np.nan)
+        K0 = np.asarray(gram(self._base, X))
+        K1 = np.column_stack([np.ones(n), np.asarray(k._factor_gram(X))])
+        M0, N0 = scatter_matrices(K0, K1, y)
+        mu = self.mu * max(np.trace(N0), 0.0) / len(N0)
+        e0 = np.eye(len(M0))[0]
+        k.fisher_ratio_init_ = fisher_ratio(e0, M0, N0, mu)
+        if self.optimizer == "eigen":
+            alpha, _ = fisher_eigen(M0, N0, mu)
+        else:
+            alpha, k.history_ = fisher_gradient_ascent(
+                M0, N0, mu, eta0=self.eta0, n_iter=self.n_iter, early_stop=self.early_stop)
+        q = K1 @ alpha
+        # J and K = QK0Q do not depend on the sign of alpha: pick the one with q > 0 on most
+        # training points (a conformal factor proper), then make the rms of q one
+        if (np.sum(q > 0), q.sum()) < (np.sum(q < 0), -q.sum()):
+            alpha, q = -alpha, -q
+        rms = np.sqrt(np.mean(q**2))
+        if not np.isfinite(rms) or rms == 0:
+            raise FloatingPointError("the learned conformal factor q is zero or not finite on "
+                                     "the training data; increase mu")
+        k.alpha_ = alpha / rms
+        k.fisher_ratio_ = fisher_ratio(alpha, M0, N0, mu)
+        den = alpha @ N0 @ alpha
+        k.raw_fisher_ratio_ = float(alpha @ M0 @ alpha / den) if den > 0 else float("inf")
+        k.positive_fraction_ = float(np.mean(q > 0))
+        return k
+
+    @property
+    def is_fitted(self) -> bool:
+        return hasattr(self, "alpha_") and self._base.is_fitted
+
+    # ----------------------------------------------------------------- evaluation
+    def _factor(self) -> Kernel:
+        if self.factor_kernel is not None:
+            return self.factor_kernel
+        # exp(-gamma1 |x - z|^2) is the RBF exp(-|x - z|^2 / (2 l^2)) with l = 1/sqrt(2 gamma1)
+        return SquaredExponential(lengthscale=float(1.0 / np.sqrt(2.0 * self.gamma1_)))
+
+    def _factor_gram(self, X):
+        return gram(self._factor(), X, jnp.asarray(self.expansion_))
+
+    def factor(self, X) -> jax.Array:
+        r"""The conformal factor :math:`q(x) = \alpha_0 + \sum_j \alpha_j K_1(x, e_j)` at the rows of ``X``."""
+        if not hasattr(self, "alpha_"):
+            raise RuntimeError("Conformal kernel is not fitted; call fit(X, y) first")
+        X = jnp.atleast_2d(jnp.asarray(X))
+        alpha = jnp.asarray(self.alpha_)
+        return alpha[0] + self._factor_gram(X) @ alpha[1:]
+
+    def evaluate(self, theta, x1, x2):
+        q = self.factor(jnp.stack([x1, x2]))
+        return q[0] * self._base.evaluate(theta, x1, x2) * q[1]
+
+    def gram(self, theta, X1, X2):
+        """:math:`K = Q_1 K_0(X_1, X_2) Q_2` (eq. 54), shape ``(n1, n2)``."""
+        return self.factor(X1)[:, None] * self._base.gram(theta, X1, X2) * self.factor(X2)[None, :]
+
+    def diag(self, theta, X):
+        return self.factor(X) ** 2 * self._base.diag(theta, X)
+
+    def __repr__(self):
+        return (f"Conformal(base_kernel={self._base!r}, optimizer={self.optimizer!r}, "
+                f"mu={self.mu!r}, n_expansion={self.n_expansion!r})")

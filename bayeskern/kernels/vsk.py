@@ -1,0 +1,620 @@
+r"""Variably scaled kernels (VSK) and their scaling functions.
+
+Campi, Marchetti & Perracchione, *Learning via variably scaled kernels*, Adv. Comput. Math.
+47:51 (2021) — seed ``000_5b352147a932b0e0.txt``. A scaling function
+:math:`\psi:\Omega\subseteq\mathbb{R}^n\to\Lambda\subseteq\mathbb{R}^m` augments every point,
+:math:`\Psi(x) = (x, \psi(x))`, and the VSK is the base kernel on the augmented points
+(Definition 2, eq. 2.4):
+
+.. math:: \kappa^\Psi(x, y) = \kappa\big((x, \psi(x)), (y, \psi(y))\big).
+
+For the two kernels the paper studies this splits into an :math:`x` block and a
+:math:`\psi` block (Theorems 3 and 6), which is how :class:`VSK` evaluates it, with a
+weight :math:`w \ge 0` on the :math:`\psi` block:
+
+* ``form="product"`` (Gaussian VSK, Theorem 3): :math:`K^\Psi = K \circ K^\psi`,
+  :math:`K^\psi_{ij} = \exp(-\tfrac12 w^2 \|\psi(x_i) - \psi(x_j)\|^2)`;
+* ``form="sum"`` (linear VSK, Theorem 6): :math:`K^\Psi = K + K^\psi`,
+  :math:`K^\psi_{ij} = w^2\, \psi(x_i)^\top \psi(x_j)`.
+
+With an RBF base of length-scale :math:`\ell` and :math:`w = 1/\ell` the product form *is*
+Definition 2 evaluated literally; with ``w`` free it is the VSK of a Gaussian whose shape
+differs on the two blocks. :math:`w = 0` (or :math:`\psi \equiv 0` in the product form) gives
+back the base kernel (Remark 3). Any base kernel works: the product form is then a Schur
+product of two positive-definite kernels, hence positive definite.
+
+Scaling functions (section 5): :class:`NaiveBayesScaling` (the SVM-VSK choice
+:math:`\psi(x) = P(y=+1\mid x)` of a Gaussian naive-Bayes classifier, section 5.1, optionally
+trained on extra a-priori data as in section 6.1), :class:`ParametricScaling` (least-squares fit
+of a user model :math:`\mathcal{M}(x,\beta)`, eq. 5.1), :class:`CallableScaling` (any fixed
+user function), :class:`ColumnScaling` (extra covariate columns, section 6.2), and lists of
+these (stacked into a multi-dimensional :math:`\psi`).
+"""
+
+from __future__ import annotations
+
+import copy
+from typing import Any, Callable
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+import numpyro.distributions as dist
+from scipy import optimize
+from sklearn.naive_bayes import GaussianNB
+
+from .base import Hyper, Kernel, name_leaves
+from .stationary import RBF, Linear
+
+__all__ = [
+    "VSK",
+    "Scaling",
+    "NaiveBayesScaling",
+    "ParametricScaling",
+    "LinearModelScaling",
+    "CallableScaling",
+    "ColumnScaling",
+    "StackedScaling",
+    "make_scaling",
+]
+
+
+# ======================================================================== scaling functions
+def _as_psi_matrix(psi, n: int, who: str) -> np.ndarray:
+    """Check a user ψ output: shape ``(n,)`` or ``(n, m)``, finite; return ``(n, m)``."""
+    psi = np.asarray(psi, dtype=float)
+    if psi.ndim == 1:
+        psi = psi[:, None]
+    if psi.ndim != 2 or psi.shape[0] != n:
+        raise ValueError(
+            f"{who} returned an array of shape {np.shape(psi)} for {n} points; "
+            f"expected ({n},) or ({n}, m)"
+        )
+    bad = ~np.isfinite(psi)
+    if bad.any():
+        rows = np.unique(np.nonzero(bad)[0])
+        raise ValueError(
+            f"{who} returned NaN or inf at {len(rows)} of {n} points (first rows: "
+            f"{rows[:5].tolist()})"
+        )
+    return psi
+
+
+def _host_call(fn: Callable[[np.ndarray], Any], X, m: int, who: str) -> jax.Array:
+    """Evaluate a NumPy function of ``X`` eagerly, or through ``pure_callback`` under ``jit``.
+
+    The ψ block does not depend on the hyper-parameters, so no derivative of ``fn`` is
+    ever needed; the callback lets user code written in NumPy run inside NUTS.
+    """
+
+    def host(a):
+        a = np.asarray(a)
+        return _as_psi_matrix(fn(a), a.shape[0], who).astype(a.dtype)
+
+    if not isinstance(X, jax.Array):
+        return host(np.asarray(X))
+    if not isinstance(X, jax.core.Tracer):
+        return jnp.asarray(host(np.asarray(X)))
+    shape = jax.ShapeDtypeStruct((X.shape[0], m), X.dtype)
+    return jax.pure_callback(host, shape, X, vmap_method="sequential")
+
+
+def _xp(X):
+    """``jax.numpy`` for JAX arrays and tracers, NumPy otherwise (cheap classical path)."""
+    return jnp if isinstance(X, jax.Array) else np
+
+
+def _sigmoid(xp, z):
+    return 0.5 * (1.0 + xp.tanh(0.5 * z))
+
+
+class Scaling:
+    """Base class of scaling functions :math:`\\psi` (seed 000, section 5).
+
+    A scaling reads the columns ``columns`` of ``X`` (all when ``None``), learns what it
+    needs in :meth:`fit` (which returns a fitted copy) and maps ``(n, d)`` inputs to
+    ``(n, m)`` values in :meth:`transform` (JAX-traceable, so that the VSK can be sampled).
+    """
+
+    columns: Any = None
+    #: number of ψ outputs, set by ``fit``
+    n_outputs_: int
+
+    def _cols(self, X):
+        return X if self.columns is None else X[:, np.asarray(self.columns, dtype=int)]
+
+    def _check_columns(self, d: int) -> None:
+        if self.columns is None:
+            return
+        cols = np.atleast_1d(np.asarray(self.columns))
+        if cols.dtype.kind not in "iu" or cols.ndim != 1 or len(cols) == 0:
+            raise TypeError(f"{type(self).__name__}: columns must be a list of int indices, "
+                            f"got {self.columns!r}")
+        if cols.min() < -d or cols.max() >= d:
+            raise ValueError(f"{type(self).__name__}: columns {cols.tolist()} out of range for "
+                             f"X with {d} columns")
+
+    def fit(self, X: np.ndarray, y: np.ndarray | None = None) -> "Scaling":
+        """Return a fitted copy (the default scaling learns nothing)."""
+        X = np.asarray(X, dtype=float)
+        self._check_columns(X.shape[1])
+        s = copy.copy(self)
+        s.n_outputs_ = self._fitted_outputs(s, X)
+        return s
+
+    @staticmethod
+    def _fitted_outputs(s: "Scaling", X: np.ndarray) -> int:
+        psi = _as_psi_matrix(np.asarray(s.transform(X)), len(X),
+                             f"scaling {type(s).__name__}")
+        return psi.shape[1]
+
+    def transform(self, X) -> jax.Array:
+        """:math:`\\psi(X)`, shape ``(n, m)``."""
+        raise NotImplementedError
+
+    @property
+    def is_fitted(self) -> bool:
+        return hasattr(self, "n_outputs_")
+
+    def __repr__(self) -> str:
+        args = {k: v for k, v in vars(self).items() if not k.endswith("_")}
+        return f"{type(self).__name__}({', '.join(f'{k}={v!r}' for k, v in args.items())})"
+
+
+class NaiveBayesScaling(Scaling):
+    r"""Naive-Bayes probability :math:`\psi(x) = P(y = +1 \mid x)` (seed 000, section 5.1).
+
+    A Gaussian naive-Bayes classifier (features independent given the class, Gaussian
+    likelihood of section 6.1) gives
+
+    .. math:: P_j(x) = \frac{P(C_j) \prod_i N(x_i \mid \mu_j^i, (\sigma_j^i)^2)}
+              {\sum_k P(C_k) \prod_i N(x_i \mid \mu_k^i, (\sigma_k^i)^2)};
+
+    :math:`\psi = P_{+1}`, the probability of the larger label (one column suffices since
+    :math:`P_{-1} = 1 - P_{+1}`). It is fitted with scikit-learn's ``GaussianNB`` and
+    evaluated in JAX.
+
+    Parameters
+    ----------
+    columns : list of int, optional
+        Columns of ``X`` the classifier uses (all by default); SVM-E (section 7) passes the
+        columns it compresses.
+    prior_data : tuple (X_prior, y_prior), optional
+        Extra labelled data, in the same units and columns as the ``X`` given to ``fit``,
+        added to the training set to estimate the likelihood and prior: the a-priori
+        knowledge of section 6.1 (the paper trains its NB on the training set plus the
+        4900–2500 points of the generator that are not in the subset).
+    var_smoothing : float
+        As in ``GaussianNB``: a fraction of the largest feature variance added to every
+        variance (keeps constant features finite).
+    """
+
+    def __init__(self, columns=None, prior_data=None, var_smoothing: float = 1e-9):
+        self.columns = columns
+        self.prior_data = prior_data
+        self.var_smoothing = var_smoothing
+
+    def fit(self, X, y=None):
+        """Fit the Gaussian naive-Bayes classifier on ``(X, y)`` (+ ``prior_data``)."""
+        if y is None:
+            raise ValueError("NaiveBayesScaling needs class labels y to fit")
+        X = np.asarray(X, dtype=float)
+        self._check_columns(X.shape[1])
+        Xc, yc = self._cols(X), np.asarray(y)
+        if self.prior_data is not None:
+            try:
+                Xp, yp = self.prior_data
+            except (TypeError, ValueError):
+                raise TypeError("prior_data must be a tuple (X_prior, y_prior)") from None
+            Xp = np.atleast_2d(np.asarray(Xp, dtype=float))
+            if Xp.shape[1] != X.shape[1]:
+                raise ValueError(f"prior_data: X_prior has {Xp.shape[1]} columns, X has "
+                                 f"{X.shape[1]}")
+            Xc = np.vstack([Xc, self._cols(Xp)])
+            yc = np.concatenate([yc, np.asarray(yp)])
+        classes = np.unique(yc)
+        if len(classes) != 2 or (yc.dtype.kind == "f" and len(np.unique(yc)) > 2):
+            raise ValueError(
+                f"scaling 'naive_bayes' needs binary class labels y, got {len(classes)} "
+                "distinct values; for regression use a ParametricScaling or a callable"
+            )
+        nb = GaussianNB(var_smoothing=self.var_smoothing).fit(Xc, yc)
+        s = copy.copy(self)
+        s.classes_ = nb.classes_
+        s.theta_ = nb.theta_
+        s.var_ = nb.var_
+        s.class_log_prior_ = np.log(nb.class_prior_)
+        s.n_outputs_ = 1
+        return s
+
+    def joint_log_likelihood(self, X) -> jax.Array:
+        """:math:`\\log P(C_j) + \\sum_i \\log N(x_i\\mid\\mu_j^i,\\sigma_j^{i2})`, ``(n, 2)``."""
+        xp = _xp(X)
+        Xc = self._cols(X)
+        mu, var = xp.asarray(self.theta_), xp.asarray(self.var_)
+        quad = xp.sum((Xc[:, None, :] - mu) ** 2 / var, axis=-1)
+        return xp.asarray(self.class_log_prior_) - 0.5 * (
+            xp.sum(xp.log(2 * np.pi * var), axis=-1) + quad
+        )
+
+    def transform(self, X):
+        """:math:`P(y = +1 \\mid x)`, shape ``(n, 1)`` (NumPy in, NumPy out; JAX in, JAX out)."""
+        jll = self.joint_log_likelihood(X)
+        return _sigmoid(_xp(X), jll[:, 1] - jll[:, 0])[:, None]
+
+
+class ParametricScaling(Scaling):
+    r"""Least-squares fit of a parametric model, :math:`\psi(x) = \mathcal{M}(x, \beta^*)`.
+
+    Seed 000, section 5.2, eq. (5.1):
+    :math:`\beta^* = \arg\min_\beta \sum_i (y_i - \mathcal{M}(x_i, \beta))^2`, solved with
+    ``scipy.optimize.least_squares`` (trust-region reflective when ``bounds`` are given).
+    The paper's COVID-19 example is :math:`\mathcal{M}(x,\beta) = e^{-\beta|x-\bar p|}`.
+
+    Parameters
+    ----------
+    model : callable ``model(X, beta) -> (n,)``
+        NumPy function of the selected columns ``X`` ``(n, d')`` and parameters ``beta``.
+    beta0 : array_like
+        Starting point of the fit.
+    columns : list of int, optional
+        Columns of ``X`` passed to ``model`` (all by default).
+    bounds : tuple (lower, upper), optional
+        Bounds on ``beta`` (as in ``least_squares``).
+    """
+
+    def __init__(self, model: Callable, beta0, columns=None, bounds=None):
+        self.model = model
+        self.beta0 = beta0
+        self.columns = columns
+        self.bounds = bounds
+
+    def fit(self, X, y=None):
+        """Fit :math:`\\beta^*` by least squares on ``(X, y)``."""
+        if not callable(self.model):
+            raise TypeError(f"ParametricScaling: model must be callable, got {self.model!r}")
+        if y is None:
+            raise ValueError("ParametricScaling needs targets y to fit the model")
+        X = np.asarray(X, dtype=float)
+        self._check_columns(X.shape[1])
+        Xc, y = self._cols(X), np.asarray(y, dtype=float)
+
+        def residual(beta):
+            out = np.asarray(self.model(Xc, beta), dtype=float).reshape(-1)
+            if out.shape != y.shape:
+                raise ValueError(f"ParametricScaling: model returned shape {out.shape} for "
+                                 f"{len(y)} points; expected ({len(y)},)")
+            return y - out
+
+        kw = {} if self.bounds is None else {"bounds": self.bounds}
+        try:
+            res = optimize.least_squares(residual, np.atleast_1d(np.asarray(self.beta0, float)),
+                                         **kw)
+        except ValueError as e:
+            raise ValueError(f"ParametricScaling: the model could not be fitted: {e}") from e
+        if res.status <= 0 or not np.all(np.isfinite(res.x)) or not np.isfinite(res.cost):
+            raise ValueError(
+                f"ParametricScaling: the least-squares fit failed ({res.message}); check "
+                "the model and beta0"
+            )
+        s = copy.copy(self)
+        s.beta_ = res.x
+        s.n_outputs_ = 1
+        _as_psi_matrix(self.model(Xc, s.beta_), len(Xc), "ParametricScaling model")
+        return s
+
+    def transform(self, X):
+        """:math:`\\mathcal{M}(x, \\beta^*)`, shape ``(n, 1)``."""
+        fn = lambda a: self.model(a, self.beta_)  # noqa: E731
+        return _host_call(fn, self._cols(X), 1, "ParametricScaling model")
+
+
+class LinearModelScaling(Scaling):
+    r"""Least-squares linear trend, :math:`\psi(x) = \beta_0^* + x^\top\beta^*`.
+
+    The linear special case of :class:`ParametricScaling` (seed 000, eq. 5.1 with
+    :math:`\mathcal{M}(x,\beta) = \beta_0 + x^\top\beta`), solved in closed form with
+    ``numpy.linalg.lstsq`` and evaluated in JAX: a generic default for regression.
+    """
+
+    def __init__(self, columns=None):
+        self.columns = columns
+
+    def fit(self, X, y=None):
+        if y is None:
+            raise ValueError("LinearModelScaling needs targets y to fit")
+        X = np.asarray(X, dtype=float)
+        self._check_columns(X.shape[1])
+        y = np.asarray(y, dtype=float)
+        if y.ndim != 1 or not np.all(np.isfinite(y)):
+            raise ValueError("LinearModelScaling: y must be a finite 1-D array")
+        A = np.column_stack([np.ones(len(X)), self._cols(X)])
+        s = copy.copy(self)
+        s.coef_ = np.linalg.lstsq(A, y, rcond=None)[0]
+        s.n_outputs_ = 1
+        return s
+
+    def transform(self, X):
+        Xc = self._cols(X)
+        return (self.coef_[0] + Xc @ _xp(X).asarray(self.coef_[1:]))[:, None]
+
+
+class CallableScaling(Scaling):
+    """Any fixed user function :math:`\\psi(X) \\to (n,)` or ``(n, m)`` (NumPy).
+
+    Nothing is learned; the output is checked for shape and finiteness at ``fit`` and at
+    every call. Under ``jit`` the function runs on the host through ``jax.pure_callback``.
+    """
+
+    def __init__(self, fn: Callable, columns=None):
+        self.fn = fn
+        self.columns = columns
+
+    def fit(self, X, y=None):
+        """Evaluate once on ``X`` to check the output and record its width."""
+        if not callable(self.fn):
+            raise TypeError(f"CallableScaling: fn must be callable, got {self.fn!r}")
+        X = np.asarray(X, dtype=float)
+        self._check_columns(X.shape[1])
+        s = copy.copy(self)
+        s.n_outputs_ = _as_psi_matrix(self.fn(self._cols(X)), len(X), "the scaling function"
+                                      ).shape[1]
+        return s
+
+    def transform(self, X):
+        return _host_call(self.fn, self._cols(X), self.n_outputs_, "the scaling function")
+
+
+class ColumnScaling(Scaling):
+    """Extra covariate columns as the ψ block (seed 000, section 6.2).
+
+    The paper's COVID-19 KRN adds series observed at the same times (total, new and current
+    infected) to :math:`\\psi`: pass them as columns of ``X`` and name them here (and leave
+    them out of the VSK's ``columns``).
+    """
+
+    def __init__(self, columns):
+        self.columns = columns
+
+    def fit(self, X, y=None):
+        if self.columns is None:
+            raise ValueError("ColumnScaling needs the list of covariate columns")
+        return super().fit(X, y)
+
+    def transform(self, X):
+        return self._cols(X)
+
+
+class StackedScaling(Scaling):
+    """Several scalings side by side: :math:`\\psi = (\\psi_1, \\dots, \\psi_k)`."""
+
+    def __init__(self, scalings):
+        self.scalings = scalings
+
+    def fit(self, X, y=None):
+        s = copy.copy(self)
+        s.scalings_ = [make_scaling(p).fit(X, y) for p in self.scalings]
+        s.n_outputs_ = sum(p.n_outputs_ for p in s.scalings_)
+        return s
+
+    def transform(self, X):
+        return jnp.concatenate([p.transform(X) for p in self.scalings_], axis=1)
+
+
+def make_scaling(spec) -> Scaling:
+    """A :class:`Scaling` from a name, a :class:`Scaling`, a callable or a list.
+
+    Names: ``"naive_bayes"`` (:class:`NaiveBayesScaling`, classification) and ``"linear"``
+    (:class:`LinearModelScaling`, regression). A callable becomes a
+    :class:`CallableScaling`, a list a :class:`StackedScaling`.
+    """
+    if isinstance(spec, Scaling):
+        return spec
+    if isinstance(spec, str):
+        if spec in ("naive_bayes", "nb"):
+            return NaiveBayesScaling()
+        if spec == "linear":
+            return LinearModelScaling()
+        raise ValueError(f"scaling: unknown scaling name {spec!r}; known: 'naive_bayes', "
+                         "'linear' (or "
+                         "pass a Scaling, a callable or a list of them)")
+    if isinstance(spec, (list, tuple)):
+        if not spec:
+            raise ValueError("scaling: an empty list of scalings")
+        return StackedScaling(list(spec))
+    if callable(spec):
+        return CallableScaling(spec)
+    raise TypeError(f"scaling must be 'naive_bayes', a Scaling, a callable or a list, got "
+                    f"{type(spec).__name__}")
+
+
+# ======================================================================== the kernel
+def _weight_prior():
+    # HalfNormal keeps mass near w = 0 (the plain kernel, Remark 3) while allowing the
+    # ψ block to dominate: at w = 3 a ψ gap of 0.5 already halves the kernel value.
+    return dist.HalfNormal(3.0)
+
+
+class VSK(Kernel):
+    r"""Variably scaled kernel :math:`\kappa^\Psi(x,y) = \kappa((x,\psi(x)), (y,\psi(y)))`.
+
+    Seed 000, Definition 2 (eq. 2.4); evaluated in block form (Theorem 3 for
+    ``form="product"``, Theorem 6 for ``form="sum"``):
+
+    .. math:: K^\Psi = K \circ \exp\!\big(-\tfrac12 w^2 D_\psi\big)\quad\text{or}\quad
+              K^\Psi = K + w^2\, \Psi_\psi \Psi_\psi^\top,
+
+    where :math:`K` is the base kernel on the ``columns`` of ``X``,
+    :math:`(D_\psi)_{ij} = \|\psi(x_i) - \psi(x_j)\|^2` and :math:`\Psi_\psi` stacks the
+    :math:`\psi(x_i)`. ``fit(X, y)`` learns :math:`\psi` (naive Bayes on the training data by
+    default); the base kernel's hyper-parameters and the weight :math:`w` stay free for
+    NUTS, e.g. ``bk.GPClassifier(kernel=VSK(RBF()))`` samples the RBF length-scale and
+    :math:`w` (sites ``vsk_rbf_lengthscale``, ``vsk_weight``). The GP estimators pass
+    standardized ``X`` (and 0/1 labels) to ``fit``.
+
+    Parameters
+    ----------
+    base : Kernel, default RBF()
+        Kernel on the ``x`` block; may itself be a composite or data-dependent kernel.
+    scaling : str, Scaling, callable or list, default "naive_bayes"
+        The scaling function :math:`\psi` (see :func:`make_scaling`).
+    weight : float or None
+        :math:`w \ge 0`, fixed; ``None`` samples it (prior HalfNormal(3), default 1).
+    form : {"product", "sum"} or None
+        Gaussian (Hadamard) or linear (sum) VSK; ``None`` picks ``"sum"`` for a
+        :class:`~bayeskern.kernels.Linear` base and ``"product"`` otherwise.
+    columns : list of int, optional
+        Columns of ``X`` forming the ``x`` block (all by default); columns used only as
+        covariates of a :class:`ColumnScaling` are left out here.
+    """
+
+    def __init__(self, base=None, scaling="naive_bayes", weight=None, form=None, columns=None):
+        self.base = base
+        self.scaling = scaling
+        self.weight = weight
+        self.form = form
+        self.columns = columns
+
+    # -------------------------------------------------------------- structure
+    def _base(self) -> Kernel:
+        base = RBF() if self.base is None else self.base
+        if not isinstance(base, Kernel):
+            raise TypeError(f"VSK: base must be a bayeskern Kernel, got {type(base).__name__}")
+        return base
+
+    def _form(self) -> str:
+        if self.form is None:
+            return "sum" if isinstance(self._base(), Linear) else "product"
+        if self.form not in ("product", "sum"):
+            raise ValueError(f"VSK: form must be 'product' or 'sum', got {self.form!r}")
+        return self.form
+
+    def _inner(self) -> Kernel:
+        """The base kernel with leaves named ``<vsk name>_<leaf name>`` (its theta keys)."""
+        inner = name_leaves(getattr(self, "base_", None) or self._base())
+        for leaf in inner.leaves():
+            leaf.name_ = f"{self.name_}_{leaf.name_}"
+        return inner
+
+    def hyperparameters(self):
+        """The base kernel's hyper-parameters (prefixed by leaf name) and ``weight``."""
+        hyper = {}
+        inner = name_leaves(self._base())
+        for leaf in inner.leaves():
+            for p, h in leaf.hyperparameters().items():
+                hyper[f"{leaf.name_}_{p}"] = h
+        if self.weight is not None and not (np.isscalar(self.weight) and self.weight >= 0):
+            raise ValueError(f"VSK: weight must be a non-negative number or None, got "
+                             f"{self.weight!r}")
+        hyper["weight"] = Hyper(self.weight, _weight_prior, 1.0)
+        return hyper
+
+    # -------------------------------------------------------------- fitting
+    def fit(self, X, y=None) -> "VSK":
+        """Learn :math:`\\psi` (and any data-dependent part of the base) on ``(X, y)``."""
+        X = np.asarray(X, dtype=float)
+        if X.ndim != 2:
+            raise ValueError(f"VSK.fit: X must be 2-D, got shape {X.shape}")
+        self._form()
+        k = copy.copy(self)
+        k.x_columns_ = self._x_columns(X.shape[1])
+        k.n_features_ = np.asarray(X.shape[1])
+        k.scaling_ = make_scaling(self.scaling).fit(X, y)
+        if isinstance(k.scaling_, NaiveBayesScaling):
+            # plain arrays, so that get_state / kernel_from_config restore ψ without pickle
+            for name in ("classes_", "theta_", "var_", "class_log_prior_"):
+                setattr(k, f"nb_{name}", np.asarray(getattr(k.scaling_, name)))
+        k.base_ = self._base().fit(X[:, k.x_columns_], y)
+        return k
+
+    def _x_columns(self, d: int) -> np.ndarray:
+        if self.columns is None:
+            return np.arange(d)
+        cols = np.atleast_1d(np.asarray(self.columns))
+        if cols.dtype.kind not in "iu" or cols.ndim != 1 or len(cols) == 0:
+            raise TypeError(f"VSK: columns must be a non-empty list of int indices, got "
+                            f"{self.columns!r}")
+        if cols.min() < -d or cols.max() >= d:
+            raise ValueError(f"VSK: columns {cols.tolist()} out of range for X with {d} columns")
+        return cols % d
+
+    @property
+    def is_fitted(self) -> bool:
+        return hasattr(self, "scaling_") or hasattr(self, "nb_theta_")
+
+    def _fitted_scaling(self) -> Scaling:
+        s = self.__dict__.get("scaling_")
+        if s is None:  # restored from saved arrays (default naive-Bayes scaling only)
+            s = NaiveBayesScaling()
+            for name in ("classes_", "theta_", "var_", "class_log_prior_"):
+                setattr(s, name, getattr(self, f"nb_{name}"))
+            s.n_outputs_ = 1
+            self.scaling_ = s
+        return s
+
+    def _check_fitted(self):
+        if not self.is_fitted:
+            raise RuntimeError("VSK kernel is not fitted: call fit(X, y) first (the "
+                               "estimators do it), so that the scaling function is learned")
+
+    # -------------------------------------------------------------- evaluation
+    def psi(self, X) -> jax.Array:
+        """The learned scaling function :math:`\\psi(X)`, shape ``(n, m)``."""
+        self._check_fitted()
+        return self._fitted_scaling().transform(jnp.asarray(X))
+
+    def augment(self, X, weight: float = 1.0) -> jax.Array:
+        """:math:`\\Psi(X) = (X_{\\text{columns}}, w\\,\\psi(X))`, shape ``(n, d' + m)``."""
+        X = jnp.asarray(X)
+        return jnp.concatenate([X[:, self.x_columns_], weight * self.psi(X)], axis=1)
+
+    def _base_theta(self, theta, inner):
+        """Theta of the inner base kernel; vectors over all columns are cut to ``columns``."""
+        out = {}
+        d = int(self.n_features_)
+        cut = len(self.x_columns_) != d
+        for leaf in inner.leaves():
+            for p in leaf.hyperparameters():
+                v = theta[leaf._site(p)]
+                if cut and jnp.ndim(v) == 1 and v.shape[0] == d:
+                    v = v[self.x_columns_]
+                out[leaf._site(p)] = v
+        return out
+
+    def block_grams(self, theta, X1, X2):
+        """``(K, K_psi)``: the base Gram on the ``x`` block and the ψ-block Gram."""
+        self._check_fitted()
+        inner = self._inner()
+        X1, X2 = jnp.asarray(X1), jnp.asarray(X2)
+        w = self._p(theta, "weight")
+        K = inner.gram(self._base_theta(theta, inner), X1[:, self.x_columns_],
+                       X2[:, self.x_columns_])
+        P1, P2 = w * self.psi(X1), w * self.psi(X2)
+        if self._form() == "sum":
+            return K, P1 @ P2.T
+        d2 = jnp.sum((P1[:, None, :] - P2[None, :, :]) ** 2, axis=-1)
+        return K, jnp.exp(-0.5 * d2)
+
+    def gram(self, theta, X1, X2):
+        K, Kpsi = self.block_grams(theta, X1, X2)
+        return K + Kpsi if self._form() == "sum" else K * Kpsi
+
+    def evaluate(self, theta, x1, x2):
+        return self.gram(theta, x1[None], x2[None])[0, 0]
+
+    def diag(self, theta, X):
+        inner = self._inner()
+        X = jnp.asarray(X)
+        kd = inner.diag(self._base_theta(theta, inner), X[:, self.x_columns_])
+        if self._form() == "sum":
+            P = self._p(theta, "weight") * self.psi(X)
+            return kd + jnp.sum(P * P, axis=1)
+        return kd
+
+    def get_config(self):
+        if not isinstance(self.scaling, str):
+            raise TypeError("VSK with a custom scaling object or callable cannot be saved "
+                            "without pickle; only scaling='naive_bayes' is saved")
+        if self.scaling != "naive_bayes":
+            raise TypeError("only VSK(scaling='naive_bayes') can be saved without pickle")
+        return super().get_config()

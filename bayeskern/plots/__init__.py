@@ -1,0 +1,145 @@
+"""Plots for Bayesian kernel models, built on matplotlib.
+
+Every function takes an optional ``ax`` and returns the matplotlib ``Axes`` it drew on, so
+figures can be restyled or combined. Method-specific plots live in submodules
+(``bayeskern.plots.gabasr``, ``.vsk``, ``.ckrbf``, ``.labrbf``, ``.conformal``).
+"""
+
+from __future__ import annotations
+
+import matplotlib.pyplot as plt
+import numpy as np
+from sklearn import metrics as skm
+
+__all__ = [
+    "plot_predictive_1d",
+    "plot_observed_vs_predicted",
+    "plot_pit",
+    "plot_reliability",
+    "plot_roc",
+    "plot_trace",
+    "plot_pareto_k",
+]
+
+
+def _ax(ax, figsize=(6.4, 4.0)):
+    if ax is None:
+        _, ax = plt.subplots(figsize=figsize, layout="constrained")
+    return ax
+
+
+def plot_predictive_1d(x, predictive, *, X_train=None, y_train=None, X_test=None, y_test=None,
+                       probs=(0.5, 0.9), ax=None):
+    """Predictive mean and central bands (probabilities ``probs``) along a 1-D input ``x``."""
+    ax = _ax(ax, (8, 4))
+    x = np.ravel(x)
+    order = np.argsort(x)
+    for p, alpha in zip(sorted(probs, reverse=True), (0.2, 0.35, 0.5)):
+        lo, hi = predictive.interval(p)
+        ax.fill_between(x[order], lo[order], hi[order], alpha=alpha, color="C0", lw=0,
+                        label=f"{int(p * 100)} % predictive interval")
+    ax.plot(x[order], predictive.mean()[order], color="C0", lw=1.2, label="predictive mean")
+    if X_train is not None:
+        ax.plot(np.ravel(X_train), y_train, ".", ms=2.5, color="k", label="training data")
+    if X_test is not None:
+        ax.plot(np.ravel(X_test), y_test, ".", ms=3, color="C3", label="held-out data")
+    ax.legend(loc="best", fontsize=8)
+    return ax
+
+
+def plot_observed_vs_predicted(y, predictive, *, prob=0.9, ax=None):
+    """Observed against predicted with central ``prob`` intervals as error bars."""
+    ax = _ax(ax, (5, 5))
+    m = predictive.mean()
+    lo, hi = predictive.interval(prob)
+    ax.errorbar(m, y, xerr=[m - lo, hi - m], fmt=".", ms=3, alpha=0.6, elinewidth=0.6,
+                label=f"mean and {int(prob * 100)} % interval")
+    lims = [min(np.min(y), np.min(lo)), max(np.max(y), np.max(hi))]
+    ax.plot(lims, lims, "k--", lw=0.8)
+    ax.set_xlabel("predicted")
+    ax.set_ylabel("observed")
+    ax.legend(fontsize=8)
+    return ax
+
+
+def plot_pit(y, predictive, *, bins=10, ax=None):
+    """Histogram of the probability integral transform :math:`F(y)`; flat when calibrated."""
+    ax = _ax(ax)
+    pit = predictive.cdf(y)
+    ax.hist(pit, bins=bins, range=(0, 1), density=True, color="C0", alpha=0.7, edgecolor="w")
+    ax.axhline(1.0, color="k", ls="--", lw=0.8)
+    ax.set_xlabel("PIT value F(y)")
+    ax.set_ylabel("density")
+    return ax
+
+
+def plot_reliability(y, p, *, n_bins=10, ax=None):
+    """Reliability diagram: observed frequency against predicted probability per bin."""
+    ax = _ax(ax, (5, 5))
+    y = np.asarray(y, dtype=float)
+    p = np.asarray(p, dtype=float)
+    bins = np.minimum((p * n_bins).astype(int), n_bins - 1)
+    centers, freq, counts = [], [], []
+    for b in range(n_bins):
+        m = bins == b
+        if m.any():
+            centers.append(p[m].mean())
+            freq.append(y[m].mean())
+            counts.append(m.sum())
+    ax.plot([0, 1], [0, 1], "k--", lw=0.8, label="perfect calibration")
+    ax.plot(centers, freq, "o-", color="C0", label="model")
+    for c, f, n in zip(centers, freq, counts):
+        ax.annotate(str(n), (c, f), fontsize=6, xytext=(2, 2), textcoords="offset points")
+    ax.set_xlabel("predicted probability")
+    ax.set_ylabel("observed frequency")
+    ax.legend(fontsize=8)
+    return ax
+
+
+def plot_roc(y, p, *, ax=None, label="model"):
+    """ROC curve with its AUC in the legend."""
+    ax = _ax(ax, (5, 5))
+    fpr, tpr, _ = skm.roc_curve(y, p)
+    ax.plot(fpr, tpr, label=f"{label} (AUC {skm.auc(fpr, tpr):.3f})")
+    ax.plot([0, 1], [0, 1], "k--", lw=0.8)
+    ax.set_xlabel("false positive rate")
+    ax.set_ylabel("true positive rate")
+    ax.legend(fontsize=8)
+    return ax
+
+
+def plot_trace(idata, var_names, *, max_vars=6):
+    """Trace and rank-free density view of up to ``max_vars`` scalar posterior quantities."""
+    post = idata.posterior
+    series = []
+    for v in var_names:
+        a = np.asarray(post[v])
+        if a.ndim == 2:
+            series.append((v, a))
+        else:
+            flat = a.reshape(a.shape[0], a.shape[1], -1)
+            for j in range(flat.shape[-1]):
+                series.append((f"{v}[{j}]", flat[..., j]))
+    series = series[:max_vars]
+    fig, axes = plt.subplots(len(series), 2, figsize=(9, 1.6 * len(series) + 0.4),
+                             layout="constrained", squeeze=False)
+    for (name, a), (ax_t, ax_h) in zip(series, axes):
+        for c in range(a.shape[0]):
+            ax_t.plot(a[c], lw=0.5, alpha=0.8)
+            ax_h.hist(a[c], bins=30, histtype="step", density=True)
+        ax_t.set_ylabel(name, fontsize=8)
+    axes[0, 0].set_title("trace (one colour per chain)", fontsize=9)
+    axes[0, 1].set_title("marginal per chain", fontsize=9)
+    return axes
+
+
+def plot_pareto_k(loo_result, *, ax=None):
+    """Pareto k of each observation (PSIS-LOO), with the 0.7 reliability threshold."""
+    ax = _ax(ax, (8, 3))
+    k = np.asarray(loo_result.pareto_k)
+    ax.plot(k, ".", ms=3)
+    ax.axhline(0.7, color="C3", ls="--", lw=0.8, label="k = 0.7")
+    ax.set_xlabel("observation")
+    ax.set_ylabel("Pareto k")
+    ax.legend(fontsize=8)
+    return ax

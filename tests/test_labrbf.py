@@ -1,0 +1,289 @@
+"""Tests of LAB-RBF (seed 002): kernel, asymmetric KRR theorems, Algorithm 1, estimator."""
+
+from __future__ import annotations
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+import pytest
+from sklearn.kernel_ridge import KernelRidge
+from sklearn.utils.estimator_checks import parametrize_with_checks
+
+import bayeskern  # noqa: F401  (enables float64)
+from bayeskern.estimators.labrbf import LABRBFRegressor
+from bayeskern.kernels.labrbf import (
+    LABRBF,
+    LABRBFFeatures,
+    _masked_fit,
+    initial_support,
+    krr_f1,
+    krr_f2,
+    labrbf_gram,
+    select_worst,
+)
+
+#: tiny training settings shared by the fast tests
+FAST = dict(max_support=12, n_init_support=6, n_iter_round=20, n_iter_final=40, eval_every=20,
+            batch_size=32)
+
+
+def _toy(n=120, seed=0, noise=0.1):
+    rng = np.random.default_rng(seed)
+    X = rng.uniform(0, 3, (n, 1))
+    y = np.sin(2 * X[:, 0] ** 3) + noise * rng.standard_normal(n)
+    return X, y
+
+
+# --------------------------------------------------------------------------- kernel
+@pytest.mark.parametrize("p", [1, 2])
+def test_gram_matches_dense_reference(p):
+    rng = np.random.default_rng(1)
+    T, Xs, Th = rng.normal(size=(7, 3)), rng.normal(size=(5, 3)), rng.uniform(0.1, 2, (5, 3))
+    ref = np.empty((7, 5))
+    for a in range(7):
+        for i in range(5):
+            ref[a, i] = np.exp(-np.linalg.norm(Th[i] * (T[a] - Xs[i])) ** p)
+    np.testing.assert_allclose(labrbf_gram(T, Xs, Th, p), ref, rtol=1e-12)
+
+
+@pytest.mark.parametrize("p", [1, 2])
+def test_gradient_finite_at_coincident_points(p):
+    X = jnp.asarray(np.random.default_rng(2).normal(size=(4, 2)))
+    Th = jnp.ones((4, 2))
+
+    def f(Th, X):
+        return jnp.sum(labrbf_gram(X, X, Th, p))  # diagonal: t == x_i exactly
+
+    gT, gX = jax.grad(f, argnums=(0, 1))(Th, X)
+    assert np.all(np.isfinite(gT)) and np.all(np.isfinite(gX))
+
+
+def test_kernel_is_asymmetric():
+    rng = np.random.default_rng(3)
+    X, Th = rng.normal(size=(6, 2)), rng.uniform(0.2, 3, (6, 2))
+    K = np.asarray(labrbf_gram(X, X, Th))
+    assert not np.allclose(K, K.T)
+    assert LABRBF().symmetric is False
+
+
+# --------------------------------------------------------------------------- asymmetric KRR
+def test_equal_bandwidths_reduce_to_sklearn_kernel_ridge():
+    """Corollary 2: with one bandwidth for all points, asymmetric KRR is KRR."""
+    rng = np.random.default_rng(4)
+    X, T = rng.normal(size=(30, 3)), rng.normal(size=(10, 3))
+    y = np.sin(X).sum(1)
+    theta, lam = 0.7, 1e-2
+    Th = np.full((30, 3), theta)
+    K = labrbf_gram(X, X, Th, 2)
+    f1 = krr_f1(labrbf_gram(T, X, Th, 2), K, y, lam)
+    f2 = krr_f2(labrbf_gram(T, X, Th, 2).T, K, y, lam)
+    ref = KernelRidge(alpha=lam, kernel="rbf", gamma=theta**2).fit(X, y).predict(T)
+    np.testing.assert_allclose(f1, ref, rtol=1e-8, atol=1e-10)
+    np.testing.assert_allclose(f2, ref, rtol=1e-8, atol=1e-10)
+
+
+def test_theorem1_stationary_point_of_asymmetric_krr():
+    """Theorem 1: (w*, v*) of eq. (5) is a stationary point of objective (4)."""
+    rng = np.random.default_rng(5)
+    F, N, lam = 8, 6, 0.3
+    phi, psi = rng.normal(size=(F, N)), rng.normal(size=(F, N))
+    Y = rng.normal(size=N)
+    w = psi @ np.linalg.solve(phi.T @ psi + lam * np.eye(N), Y)
+    v = phi @ np.linalg.solve(psi.T @ phi + lam * np.eye(N), Y)
+
+    def obj(w, v):
+        a, b = phi.T @ w, psi.T @ v
+        return (lam * w @ v + 0.5 * jnp.sum((a - Y) ** 2) + 0.5 * jnp.sum((b - Y) ** 2)
+                - 0.5 * jnp.sum((b - a) ** 2))
+
+    gw, gv = jax.grad(obj, argnums=(0, 1))(jnp.asarray(w), jnp.asarray(v))
+    np.testing.assert_allclose(gw, 0, atol=1e-10)
+    np.testing.assert_allclose(gv, 0, atol=1e-10)
+    # eq. (6): with K(x, t) = <phi(x), psi(t)>, f1 and f2 are phi(t)^T w*, psi(t)^T v*
+    pt, qt = rng.normal(size=(F, 4)), rng.normal(size=(F, 4))
+    K = phi.T @ psi
+    np.testing.assert_allclose(krr_f1(pt.T @ psi, K, Y, lam), pt.T @ w, rtol=1e-9)
+    np.testing.assert_allclose(krr_f2(phi.T @ qt, K, Y, lam), qt.T @ v, rtol=1e-9)
+
+
+def test_theorem3_training_error_equals_dual_variable():
+    """Theorem 3: e* = Y - f1(X) = lam (K + lam I)^{-1} Y."""
+    rng = np.random.default_rng(6)
+    X, Th = rng.normal(size=(20, 2)), rng.uniform(0.3, 2, (20, 2))
+    y, lam = rng.normal(size=20), 0.05
+    K = labrbf_gram(X, X, Th, 1)
+    e = y - krr_f1(K, K, y, lam)
+    np.testing.assert_allclose(e, lam * np.linalg.solve(K + lam * np.eye(20), y), atol=1e-10)
+
+
+def test_padded_support_solve_equals_unpadded():
+    rng = np.random.default_rng(7)
+    Z, Th, y = rng.normal(size=(9, 2)), rng.uniform(0.3, 2, (9, 2)), rng.normal(size=9)
+    mask = np.arange(9) < 6
+    beta, coef = _masked_fit(jnp.asarray(Th), jnp.asarray(Z), jnp.asarray(y),
+                             jnp.asarray(mask), 1, 1e-3)
+    K = labrbf_gram(Z[:6], Z[:6], Th[:6], 1)
+    ref = np.linalg.solve(K + 1e-3 * np.eye(6), y[:6] - y[:6].mean())
+    np.testing.assert_allclose(coef[:6], ref, rtol=1e-8)
+    np.testing.assert_allclose(coef[6:], 0, atol=0)
+    assert float(beta) == pytest.approx(y[:6].mean())
+
+
+# --------------------------------------------------------------------------- Algorithm 1
+def test_select_worst_picks_largest_squared_residuals():
+    r = np.array([0.1, -3.0, 0.5, 2.0, -0.2])
+    assert list(select_worst(r, 2)) == [1, 3]
+    assert select_worst(r, 0).size == 0
+
+
+def test_initial_support_sorted_y_spans_label_range():
+    y = np.random.default_rng(8).normal(size=100)
+    idx = initial_support(y, 10, "sorted_y", np.random.default_rng(0))
+    assert len(idx) == 10 and y.argmin() in idx and y.argmax() in idx
+
+
+def test_dynamic_strategy_adds_planted_outlier():
+    X, y = _toy(80, seed=9)
+    seed, m0 = 3, 6
+    X_idx = np.arange(len(y))
+    init = initial_support(y, m0, "uniform", np.random.default_rng(seed))
+    outlier = int(np.setdiff1d(X_idx, init)[17])
+    y = y.copy()
+    y[outlier] += 25.0
+    k = LABRBF(max_support=m0 + 1, n_init_support=m0, n_add=1, support_init="uniform",
+               n_iter_round=10, n_iter_final=0, eval_every=10, random_state=seed).fit(X, y)
+    assert list(np.sort(k.support_index_[:m0])) == list(init)  # same initial support
+    assert k.support_index_[-1] == outlier  # the one point added is the outlier
+
+
+def test_max_support_below_initial_count_is_rejected():
+    X, y = _toy(50)
+    with pytest.raises(ValueError, match="max_support=5 is below n_init_support=10"):
+        LABRBF(max_support=5, n_init_support=10).fit(X, y)
+
+
+def test_non_finite_bandwidths_raise():
+    X, y = _toy(60)
+    with pytest.raises(FloatingPointError, match="non-finite"):
+        LABRBF(learning_rate=1e38, **FAST).fit(X, y)
+
+
+@pytest.mark.parametrize("bad, match", [
+    (dict(p=3), "p must be 1 or 2"),
+    (dict(alpha=-1.0), "alpha"),
+    (dict(support_init="kmeans"), "support_init"),
+    (dict(dtype="float16"), "dtype"),
+])
+def test_bad_parameters_named(bad, match):
+    X, y = _toy(40)
+    with pytest.raises(ValueError, match=match):
+        LABRBFRegressor(**{**FAST, **bad}, progress_bar=False).fit(X, y)
+
+
+def test_bad_data_rejected():
+    X, y = _toy(40)
+    X[3, 0] = np.nan
+    with pytest.raises(ValueError, match="NaN"):
+        LABRBFRegressor(**FAST, progress_bar=False).fit(X, y)
+
+
+# --------------------------------------------------------------------------- estimator
+@pytest.fixture(scope="module")
+def fitted():
+    X, y = _toy(200, seed=10)
+    est = LABRBFRegressor(max_support=40, n_init_support=20, n_iter_round=50, n_iter_final=200,
+                          eval_every=50, progress_bar=False, random_state=0).fit(X, y)
+    return est, X, y
+
+
+def test_estimator_learns_and_is_reproducible(fitted):
+    est, X, y = fitted
+    Xt, yt = _toy(300, seed=11)
+    r2 = 1 - np.mean((est.predict(Xt) - yt) ** 2) / np.var(yt)
+    assert r2 > 0.6
+    again = LABRBFRegressor(**est.get_params()).fit(X, y)
+    np.testing.assert_array_equal(again.predict(Xt), est.predict(Xt))
+    assert est.n_support_ == 40 and est.bandwidths_.shape == (40, 1)
+
+
+def test_support_bandwidths_in_data_units(fitted):
+    est, X, _ = fitted
+    K = np.exp(-np.linalg.norm(est.bandwidths_[None] * (X[:5, None] - est.support_vectors_[None]),
+                               axis=-1))
+    np.testing.assert_allclose(est.kernel_.support_gram(X[:5]), K, rtol=1e-10)
+    f1 = est.intercept_ + K @ est.dual_coef_
+    np.testing.assert_allclose(est.predict_krr(X[:5]), f1, rtol=1e-10)
+
+
+def test_f2_uses_own_bandwidth_on_support_points(fitted):
+    est, _, _ = fitted
+    k = est.kernel_
+    Z, Th = k.support_, k.bandwidths_
+    Kxx = np.asarray(labrbf_gram(Z, Z, Th, 1))
+    y_sv = est.intercept_ + Kxx @ est.dual_coef_ + est.alpha * est.dual_coef_  # eq. (8)
+    # on support points K(X_sv, t) = K(X_sv, X_sv), so f2 solves the transposed system
+    f2_ref = est.intercept_ + Kxx.T @ np.linalg.solve(Kxx.T + est.alpha * np.eye(len(Z)),
+                                                      y_sv - est.intercept_)
+    np.testing.assert_allclose(est.predict_krr(est.support_vectors_, "f2"), f2_ref, rtol=1e-8)
+    # both regression functions nearly interpolate the support data (lambda = 1e-3)
+    np.testing.assert_allclose(f2_ref, y_sv, atol=0.05 * np.ptp(y_sv))
+
+
+def test_predictive_interval_and_diagnostics(fitted):
+    est, _, _ = fitted
+    from bayeskern import diagnostics
+
+    Xt, yt = _toy(400, seed=12)
+    m = diagnostics.regression_metrics(yt, est.predictive(Xt))
+    assert 0.75 <= m["coverage_90"] <= 0.99
+    mean, std = est.predict(Xt, return_std=True)
+    lo, hi = est.predict_interval(Xt, 0.9)
+    assert np.all(std > 0) and np.all(lo < mean) and np.all(mean < hi)
+    assert {"posterior", "log_likelihood", "observed_data"} <= set(est.idata_.groups())
+    assert est.convergence_.max_rhat < 1.05  # exact independent draws
+    assert np.isfinite(est.loo().elpd_loo)
+    draws = est.sample_posterior_predictive(Xt[:5], n_draws=50, random_state=0)
+    assert draws.shape == (50, 5)
+
+
+def test_float32_and_float64_training_agree_roughly():
+    X, y = _toy(100, seed=13)
+    kw = dict(FAST, theta0=1.0, random_state=0)
+    a = LABRBF(dtype="float32", **kw).fit(X, y).predict_f1(X)
+    b = LABRBF(dtype="float64", **kw).fit(X, y).predict_f1(X)
+    assert np.max(np.abs(a - b)) < 1e-2 * np.ptp(y)
+
+
+def test_features_kernel_in_gp_regressor():
+    from bayeskern.estimators.gp import GPRegressor
+
+    X, y = _toy(60, seed=14)
+    kern = LABRBFFeatures(LABRBF(**FAST), bandwidth_scale=None)
+    fk = kern.fit(X, y)
+    K = np.asarray(fk.gram({}, X, X))
+    assert np.linalg.eigvalsh((K + K.T) / 2).min() > -1e-8 and np.allclose(K, K.T)
+    gp = GPRegressor(kernel=kern, num_warmup=20, num_samples=20, num_chains=1,
+                     progress_bar=False, random_state=0).fit(X, y)
+    assert np.all(np.isfinite(gp.predict(X[:5])))
+    assert "labrbffeatures_bandwidth_scale" in gp.idata_.posterior
+
+
+def test_plot_bandwidths(fitted):
+    import matplotlib
+
+    matplotlib.use("Agg")
+    from bayeskern.plots.labrbf import plot_bandwidths
+
+    est, X, y = fitted
+    ax, ax2 = plot_bandwidths(est, X, y)
+    assert ax.get_ylabel() == "y" and "bandwidth" in ax2.get_ylabel()
+
+
+# --------------------------------------------------------------------------- sklearn contract
+@parametrize_with_checks(
+    [LABRBFRegressor(max_support=8, n_init_support=4, n_iter_round=5, n_iter_final=10,
+                     eval_every=10, batch_size=16, num_samples=20, num_chains=2,
+                     progress_bar=False, random_state=0)]
+)
+def test_sklearn_contract(estimator, check):
+    check(estimator)

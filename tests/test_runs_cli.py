@@ -1,0 +1,129 @@
+"""Saving/loading runs without pickle, the CLI, and the HTML report."""
+
+import json
+import subprocess
+import sys
+
+import numpy as np
+import pandas as pd
+import pytest
+from conftest import TINY
+
+import bayeskern as bk
+from bayeskern.cli import main
+
+
+@pytest.fixture(scope="module")
+def data_dir(tmp_path_factory):
+    d = tmp_path_factory.mktemp("cli")
+    rng = np.random.default_rng(0)
+    x1, x2 = rng.uniform(0, 5, 40), rng.normal(size=40)
+    pd.DataFrame({"x1": x1, "x2": x2, "y": np.sin(x1) + 0.1 * x2}).to_csv(d / "train.csv",
+                                                                          index=False)
+    pd.DataFrame({"x1": x1[:7], "x2": x2[:7]}).to_csv(d / "new.csv", index=False)
+    pd.DataFrame({"x1": x1, "x2": x2, "c": (x1 > 2.5).astype(int)}).to_csv(d / "clf.csv",
+                                                                         index=False)
+    return d
+
+
+def _fit(d, name="run", extra=()):
+    return main(["fit", str(d / "train.csv"), "--target", "y", "--out", str(d / name),
+                 "--num-warmup", "20", "--num-samples", "20", "--num-chains", "1", "--quiet",
+                 "--holdout", "0.2", *extra])
+
+
+def test_fit_predict_report_roundtrip(data_dir, capsys):
+    d = data_dir
+    assert _fit(d) == 0
+    assert sorted(p.name for p in (d / "run").iterdir()) == [
+        "arrays.npz", "config.json", "idata.nc", "manifest.json"]
+    assert main(["predict", str(d / "run"), str(d / "new.csv"), "--out", str(d / "p.csv"),
+                 "--interval", "0.8", "--draws", "3", "--quiet"]) == 0
+    p = pd.read_csv(d / "p.csv")
+    assert list(p.columns[:4]) == ["mean", "sd", "lower_0.8", "upper_0.8"] and len(p) == 7
+    assert np.all(p["lower_0.8"] < p["mean"]) and np.all(p["mean"] < p["upper_0.8"])
+    # the same run and seed give identical predictions
+    main(["predict", str(d / "run"), str(d / "new.csv"), "--out", str(d / "p2.csv"),
+          "--draws", "3", "--interval", "0.8", "--quiet"])
+    pd.testing.assert_frame_equal(p, pd.read_csv(d / "p2.csv"))
+    # streaming in small batches gives the same numbers
+    main(["predict", str(d / "run"), str(d / "new.csv"), "--out", str(d / "p3.csv"),
+          "--interval", "0.8", "--batch-size", "3", "--quiet"])
+    np.testing.assert_allclose(pd.read_csv(d / "p3.csv")["mean"], p["mean"])
+    assert main(["report", str(d / "run"), "--out", str(d / "r.html"), "--quiet"]) == 0
+    html = (d / "r.html").read_text()
+    assert "Convergence" in html and "data:image/png;base64" in html
+    assert "http://" not in html and "https://" not in html  # nothing to fetch
+
+
+def test_loaded_run_predicts_like_the_original(tmp_path, rng):
+    X = rng.normal(size=(30, 2))
+    y = X[:, 0] ** 2 + 0.1 * rng.normal(size=30)
+    k = bk.kernels.RBF(ard=True) + bk.kernels.MahalanobisRBF()
+    m = bk.GPRegressor(kernel=k, random_state=1, **TINY).fit(X, y)
+    m.save(tmp_path / "r")
+    m2 = bk.load_run(tmp_path / "r")
+    np.testing.assert_allclose(m2.predict(X[:5]), m.predict(X[:5]), rtol=1e-10)
+    c = bk.GPClassifier(random_state=1, **TINY).fit(X, np.where(y > 1, "a", "b"))
+    c.save(tmp_path / "c")
+    np.testing.assert_allclose(bk.load_run(tmp_path / "c").predict_proba(X),
+                               c.predict_proba(X), rtol=1e-10)
+
+
+def test_tampered_or_incomplete_runs_are_refused(data_dir, tmp_path):
+    d = data_dir
+    _fit(d, "run_t")
+    cfg = d / "run_t" / "config.json"
+    cfg.write_text(cfg.read_text().replace('"GPRegressor"', '"GPClassifier"'))
+    with pytest.raises(bk.runs.RunError, match="checksum"):
+        bk.load_run(d / "run_t")
+    (d / "run_t" / "idata.nc").unlink()
+    with pytest.raises(bk.runs.RunError, match="incomplete"):
+        bk.load_run(d / "run_t")
+    with pytest.raises(bk.runs.RunError, match="does not exist"):
+        bk.load_run(tmp_path / "nope")
+
+
+@pytest.mark.parametrize("args, msg", [
+    (["fit", "{d}/train.csv", "--target", "nope", "--out", "{d}/x"], "--target column 'nope'"),
+    (["fit", "{d}/missing.csv", "--target", "y", "--out", "{d}/x"], "does not exist"),
+    (["fit", "{d}/text.csv", "--target", "y", "--out", "{d}/x"], "non-numeric feature columns"),
+    (["fit", "{d}/nan.csv", "--target", "y", "--out", "{d}/x"], "missing values"),
+    (["fit", "{d}/empty.csv", "--target", "y", "--out", "{d}/x"], "no rows"),
+    (["fit", "{d}/train.csv", "--target", "y", "--out", "{d}/x", "--kernel", "foo"],
+     "unknown kernel name"),
+    (["fit", "{d}/train.csv", "--target", "y", "--out", "{d}/x", "--num-samples", "0"],
+     "num_samples"),
+    (["predict", "{d}/nope", "{d}/new.csv", "--out", "{d}/p.csv"], "does not exist"),
+])
+def test_cli_user_errors_exit_2_with_one_line(data_dir, capsys, args, msg):
+    d = data_dir
+    pd.DataFrame({"x": ["a", "b", "c"], "y": [1.0, 2.0, 3.0]}).to_csv(d / "text.csv", index=False)
+    pd.DataFrame({"x": [1.0, 2.0, 3.0], "y": [1.0, None, 3.0]}).to_csv(d / "nan.csv", index=False)
+    (d / "empty.csv").write_text("x,y\n")
+    rc = main([a.format(d=d) for a in args])
+    err = capsys.readouterr().err.strip()
+    assert rc == 2
+    assert err.startswith("bayeskern: error:") and msg in err and "\n" not in err
+    assert not (d / "x").exists() and not (d / "p.csv").exists()
+
+
+def test_cli_classification_and_help(data_dir):
+    d = data_dir
+    assert main(["fit", str(d / "clf.csv"), "--target", "c", "--out", str(d / "crun"),
+                 "--num-warmup", "10", "--num-samples", "10", "--num-chains", "1",
+                 "--quiet"]) == 0
+    assert json.loads((d / "crun" / "config.json").read_text())["estimator"] == "GPClassifier"
+    assert main(["predict", str(d / "crun"), str(d / "new.csv"), "--out", str(d / "cp.csv"),
+                 "--quiet"]) == 0
+    assert list(pd.read_csv(d / "cp.csv").columns) == ["prediction", "p_0", "p_1"]
+    out = subprocess.run([sys.executable, "-m", "bayeskern.cli", "--help"], capture_output=True,
+                         text=True, check=True).stdout
+    for cmd in ("demo", "fit", "predict", "report", "datasets"):
+        assert cmd in out
+
+
+def test_demo_quick(tmp_path, capsys):
+    assert main(["demo", "--quick", "--quiet", "--out", str(tmp_path / "demo")]) == 0
+    assert (tmp_path / "demo" / "report.html").stat().st_size > 10_000
+    assert bk.load_run(tmp_path / "demo" / "run").n_features_in_ == 1
