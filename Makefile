@@ -21,7 +21,15 @@ $(VENV)/.installed-test: pyproject.toml | $(BIN)/python
 demo: $(VENV)/.installed
 	$(BIN)/bayeskern demo --out bayeskern-demo
 
+# the report's browser test needs Debian's chromium; install it when absent (root, apt)
+CHROMIUM_SETUP = command -v chromium >/dev/null 2>&1 || \
+	{ command -v apt-get >/dev/null 2>&1 && [ "$$(id -u)" = 0 ] && \
+	  apt-get update -qq >/dev/null && \
+	  DEBIAN_FRONTEND=noninteractive apt-get install -y -qq chromium >/dev/null; } || \
+	echo "note: chromium could not be installed; the report browser test will be skipped"
+
 test: $(VENV)/.installed-test
+	@$(CHROMIUM_SETUP)
 	$(BIN)/python -m pytest -q
 
 test-slow: $(VENV)/.installed-test

@@ -64,9 +64,11 @@ def feature_stats(Phi: jax.Array, y: jax.Array) -> Stats:
 
 
 def nig_posterior(stats: Stats, prior_precision: float, a0: float, b0: float) -> NIGPosterior:
-    """NIG posterior from sufficient statistics (prior mean 0, precision ``prior_precision·I``)."""
+    """NIG posterior from sufficient statistics (prior mean 0, precision ``diag(prior_precision)``;
+    a scalar means ``prior_precision · I``)."""
     M = stats.PtP.shape[0]
-    Lam = stats.PtP + prior_precision * jnp.eye(M, dtype=stats.PtP.dtype)
+    prec = jnp.broadcast_to(jnp.asarray(prior_precision, dtype=stats.PtP.dtype), (M,))
+    Lam = stats.PtP + jnp.diag(prec)
     L = jnp.linalg.cholesky(Lam)
     w = jsl.cho_solve((L, True), stats.Pty)
     a = a0 + 0.5 * stats.n
@@ -80,7 +82,7 @@ def nig_log_marginal(stats: Stats, prior_precision: float, a0: float, b0: float)
     post = nig_posterior(stats, prior_precision, a0, b0)
     M = stats.PtP.shape[0]
     logdet_N = 2.0 * jnp.sum(jnp.log(jnp.diagonal(post.L)))
-    logdet_0 = M * jnp.log(prior_precision)
+    logdet_0 = jnp.sum(jnp.log(jnp.broadcast_to(jnp.asarray(prior_precision), (M,))))
     return (
         -0.5 * stats.n * jnp.log(2 * jnp.pi)
         + 0.5 * (logdet_0 - logdet_N)

@@ -275,11 +275,9 @@ def build_parser() -> argparse.ArgumentParser:
 def main(argv=None) -> int:
     """Entry point of the ``bayeskern`` command."""
     args = build_parser().parse_args(argv)
-    from bayeskern.runs import RunError
-
     try:
         return args.fn(args)
-    except (UserError, RunError, ValueError, TypeError, FileNotFoundError) as e:
+    except (UserError, ValueError, TypeError, FileNotFoundError) as e:  # RunError is a ValueError
         if os.environ.get("BAYESKERN_DEBUG"):
             raise
         msg = str(e).splitlines()[0] if str(e) else type(e).__name__

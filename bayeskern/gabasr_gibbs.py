@@ -15,7 +15,8 @@ One sweep (the paper's "swap") does
 1. **assignments** :math:`z_j` by the Chinese-restaurant process (section 3.2.2 step 1, Neal
    2000 algorithm 2): existing component :math:`k` with weight
    :math:`n_{-j,k}\\,N(\\omega_j\\mid\\mu_k,\\Lambda_k^{-1})`, a new component with weight
-   :math:`\\alpha\\,t_{\\nu_0-d+1}(\\omega_j \\mid m_0, \\Psi_0(\\kappa_0+1)/(\\kappa_0(\\nu_0-d+1)))`,
+   :math:`\\alpha\\,t_{\\nu_0-d+1}(\\omega_j \\mid m_0,
+   \\Psi_0(\\kappa_0+1)/(\\kappa_0(\\nu_0-d+1)))`,
    the prior predictive of the base measure. The factor :math:`\\alpha` is the one the first
    author's code omits (a bug there).
 2. **component parameters** from their conjugate normal-inverse-Wishart posterior (BaNK's
@@ -54,7 +55,8 @@ moved with :math:`\\beta` integrated out, :math:`\\log p(\\kappa\\mid\\varpi,\\O
 \\tfrac12(P\\log\\lambda_0 - \\log|\\Lambda| + \\kappa^\\top\\Phi\\Lambda^{-1}\\Phi^\\top\\kappa)
 + \\text{const}` -- a Gaussian evidence, so the same rank-update machinery applies. A sweep is
 :math:`\\varpi \\mid \\beta`, then :math:`(z, \\mu, \\Lambda, \\alpha)`, then
-:math:`\\Omega \\mid \\varpi` (MH, :math:`\\beta` collapsed), then :math:`\\beta \\mid \\Omega, \\varpi`,
+:math:`\\Omega \\mid \\varpi` (MH, :math:`\\beta` collapsed), then
+:math:`\\beta \\mid \\Omega, \\varpi`,
 then :math:`\\lambda_0 \\mid \\beta \\sim \\mathrm{Gamma}(a_\\lambda + P/2, b_\\lambda +
 \\|\\beta\\|^2/2)`: each block leaves the joint posterior invariant.
 
@@ -110,7 +112,7 @@ import jax.numpy as jnp
 import jax.scipy.linalg as jsl
 import numpy as np
 from jax import lax
-from jax.scipy.special import gammaln, log_ndtr, ndtr
+from jax.scipy.special import gammaln, log_ndtr
 
 from bayeskern import blr
 from bayeskern.features import locally_stationary_features, rff_features
@@ -265,7 +267,7 @@ class GibbsData(NamedTuple):
 
 
 def _pg_a(n, x, t):
-    """Coefficient :math:`a_n(x)` of the alternating series of :math:`J^*(1, z)` (PSW 2013 eq. 5)."""
+    """Coefficient :math:`a_n(x)` of the series of :math:`J^*(1, z)` (PSW 2013 eq. 5)."""
     k = n + 0.5
     left = math.pi * k * (2.0 / (math.pi * x)) ** 1.5 * jnp.exp(-2.0 * k * k / x)
     right = math.pi * k * jnp.exp(-0.5 * k * k * math.pi**2 * x)
@@ -273,7 +275,7 @@ def _pg_a(n, x, t):
 
 
 def _pg_one(key, c):
-    """One exact draw of :math:`PG(1, c)` by Devroye's method (Polson, Scott & Windle 2013, alg. 1)."""
+    """One exact :math:`PG(1, c)` draw, Devroye's method (Polson, Scott & Windle 2013, alg. 1)."""
     dtype = c.dtype
     z = jnp.abs(c) / 2.0
     t = jnp.asarray(0.64, dtype)
@@ -374,7 +376,7 @@ def sample_polya_gamma(key: jax.Array, c: jax.Array) -> jax.Array:
 
 
 def _gamma_one(key, a):
-    """One :math:`\mathrm{Gamma}(a, 1)` draw by Marsaglia & Tsang (2000), boosted for a < 1.
+    """One :math:`\\mathrm{Gamma}(a, 1)` draw by Marsaglia & Tsang (2000), boosted for a < 1.
 
     Written out because ``jax.random.gamma`` takes seconds to compile at every call site,
     and a sweep has several; this one compiles to one small while loop.
@@ -400,7 +402,7 @@ def _gamma_one(key, a):
 
 
 def sample_gamma(key: jax.Array, shape) -> jax.Array:
-    """Exact :math:`\mathrm{Gamma}(a, 1)` draws for an array of shapes ``a`` (any shape)."""
+    """Exact :math:`\\mathrm{Gamma}(a, 1)` draws for an array of shapes ``a`` (any shape)."""
     shape = jnp.asarray(shape)
     keys = jax.random.split(key, max(shape.size, 1))[: shape.size]
     return jax.vmap(_gamma_one)(keys, shape.reshape(-1)).reshape(shape.shape)
@@ -422,7 +424,8 @@ def sample_wishart_chol(key: jax.Array, df, scale_chol: jax.Array) -> jax.Array:
 
 
 def niw_posterior(count, s, ss, m0, kappa0, nu0, Psi0):
-    """Normal-inverse-Wishart posterior from ``count``, :math:`\\sum\\omega`, :math:`\\sum\\omega\\omega^\\top`.
+    """Normal-inverse-Wishart posterior from ``count``, :math:`\\sum\\omega` and
+    :math:`\\sum\\omega\\omega^\\top`.
 
     :math:`\\kappa_n = \\kappa_0 + n`, :math:`m_n = (\\kappa_0 m_0 + \\sum\\omega)/\\kappa_n`,
     :math:`\\nu_n = \\nu_0 + n`, :math:`\\Psi_n = \\Psi_0 + \\sum\\omega\\omega^\\top +
@@ -453,9 +456,8 @@ def _mvn_logpdf_prec(x, mu, U):
     """:math:`\\log N(x \\mid \\mu, (UU^\\top)^{-1})`."""
     r = jnp.einsum("...i,...ij->...j", x - mu, U)  # U^T (x - mu)
     d = x.shape[-1]
-    return -0.5 * d * _LOG2PI + jnp.sum(jnp.log(jnp.diagonal(U, axis1=-2, axis2=-1)), -1) - 0.5 * jnp.sum(
-        r * r, -1
-    )
+    logdet_half = jnp.sum(jnp.log(jnp.diagonal(U, axis1=-2, axis2=-1)), -1)
+    return -0.5 * d * _LOG2PI + logdet_half - 0.5 * jnp.sum(r * r, -1)
 
 
 def _mvt_logpdf(x, loc, shape_chol, df):
@@ -505,7 +507,8 @@ def escobar_west_alpha(key, alpha, k, n, a, b):
     :math:`\\eta \\sim \\mathrm{Beta}(\\alpha+1, n)`; with odds
     :math:`(a+k-1)/(n(b-\\log\\eta))` draw :math:`\\alpha \\sim \\mathrm{Gamma}(a+k,
     b-\\log\\eta)`, else :math:`\\mathrm{Gamma}(a+k-1, b-\\log\\eta)`. Leaves
-    :math:`p(\\alpha\\mid k) \\propto \\mathrm{Gamma}(\\alpha; a,b)\\,\\alpha^k\\Gamma(\\alpha)/\\Gamma(\\alpha+n)`
+    :math:`p(\\alpha\\mid k) \\propto \\mathrm{Gamma}(\\alpha; a,b)\\,
+    \\alpha^k\\Gamma(\\alpha)/\\Gamma(\\alpha+n)`
     invariant.
     """
     dtype = jnp.result_type(alpha)
@@ -595,12 +598,13 @@ def _log_evidence(task, logdet, quad, lam0, P, n, yy, prior: GibbsPrior):
     )
 
 
-def full_log_evidence(Phi, y_eff, weights, lam0, task: str, prior: GibbsPrior = GibbsPrior()):
+def full_log_evidence(Phi, y_eff, weights, lam0, task: str, prior: GibbsPrior | None = None):
     """Evidence recomputed from scratch, :math:`O(N P^2 + P^3)`: the reference for the rank updates.
 
     Regression: :func:`bayeskern.blr.nig_log_marginal` (seed 003 eq. 10). Classification:
     the Polya-Gamma-augmented Gaussian evidence of the module docstring.
     """
+    prior = GibbsPrior() if prior is None else prior
     if task == "regression":
         return blr.nig_log_marginal(blr.feature_stats(Phi, y_eff), lam0, prior.a0, prior.b0)
     P = Phi.shape[1]
@@ -614,36 +618,55 @@ def full_log_evidence(Phi, y_eff, weights, lam0, task: str, prior: GibbsPrior = 
 def _evidence_from_G(Phi, G, b, lam0):
     """Exact ``Evidence`` by Cholesky of :math:`\\lambda_0 I + G`."""
     P = G.shape[0]
+    G = 0.5 * (G + G.T)  # bit-for-bit symmetric, so that row and column writes agree
     L = jnp.linalg.cholesky(G + lam0 * jnp.eye(P, dtype=G.dtype))
     A = jsl.cho_solve((L, True), jnp.eye(P, dtype=G.dtype))
     r = jsl.solve_triangular(L, b, lower=True)
     return Evidence(Phi, G, b, 0.5 * (A + A.T), 2.0 * jnp.sum(jnp.log(jnp.diagonal(L))), r @ r)
 
 
-def _block_proposal(ev: Evidence, J, F, weights, y_eff, lam0):
-    """Evidence pieces after replacing columns ``J`` of ``Phi`` by ``F`` (module docstring).
+def _take(a, blocks, axis):
+    """Columns (``axis=1``) or rows (``axis=0``) of the blocks ``((start, width), ...)``."""
+    return jnp.concatenate([lax.dynamic_slice_in_dim(a, st, w, axis) for st, w in blocks], axis)
 
-    Returns ``(logdet, quad, ok, update)`` where ``update`` carries what
-    :func:`_apply_block` needs; cost :math:`O(NP + P^2|J|)`.
+
+def _put(a, blocks, val, axis):
+    """Write ``val`` into the blocks of ``a``; dynamic-update-slices, so that XLA updates the
+    loop-carried buffers in place (index scatters made it copy the whole design each step)."""
+    off = 0
+    for st, w in blocks:
+        a = lax.dynamic_update_slice_in_dim(a, lax.slice_in_dim(val, off, off + w, axis=axis),
+                                            st, axis)
+        off += w
+    return a
+
+
+def _block_proposal(ev: Evidence, blocks, F, weights, y_eff, lam0):
+    """Evidence pieces after replacing the column ``blocks`` of ``Phi`` by ``F`` (module docstring).
+
+    ``blocks`` is a tuple of ``(start, width)`` with static widths summing to ``m``, the
+    columns :math:`J`. Returns ``(logdet, quad, ok, update)`` where ``update`` carries what
+    :func:`_apply_block` needs; cost :math:`O(NP + P^2 m)`.
     """
-    m = J.shape[0]
+    m = F.shape[1]
     dtype = F.dtype
     WF = F * weights[:, None]
     cross = ev.Phi.T @ WF  # (P, m); rows J are stale and are replaced next
     FtWF = F.T @ WF
-    cross = cross.at[J].set(FtWF)
+    FtWF = 0.5 * (FtWF + FtWF.T)  # keeps G bit-for-bit symmetric
+    cross = _put(cross, blocks, FtWF, 0)
     bJ = F.T @ y_eff
-    cR = cross.at[J].set(0.0)
-    bnew = ev.b.at[J].set(bJ)
-    bR = bnew.at[J].set(0.0)
-    AJ = ev.A[:, J]
-    AJJ = AJ[J]
+    cR = _put(cross, blocks, jnp.zeros((m, m), dtype), 0)
+    bnew = _put(ev.b, blocks, bJ, 0)
+    bR = _put(bnew, blocks, jnp.zeros(m, dtype), 0)
+    AJ = _take(ev.A, blocks, 1)
+    AJJ = _take(AJ, blocks, 0)
     LJ = jnp.linalg.cholesky(AJJ)
     R = jnp.concatenate([cR, bR[:, None]], axis=1)
     T = ev.A @ R
     T = T - AJ @ jsl.cho_solve((LJ, True), AJ.T @ R)  # C R, with C = A - A_J A_JJ^-1 A_J^T
     h, Cb = T[:, :m], T[:, m]
-    h = h.at[J].set(0.0)  # exact zeros in exact arithmetic
+    h = _put(h, blocks, jnp.zeros((m, m), dtype), 0)  # exact zeros in exact arithmetic
     S = FtWF + lam0 * jnp.eye(m, dtype=dtype) - cR.T @ h
     S = 0.5 * (S + S.T)
     LS = jnp.linalg.cholesky(S)
@@ -657,12 +680,11 @@ def _block_proposal(ev: Evidence, J, F, weights, y_eff, lam0):
     return logdet, quad, ok, (cross, bnew, AJ, LJ, h, LS)
 
 
-def _apply_block(ev: Evidence, J, F, accept, logdet, quad, update):
+def _apply_block(ev: Evidence, blocks, F, accept, logdet, quad, update):
     """Write the proposal into the state when ``accept``; a no-op (bit for bit) otherwise."""
     cross, bnew, AJ, LJ, h, LS = update
-    m = J.shape[0]
-    E = -h
-    E = E.at[J].set(jnp.eye(m, dtype=h.dtype))
+    m = F.shape[1]
+    E = _put(-h, blocks, jnp.eye(m, dtype=h.dtype), 0)
     # A* = A - A_J A_JJ^-1 A_J^T + E S^-1 E^T; both factors zeroed when rejected
     left = jnp.concatenate(
         [jsl.solve_triangular(LJ, AJ.T, lower=True).T, jsl.solve_triangular(LS, E.T, lower=True).T],
@@ -671,9 +693,9 @@ def _apply_block(ev: Evidence, J, F, accept, logdet, quad, update):
     sign = jnp.concatenate([-jnp.ones(m, h.dtype), jnp.ones(m, h.dtype)])
     left = jnp.where(accept, left, 0.0)
     A = ev.A + (left * sign) @ left.T
-    col = jnp.where(accept, cross, ev.G[:, J])
-    G = ev.G.at[:, J].set(col).at[J, :].set(col.T)
-    Phi = ev.Phi.at[:, J].set(jnp.where(accept, F, ev.Phi[:, J]))
+    col = jnp.where(accept, cross, _take(ev.G, blocks, 1))
+    G = _put(_put(ev.G, blocks, col, 1), blocks, col.T, 0)
+    Phi = _put(ev.Phi, blocks, jnp.where(accept, F, _take(ev.Phi, blocks, 1)), 1)
     return Evidence(
         Phi,
         G,
@@ -717,16 +739,18 @@ def _columns_omega(X, w, v, M):
     return jnp.concatenate([jnp.cos(Zp) + jnp.cos(Zm), jnp.sin(Zp) + jnp.sin(Zm)], axis=1) * s
 
 
-def _idx_omega(j, M, M2, ls):
+def _blocks_omega(j, M, M2, ls):
+    """Columns of frequency ``j`` of f1: its cosine and sine (one per ``v_k`` when locally
+    stationary), as ``(start, width)`` blocks in the order of :func:`_columns_omega`."""
     if not ls:
-        return jnp.stack([j, M + j])
-    k = jnp.arange(M2)
-    return jnp.concatenate([k * M + j, M * M2 + k * M + j])
+        return ((j, 1), (M + j, 1))
+    return tuple((k * M + j, 1) for k in range(M2)) + tuple(
+        (M * M2 + k * M + j, 1) for k in range(M2))
 
 
-def _idx_v(k, M1, M2):
-    n = jnp.arange(M1)
-    return jnp.concatenate([k * M1 + n, M1 * M2 + k * M1 + n])
+def _blocks_v(k, M1, M2):
+    """Columns of frequency ``k`` of f2: two contiguous blocks of width ``M1``."""
+    return ((k * M1, M1), (M1 * M2 + k * M1, M1))
 
 
 def _columns_vk(X, omega, vk, M2):
@@ -762,7 +786,8 @@ def _init_dp(key, M, d, K, K0, prec_init, dtype):
     mu = jnp.zeros((K, d), dtype)
     eps = jax.random.normal(key, (M, d), dtype)
     points = eps / prec_sd[z][:, None]
-    return DPState(z.astype(jnp.int32), counts.astype(jnp.int32), mu, U, jnp.asarray(1.0, dtype)), points
+    dp = DPState(z.astype(jnp.int32), counts.astype(jnp.int32), mu, U, jnp.asarray(1.0, dtype))
+    return dp, points
 
 
 def _sizes(M, prior: GibbsPrior):
@@ -773,11 +798,12 @@ def _sizes(M, prior: GibbsPrior):
 
 
 def init(key, X, y, *, task, n_features, n_features_v=0, mean_basis=None,
-         prior: GibbsPrior = GibbsPrior()):
+         prior: GibbsPrior | None = None):
     """Initial :class:`GibbsState`, static :class:`SweepConfig` and :class:`GibbsData`.
 
     Returns ``(state, config, data)``; pass them to :func:`build_sweep`.
     """
+    prior = GibbsPrior() if prior is None else prior
     n, d = X.shape
     dtype = X.dtype
     M, M2 = n_features, n_features_v
@@ -835,12 +861,12 @@ def _mh_moves(key, ev, data: GibbsData, weights, lam0, cfg: SweepConfig, params,
         w = _propose_from_component(k1, dp, j)
         if which == "omega":
             F = _columns_omega(X, w, other, M)
-            J = _idx_omega(j, M, M2, ls)
+            J = _blocks_omega(j, M, M2, ls)
         else:
             F = _columns_vk(X, other, w, M2)
-            J = _idx_v(j, M, M2)
+            J = _blocks_v(j, M, M2)
         if cfg.evidence == "full":
-            Phi_new = ev.Phi.at[:, J].set(F)
+            Phi_new = _put(ev.Phi, J, F, 1)
             ell_new = full_log_evidence(Phi_new, y_eff, weights, lam0, task, prior)
             ok = jnp.isfinite(ell_new)
             accept = ok & (jnp.log(jax.random.uniform(k2, dtype=X.dtype)) < ell_new - ell_cur)
@@ -899,7 +925,8 @@ def _sweep(cfg: SweepConfig, key, state: GibbsState, data: GibbsData):
         )
         info["accept_rate_v"] = acc_v
     if cfg.evidence == "full":
-        ev = ev._replace(G=(ev.Phi * weights[:, None]).T @ ev.Phi, b=ev.Phi.T @ y_eff)
+        G = (ev.Phi * weights[:, None]).T @ ev.Phi
+        ev = ev._replace(G=0.5 * (G + G.T), b=ev.Phi.T @ y_eff)
     noise = state.noise
     if task == "regression":
         s, Q = jnp.linalg.eigh(ev.G)
@@ -1062,7 +1089,7 @@ def gibbs_sample(
     num_warmup: int = 5,
     num_samples: int = 20,
     num_chains: int = 1,
-    prior: GibbsPrior = GibbsPrior(),
+    prior: GibbsPrior | None = None,
     mean_basis=None,
     progress_bar: bool = False,
     dtype: str = "float64",
@@ -1117,6 +1144,9 @@ def gibbs_sample(
         (``accept_rate_v``) and ``drift``. Predict with :func:`design_matrix`,
         :func:`predict_regression` or :func:`predict_proba`.
     """
+    prior = GibbsPrior() if prior is None else prior
+    if not isinstance(prior, GibbsPrior):
+        raise TypeError(f"prior must be a GibbsPrior, got {type(prior).__name__}")
     n_features_v = (4 if n_features_v is None else n_features_v) if locally_stationary else 0
     X, y, mean_basis = _validate(X, y, task, n_features, n_features_v, num_warmup, num_samples,
                                  num_chains, mean_basis, dtype, chain_method, evidence)
@@ -1185,13 +1215,14 @@ def gibbs_sample(
 
 
 def predict_regression(samples, X_train, y_train, X_new, *, mean_basis=None,
-                       mean_basis_new=None, prior: GibbsPrior = GibbsPrior()):
+                       mean_basis_new=None, prior: GibbsPrior | None = None):
     """Student-t predictive ``(loc, scale, df)`` per draw, each ``(S, n_new)`` (seed 003 eq. 10).
 
     For every draw the NIG posterior of the weights given the design of its frequencies
     (:func:`design_matrix`) and its ``prior_precision`` is recomputed (:mod:`bayeskern.blr`);
     pass ``loc, scale, df`` to :class:`bayeskern.predictive.MixturePredictive`.
     """
+    prior = GibbsPrior() if prior is None else prior
     om = np.asarray(samples["omega"])
     om = om.reshape((-1,) + om.shape[-2:])
     lam = np.asarray(samples["prior_precision"]).reshape(-1)
@@ -1214,7 +1245,7 @@ def predict_regression(samples, X_train, y_train, X_new, *, mean_basis=None,
 
 
 def predict_proba(samples, X_new, *, mean_basis_new=None):
-    """:math:`P(y=1\\mid x)` per draw, ``(S, n_new)``: :math:`\\sigma(\\beta^\\top\\Phi(x))` (eq. 11)."""
+    """Probabilities :math:`\\sigma(\\beta^\\top\\Phi(x))` per draw, ``(S, n_new)`` (eq. 11)."""
     om = np.asarray(samples["omega"])
     om = om.reshape((-1,) + om.shape[-2:])
     beta = np.asarray(samples["beta"]).reshape(om.shape[0], -1)

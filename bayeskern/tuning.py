@@ -29,7 +29,8 @@ import numpy as np
 import pandas as pd
 from joblib import Parallel, delayed
 from sklearn.base import clone
-from sklearn.model_selection import GridSearchCV, check_cv, cross_val_score
+from sklearn.metrics import check_scoring
+from sklearn.model_selection import GridSearchCV, check_cv
 from sklearn.svm import SVC
 
 __all__ = [
@@ -78,29 +79,33 @@ def grid_scores(estimator, X, y, param_grid: dict, *, cv=10, scoring="accuracy",
     return df
 
 
-def _svm_cv(ell, q, y, gamma, C, cv, scoring, svc_params):
-    K = np.exp(ell - gamma * q)
-    svc = SVC(kernel="precomputed", C=C, **svc_params)
-    return cross_val_score(svc, K, y, cv=cv, scoring=scoring)
+def _fit_score(ltr, qtr, lte, qte, ytr, yte, C, gamma, scorer, svc_params):
+    svc = SVC(kernel="precomputed", C=C, **svc_params).fit(np.exp(ltr - gamma * qtr), ytr)
+    return scorer(svc, np.exp(lte - gamma * qte), yte)
 
 
 def precomputed_grid_scores(factors, y, Cs, gammas, *, cv=10, scoring="accuracy", n_jobs=None,
                             **svc_params) -> pd.DataFrame:
     r"""Grid scores of ``SVC(kernel="precomputed")`` on :math:`K_\gamma = \exp(\ell - \gamma q)`.
 
-    The :math:`\gamma`-free factors are computed once on all inputs and each grid point
-    forms its Gram matrix from them (seed 001, section 4: only the exponent depends on
-    :math:`\gamma`). Valid when the factors use no labels, like :math:`C_k\mathrm{RBF}` built
-    on all the data as in the paper; otherwise use :func:`grid_scores` with the estimator.
+    The :math:`\gamma`-free factors are computed once (per fold, or once for all inputs)
+    and every grid point forms its Gram matrices from them (seed 001, section 4: only the
+    exponent depends on :math:`\gamma`). Grid points of one fold run in parallel through
+    joblib (any backend, including ``"dask"``).
 
     Parameters
     ----------
-    factors : ``(ell, q)``, two ``(n, n)`` arrays — e.g. ``CkRBF(...).fit(X).factors(X)``, or
-        ``(0, squared distances)`` for the RBF :math:`\exp(-\gamma\|x-y\|^2)`.
+    factors : ``(ell, q)`` or callable
+        Either two ``(n, n)`` arrays computed on all inputs without labels — e.g.
+        ``CkRBF(...).fit(X).factors(X)`` (the paper's protocol, which clusters all the data),
+        or ``(0, squared distances)`` for the RBF :math:`\exp(-\gamma\|x-y\|^2)` — or a
+        callable ``factors(train_idx, test_idx) -> (ell_train, q_train, ell_test, q_test)``
+        (train x train and test x train blocks) that may fit on the training fold only.
     y : (n,) labels.
     Cs, gammas : grid values.
-    cv, scoring, n_jobs : as in :func:`grid_scores` (the splits are the same for every grid
-        point; pass a splitter with a fixed ``random_state`` to compare kernels on one split).
+    cv : int or splitter, default 10 (stratified); the same splits serve every grid point.
+    scoring : scikit-learn scorer name or callable.
+    n_jobs : joblib workers.
     **svc_params : other :class:`~sklearn.svm.SVC` parameters (``tol``, ``max_iter``...).
 
     Returns
@@ -108,26 +113,37 @@ def precomputed_grid_scores(factors, y, Cs, gammas, *, cv=10, scoring="accuracy"
     pandas.DataFrame like :func:`grid_scores` (columns ``C``, ``gamma``, ``score``, ``std``,
     ``split<i>``).
     """
-    ell, q = (np.asarray(f, dtype=float) for f in factors)
     y = np.asarray(y)
-    if q.ndim != 2 or q.shape[0] != q.shape[1] or q.shape[0] != len(y):
-        raise ValueError(f"factors must be square (n, n) with n = len(y) = {len(y)}, "
-                         f"got q of shape {q.shape}")
-    ell = np.broadcast_to(ell, q.shape)
+    n = len(y)
+    if not callable(factors):
+        ell, q = (np.asarray(f, dtype=float) for f in factors)
+        if q.shape != (n, n):
+            raise ValueError(f"factors must be (n, n) arrays with n = len(y) = {n}, "
+                             f"got q of shape {q.shape}")
+        ell = np.broadcast_to(ell, q.shape)
     for name, vals in (("Cs", Cs), ("gammas", gammas)):
         if len(vals) == 0 or not all(isinstance(v, numbers.Real) and v > 0 for v in vals):
             raise ValueError(f"{name} must be a non-empty list of positive numbers, got {vals!r}")
     cv = check_cv(cv, y, classifier=True)
-    grid = [(C, g) for C in Cs for g in gammas]
-    out = Parallel(n_jobs=n_jobs)(
-        delayed(_svm_cv)(ell, q, y, g, C, cv, scoring, svc_params) for C, g in grid
-    )
+    scorer = check_scoring(SVC(), scoring=scoring)
+    grid = [(float(C), float(g)) for C in Cs for g in gammas]
+    splits = list(cv.split(np.zeros((n, 1)), y))
+    scores = np.empty((len(grid), len(splits)))
+    for f, (tr, te) in enumerate(splits):
+        if callable(factors):
+            ltr, qtr, lte, qte = (np.asarray(a, dtype=float) for a in factors(tr, te))
+        else:
+            ltr, qtr = ell[np.ix_(tr, tr)], q[np.ix_(tr, tr)]
+            lte, qte = ell[np.ix_(te, tr)], q[np.ix_(te, tr)]
+        scores[:, f] = Parallel(n_jobs=n_jobs)(
+            delayed(_fit_score)(ltr, qtr, lte, qte, y[tr], y[te], C, g, scorer, svc_params)
+            for C, g in grid
+        )
     df = pd.DataFrame(grid, columns=["C", "gamma"])
-    s = np.asarray(out)
-    df["score"] = s.mean(axis=1)
-    df["std"] = s.std(axis=1)
-    for i in range(s.shape[1]):
-        df[f"split{i}"] = s[:, i]
+    df["score"] = scores.mean(axis=1)
+    df["std"] = scores.std(axis=1)
+    for i in range(scores.shape[1]):
+        df[f"split{i}"] = scores[:, i]
     return df
 
 

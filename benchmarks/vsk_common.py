@@ -27,7 +27,10 @@ def write_section(name: str, text: str) -> None:
     start, end = f"<!-- {name}:start -->", f"<!-- {name}:end -->"
     block = f"{start}\n{text.strip()}\n{end}"
     pattern = re.compile(re.escape(start) + ".*?" + re.escape(end), re.S)
-    new = pattern.sub(lambda _: block, old) if pattern.search(old) else old.rstrip() + "\n\n" + block + "\n"
+    if pattern.search(old):
+        new = pattern.sub(lambda _: block, old)
+    else:
+        new = old.rstrip() + "\n\n" + block + "\n"
     tmp = RESULTS.with_suffix(".md.tmp")
     tmp.write_text(new)
     tmp.replace(RESULTS)

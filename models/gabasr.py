@@ -41,8 +41,8 @@ gradient-based (NUTS) formulation; the paper's own Gibbs/Metropolis-Hastings sam
 * **Locally stationary kernel** (eq. 6): a second DP mixture :math:`f_2` gives frequencies
   :math:`v` (sites prefixed ``v_``). The paper's pair :math:`(\\phi, \\phi^-)` has an
   asymmetric product; a Gaussian likelihood needs a symmetric PSD covariance, so the model
-  uses :math:`\\psi = (\\phi + \\phi^-)/\\sqrt2`, i.e.
-  :math:`\\psi(x) = \\sqrt2\\cos(v_k^\\top x/2)\\,[\\cos\\omega_n^\\top x, \\sin\\omega_n^\\top x]
+  uses :math:`\\psi = (\\phi + \\phi^-)/2`, i.e.
+  :math:`\\psi(x) = \\cos(v_k^\\top x/2)\\,[\\cos\\omega_n^\\top x, \\sin\\omega_n^\\top x]
   /\\sqrt{M_1M_2}`, whose covariance is PSD for every draw and has expectation
   :math:`\\tfrac12[\\kappa_1(\\tfrac{x+x'}2) + \\kappa_1(\\tfrac{x-x'}2)]\\,\\kappa_2(x-x')`:
   Silverman's locally stationary kernel (the symmetrized eq. 6) plus a stationary part.
@@ -85,6 +85,7 @@ __all__ = [
     "draw_params",
     "regression_loo",
     "periodogram_peaks",
+    "whitened_model",
 ]
 
 #: paper's vague NIG hyper-parameters (seed 003 section 4): a0 = b0 = 1e-3, V0 = 1e-6 I
@@ -105,7 +106,11 @@ class SpectralSpec(NamedTuple):
     mu_scale : (d,)
         Prior scale of the component means (standardized angular frequency).
     mu_positive : bool
-        Half-normal means (``d == 1``: the sign of a 1-D frequency is not identified).
+        Half-normal means (default for ``d == 1``, where the sign of a frequency is not
+        identified). The sampler then works on :math:`\\log\\mu_k`, which also tames the
+        funnel of an unused component (weight near zero, mean free over the whole prior
+        range): measured on CO2, 16 leapfrog steps per draw on the log scale against 511 with
+        a normal prior on :math:`\\mu_k`.
     sigma_loc, sigma_scale : float
         ``log sigma ~ Normal(sigma_loc, sigma_scale)`` for the component spreads.
     """
@@ -136,7 +141,7 @@ def stick_breaking(b: jax.Array) -> jax.Array:
 
 
 def mixture_frequencies(mu, sigma, eps):
-    """Frequencies ``(K*J, d)`` :math:`\\mu_k + \\sigma_k\\odot\\varepsilon_{kj}`, component-major."""
+    """Frequencies ``(K*J, d)``: :math:`\\mu_k + \\sigma_k\\odot\\varepsilon_{kj}` by component."""
     return (mu[:, None, :] + sigma[:, None, :] * eps).reshape(-1, eps.shape[-1])
 
 
@@ -151,7 +156,7 @@ def spectral_features(X, params: dict, spec: SpectralSpec) -> jax.Array:
 
     ``params`` holds ``weights`` (K,), ``mu`` (K, d), ``sigma`` (K, d) and, for the locally
     stationary kernel, ``v_weights``, ``v_mu``, ``v_sigma``. Returns ``(n, 2KJ)`` (stationary)
-    or ``(n, 2 K J K_2 J_2)`` (locally stationary, :math:`\\psi = (\\phi+\\phi^-)/\\sqrt2`).
+    or ``(n, 2 K J K_2 J_2)`` (locally stationary, :math:`\\psi = (\\phi+\\phi^-)/2`).
     """
     K, J, _ = spec.eps.shape
     omega = mixture_frequencies(params["mu"], params["sigma"], spec.eps)
@@ -163,7 +168,7 @@ def spectral_features(X, params: dict, spec: SpectralSpec) -> jax.Array:
     phi, phi_minus = locally_stationary_features(X, omega, v)
     # pairs are ordered v-major (k2 * M1 + n) by locally_stationary_frequencies
     s2 = jnp.outer(_column_scale(params["v_weights"], J2), s).ravel()
-    return (phi + phi_minus) / jnp.sqrt(2.0) * jnp.tile(s2, 2)
+    return 0.5 * (phi + phi_minus) * jnp.tile(s2, 2)
 
 
 def _sample_mixture(prefix: str, eps, spec: SpectralSpec, d: int):
@@ -276,21 +281,24 @@ def gabasr_regression(X, y=None, *, spec: SpectralSpec, mean_basis=None, probe=N
 
 
 def gabasr_classification(X, y=None, *, spec: SpectralSpec, mean_basis=None, probe=None,
-                          fixed: dict | None = None):
+                          features: tuple | None = None):
     """GaBaSR binary classification, Bernoulli-logit on the features (seed 003 eq. 11).
 
     :math:`\\eta = B\\beta_0 + a\\,\\Phi z`, :math:`z \\sim N(0, I_{2M})`,
     :math:`a \\sim \\mathrm{HalfNormal}(2)`, :math:`\\beta_0 \\sim N(0, 2.5^2)`,
     :math:`y_i \\sim \\mathrm{Bernoulli}(\\sigma(\\eta_i))`.
 
-    ``fixed``: spectral parameters held at given values (the large-data path of
-    :class:`~bayeskern.estimators.gabasr.GaBaSRClassifier`, which fits them by MAP first and
-    samples the weights); ``None`` samples them. Deterministic ``log_lik`` (total Bernoulli
-    log-likelihood) and ``f_probe`` (logits at the probe points) judge convergence.
+    ``features``: ``(Phi, Phi_probe)`` precomputed at fixed spectral parameters (the
+    large-data path of :class:`~bayeskern.estimators.gabasr.GaBaSRClassifier`, which fits them
+    by MAP first and samples only the weights); ``None`` samples the spectral parameters.
+    Deterministic ``log_lik`` (total Bernoulli log-likelihood) and ``f_probe`` (logits at
+    the probe points) judge convergence.
     """
-    d = X.shape[1]
-    params = sample_spectral(spec, d) if fixed is None else fixed
-    Phi = spectral_features(X, params, spec)
+    if features is None:
+        params = sample_spectral(spec, X.shape[1])
+        Phi = spectral_features(X, params, spec)
+    else:
+        Phi = features[0]
     amp = numpyro.sample("amp", dist.HalfNormal(2.0))
     z = numpyro.sample("z", dist.Normal(0.0, 1.0).expand([Phi.shape[1]]).to_event(1))
     logits = amp * (Phi @ z)
@@ -303,7 +311,8 @@ def gabasr_classification(X, y=None, *, spec: SpectralSpec, mean_basis=None, pro
     if y is not None:
         numpyro.deterministic("log_lik", jnp.sum(lik.log_prob(y)))
     if probe is not None:
-        eta = amp * (spectral_features(probe[0], params, spec) @ z)
+        Pp = spectral_features(probe[0], params, spec) if features is None else features[1]
+        eta = amp * (Pp @ z)
         if beta0 is not None:
             eta = eta + probe[1] @ beta0
         numpyro.deterministic("f_probe", eta)
@@ -377,3 +386,29 @@ def periodogram_peaks(x: np.ndarray, r: np.ndarray, n_peaks: int, w_min: float, 
         if all(abs(grid[i] - q) > 2 * w_min for q in peaks):
             peaks.append(float(grid[i]))
     return np.asarray(peaks)
+
+
+# --------------------------------------------------------------------------- whitening
+def whitened_model(*, base_model, base_kwargs: dict, loc, scale_tril, unravel, transforms):
+    """``base_model`` re-expressed in whitened coordinates ``u`` (Laplace preconditioning).
+
+    The unconstrained parameters are :math:`z = m + Lu` with :math:`m` the MAP point and
+    :math:`LL^\\top` the inverse Hessian of the negative log posterior there, so that the
+    posterior of ``u`` is close to :math:`N(0, I)` and NUTS starts well conditioned: the
+    posterior of GaBaSR is very anisotropic (a spectral line's frequency is pinned to a
+    fraction of a per cent while the envelope widths are loose), and with an identity mass
+    matrix the first warm-up window takes 1023 leapfrog steps per draw. The density is
+    unchanged: ``u`` has an improper flat prior, the base model's sites are conditioned on
+    the transformed values (their prior terms stay in the joint) and the log-Jacobian of
+    the constraining transforms is added (the affine map has a constant Jacobian).
+    """
+    D = loc.shape[0]
+    u = numpyro.sample("u", dist.ImproperUniform(dist.constraints.real_vector, (), (D,)))
+    z = unravel(loc + scale_tril @ u)
+    values, logj = {}, 0.0
+    for name, t in transforms.items():
+        x = t(z[name])
+        logj = logj + jnp.sum(t.log_abs_det_jacobian(z[name], x))
+        values[name] = x
+    numpyro.factor("jacobian", logj)
+    numpyro.handlers.condition(base_model, data=values)(**base_kwargs)

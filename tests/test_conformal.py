@@ -65,9 +65,9 @@ def test_gram_is_Q_K0_Q(optimizer):
 @pytest.mark.parametrize("optimizer", ["eigen", "gradient"])
 def test_psd_when_base_is_psd(optimizer):
     # QK0Q is a congruence of K0: PSD for any real q, including the negative parts of q
-    X, y = blobs(n=50, d=4, seed=3)
+    X, y = blobs(seed=3)
     k = Conformal(optimizer=optimizer).fit(X, y)
-    Xall = np.vstack([X, np.random.default_rng(1).standard_normal((30, 4))])
+    Xall = np.vstack([X, np.random.default_rng(1).standard_normal((40, 3))])
     K = np.asarray(k(Xall))
     assert np.allclose(K, K.T)
     w = np.linalg.eigvalsh(K)
@@ -75,7 +75,7 @@ def test_psd_when_base_is_psd(optimizer):
 
 
 def test_square_exponential_equals_rbf():
-    X, _ = blobs(n=20, d=5)
+    X, _ = blobs()
     np.testing.assert_allclose(np.asarray(SquaredExponential(lengthscale=1.3)(X, X[:7])),
                                np.asarray(RBF(lengthscale=1.3)(X, X[:7])), rtol=1e-10,
                                atol=1e-13)
@@ -96,7 +96,7 @@ def explicit_B0_W0(K0, y):
 
 @pytest.mark.parametrize("n_classes", [2, 3])
 def test_scatter_matrices_match_eqs_57_60(n_classes):
-    X, y = blobs(n=30, n_classes=n_classes, seed=n_classes)
+    X, y = blobs(n_classes=n_classes, seed=n_classes)
     rng = np.random.default_rng(0)
     y = rng.permutation(y)  # unsorted labels: the masked form must not need sorting
     k = Conformal().fit(X, y)
@@ -110,7 +110,7 @@ def test_scatter_matrices_match_eqs_57_60(n_classes):
 @pytest.mark.parametrize("n_classes", [2, 3])
 def test_fisher_ratio_in_feature_space(n_classes):
     """J = tr(S_b)/tr(S_w) of explicit feature vectors equals a'M0a / a'N0a (eq. 60)."""
-    X, y = blobs(n=24, n_classes=n_classes, seed=7)
+    X, y = blobs(n_classes=n_classes, seed=7)
     k = Conformal(n_expansion=10, random_state=0).fit(X, y)
     K0, K1 = design(X, k)
     M0, N0 = scatter_matrices(K0, K1, y)
@@ -182,7 +182,7 @@ def test_gradient_early_stop_keeps_best():
 
 def test_gradient_starts_once_from_base_kernel():
     """Erratum of Algorithm 1: alpha starts at (1, 0, ..., 0) once, so J moves off J(base)."""
-    X, y = blobs(n=40)
+    X, y = blobs()
     k = Conformal(optimizer="gradient").fit(X, y)
     assert k.history_[0] == pytest.approx(k.fisher_ratio_init_)
     assert k.fisher_ratio_ > k.fisher_ratio_init_
@@ -190,7 +190,7 @@ def test_gradient_starts_once_from_base_kernel():
 
 
 def test_singular_N0_needs_mu():
-    X, y = blobs(n=30)
+    X, y = blobs()
     # all points as expansion points: K1 is N x (N + 1), so N0 is singular
     with pytest.raises(ValueError, match="mu > 0"):
         Conformal(mu=0.0).fit(X, y)
@@ -206,7 +206,7 @@ def test_singular_N0_needs_mu():
 
 
 def test_sign_fix_and_scale():
-    X, y = blobs(n=40, seed=4)
+    X, y = blobs(seed=4)
     k = Conformal().fit(X, y)
     q = np.asarray(k.factor(X))
     assert np.mean(q > 0) >= 0.5 and k.positive_fraction_ == pytest.approx(np.mean(q > 0))
@@ -218,7 +218,7 @@ def test_sign_fix_and_scale():
 
 
 def test_expansion_subsample_is_seeded():
-    X, y = blobs(n=40)
+    X, y = blobs()
     a = Conformal(n_expansion=8, random_state=3).fit(X, y)
     b = Conformal(n_expansion=8, random_state=3).fit(X, y)
     c = Conformal(n_expansion=8, random_state=4).fit(X, y)
@@ -272,8 +272,8 @@ def test_bad_estimator_parameters():
 # ------------------------------------------------------------------------ estimator
 def test_classifier_uses_test_vs_train_gram():
     """The seed's experiment failed at prediction: the Gram must be K(X_new, X_train)."""
-    X, y = blobs(n=60, d=4, seed=5)
-    Xte, yte = blobs(n=30, d=4, seed=6)
+    X, y = blobs(seed=5, shift=3.0)
+    Xte, yte = blobs(seed=6, shift=3.0)
     est = ConformalKernelClassifier(C=1.0, gamma=0.2, random_state=0).fit(X, y)
     assert est.gamma_ == 0.2 and est.gamma1_ == 0.2
     Ktr = kernel_gram(est.kernel_, X)
@@ -286,12 +286,13 @@ def test_classifier_uses_test_vs_train_gram():
     np.testing.assert_allclose(est.decision_function(Xte), ref.decision_function(Kte))
     # one point at a time gives the same predictions as the batch
     np.testing.assert_array_equal([est.predict(x[None])[0] for x in Xte[:5]], est.predict(Xte[:5]))
-    assert est.score(Xte, yte) > 0.75
+    # it predicts sensibly (the seed predicted one class for everything); chance is 0.5
+    assert est.score(Xte, yte) > 0.75 and len(np.unique(est.predict(Xte))) == 2
     assert est.fisher_ratio_ > est.fisher_ratio_init_
 
 
 def test_classifier_same_seed_same_numbers():
-    X, y = blobs(n=50, seed=8)
+    X, y = blobs(seed=8)
     kw = dict(n_expansion=10, optimizer="gradient", n_iter=50)
     a = ConformalKernelClassifier(random_state=1, **kw).fit(X, y)
     b = ConformalKernelClassifier(random_state=1, **kw).fit(X, y)
@@ -299,16 +300,13 @@ def test_classifier_same_seed_same_numbers():
 
 
 def test_config_round_trip_without_pickle():
-    X, y = blobs(n=30)
+    X, y = blobs()
     k = name_leaves(Conformal(n_expansion=10, random_state=0).fit(X, y))
     k2 = name_leaves(kernel_from_config(k.get_config(), k.get_state()))
     np.testing.assert_allclose(np.asarray(k2(X)), np.asarray(k(X)), rtol=1e-12)
 
 
-@parametrize_with_checks(
-    [ConformalKernelClassifier(n_iter=20), ConformalKernelClassifier(optimizer="gradient",
-                                                                     n_iter=20)],
-)
+@parametrize_with_checks([ConformalKernelClassifier()])
 def test_sklearn_compatible(estimator, check):
     with warnings.catch_warnings():
         warnings.simplefilter("ignore", category=UserWarning)
@@ -317,8 +315,8 @@ def test_sklearn_compatible(estimator, check):
 
 # ------------------------------------------------------------------------ Bayesian use
 def test_gp_classifier_with_conformal_kernel_and_loo():
-    X, y = blobs(n=36, d=2, seed=9, shift=1.2)
-    settings = dict(num_warmup=20, num_samples=20, num_chains=1, progress_bar=False,
+    X, y = blobs(n=24, d=2, seed=9, shift=1.2)
+    settings = dict(num_warmup=15, num_samples=15, num_chains=1, progress_bar=False,
                     random_state=0)
     gp_c = bk.GPClassifier(kernel=Conformal(), **settings).fit(X, y)
     gp_b = bk.GPClassifier(kernel=RBF(), **settings).fit(X, y)
@@ -333,7 +331,7 @@ def test_gp_classifier_with_conformal_kernel_and_loo():
     K0 = np.asarray(k._base.gram(draw, Xs, Xs))
     np.testing.assert_allclose(np.asarray(k.gram(draw, Xs, Xs)), q[:, None] * K0 * q[None])
     p = gp_c.predict_proba(X)
-    assert p.shape == (36, 2) and np.all(np.isfinite(p))
+    assert p.shape == (24, 2) and np.all(np.isfinite(p))
     table = bk.diagnostics.compare({"conformal": gp_c, "rbf": gp_b})
     assert set(table.index) == {"conformal", "rbf"}
     assert np.all(np.isfinite(table["elpd_loo"]))
@@ -345,8 +343,8 @@ def test_plots():
 
     from bayeskern.plots.conformal import plot_conformal_factor, plot_mds
 
-    X, y = blobs(n=30, seed=10)
-    Xte, yte = blobs(n=10, seed=11)
+    X, y = blobs(seed=10)
+    Xte, yte = blobs(seed=11)
     est = ConformalKernelClassifier(random_state=0).fit(X, y)
     ax = plot_mds(est, X, y, Xte, yte)
     assert len(ax.collections) == 5  # 2 classes x (train, test) + support vectors

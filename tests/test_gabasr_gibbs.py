@@ -7,11 +7,13 @@ runs share one small configuration so that it compiles once.
 
 from __future__ import annotations
 
+import functools
+
 import jax
 import jax.numpy as jnp
 import numpy as np
 import pytest
-from scipy import integrate, special, stats
+from scipy import special, stats
 
 import bayeskern  # noqa: F401  (float64)
 from bayeskern import blr
@@ -23,24 +25,28 @@ KEY = jax.random.PRNGKey(0)
 # --------------------------------------------------------------------------- closed forms
 
 
-@pytest.mark.parametrize("c", [0.0, 0.7, 3.0, 12.0])
-def test_polya_gamma_moments(c):
-    w = np.asarray(gg.sample_polya_gamma(KEY, jnp.full(20000, c)))
-    if c == 0:
-        mean, var = 0.25, 1.0 / 24.0
-    else:
-        mean = np.tanh(c / 2) / (2 * c)
-        var = (np.sinh(c) - c) / (4 * c**3 * np.cosh(c / 2) ** 2)
+def test_polya_gamma_moments():
+    cs = np.array([0.0, 0.7, 3.0, 12.0])
+    n = 10000
+    w = np.asarray(gg.sample_polya_gamma(KEY, jnp.repeat(jnp.asarray(cs), n))).reshape(4, n)
     assert np.all(w > 0)
-    assert abs(w.mean() - mean) < 4 * np.sqrt(var / w.size)
-    assert abs(w.var() / var - 1) < 0.06
+    for c, wc in zip(cs, w, strict=True):
+        if c == 0:
+            mean, var = 0.25, 1.0 / 24.0
+        else:
+            mean = np.tanh(c / 2) / (2 * c)
+            var = (np.sinh(c) - c) / (4 * c**3 * np.cosh(c / 2) ** 2)
+        assert abs(wc.mean() - mean) < 4 * np.sqrt(var / n), c
+        assert abs(wc.var() / var - 1) < 0.08, c
 
 
-@pytest.mark.parametrize("a", [0.3, 1.0, 7.5])
-def test_gamma_moments(a):
-    g = np.asarray(gg.sample_gamma(KEY, jnp.full(20000, a)))
-    assert abs(g.mean() - a) < 4 * np.sqrt(a / g.size)
-    assert abs(g.var() / a - 1) < 0.06
+def test_gamma_moments():
+    shapes = np.array([0.3, 1.0, 7.5, 60.0])
+    n = 10000
+    g = np.asarray(gg.sample_gamma(KEY, jnp.repeat(jnp.asarray(shapes), n))).reshape(4, n)
+    for a, ga in zip(shapes, g, strict=True):
+        assert abs(ga.mean() - a) < 4 * np.sqrt(a / n), a
+        assert abs(ga.var() / a - 1) < 0.08, a
 
 
 def test_wishart_mean_and_niw_posterior():
@@ -49,10 +55,10 @@ def test_wishart_mean_and_niw_posterior():
     B = rng.normal(size=(d, d))
     V = B @ B.T + d * np.eye(d)
     L = jnp.asarray(np.linalg.cholesky(V))
-    keys = jax.random.split(KEY, 20000)
+    keys = jax.random.split(KEY, 3000)
     C = jax.vmap(lambda k: gg.sample_wishart_chol(k, 6.5, L))(keys)
     W = np.asarray(C @ jnp.swapaxes(C, -1, -2))
-    np.testing.assert_allclose(W.mean(0), 6.5 * V, rtol=0.05, atol=0.05 * np.abs(V).max())
+    np.testing.assert_allclose(W.mean(0), 6.5 * V, rtol=0.1, atol=0.1 * np.abs(V).max())
 
     # NIW posterior against the textbook centred form (Murphy 2007 eq. 250-254)
     x = rng.normal(size=(7, d)) + 2.0
@@ -98,19 +104,19 @@ def test_crp_log_weights_match_scipy():
 def test_escobar_west_targets_alpha_posterior():
     a, b, k, n = 2.0, 1.0, 6.0, 50
 
-    def dens(al):
-        return stats.gamma(a, scale=1 / b).pdf(al) * al**k * np.exp(
-            special.gammaln(al) - special.gammaln(al + n))
-
-    Z = integrate.quad(dens, 0, 200)[0]
-    mean = integrate.quad(lambda al: al * dens(al), 0, 200)[0] / Z
+    # p(alpha | k) on a fine grid (Antoniak 1974; Escobar & West 1995 eq. 13)
+    grid = np.linspace(1e-8, 60.0, 400001)
+    logp = (stats.gamma(a, scale=1 / b).logpdf(grid) + k * np.log(grid)
+            + special.gammaln(grid) - special.gammaln(grid + n))
+    p = np.exp(logp - logp.max())
+    mean = (grid * p).sum() / p.sum()
 
     def step(al, key):
         al = gg.escobar_west_alpha(key, al, k, n, a, b)
         return al, al
 
-    _, chain = jax.lax.scan(step, jnp.asarray(1.0), jax.random.split(KEY, 8000))
-    chain = np.asarray(chain)[500:]
+    _, chain = jax.lax.scan(step, jnp.asarray(1.0), jax.random.split(KEY, 6000))
+    chain = np.asarray(chain)[200:]
     assert abs(chain.mean() - mean) / mean < 0.04
 
 
@@ -143,36 +149,34 @@ def test_rank_updated_evidence_equals_full_recomputation(task, ls):
     n, P = ev.Phi.shape
     rng = np.random.default_rng(4)
 
-    def move(ev, j, new, accept, is_v):
+    @functools.partial(jax.jit, static_argnums=6)
+    def move(ev, omega, v, j, new, accept, is_v):
         if is_v:
-            F = gg._columns_vk(X, omega_cur[0], new, M2)
-            J = gg._idx_v(j, M, M2)
+            F = gg._columns_vk(X, omega, new, M2)
+            J = gg._blocks_v(j, M, M2)
         else:
-            F = gg._columns_omega(X, new, v_cur[0], M)
-            J = gg._idx_omega(j, M, M2, ls)
+            F = gg._columns_omega(X, new, v, M)
+            J = gg._blocks_omega(j, M, M2, ls)
         logdet, quad, ok, upd = gg._block_proposal(ev, J, F, w, data.y_eff, st.lam0)
         return gg._apply_block(ev, J, F, accept, logdet, quad, upd), ok
 
-    omega_cur, v_cur = [omega], [v]
-    n_moves = 150
-    for t in range(n_moves):
+    for t in range(80):
         accept = t % 5 != 0
         is_v = ls and t % 4 == 0
         j = int(rng.integers(M2 if is_v else M))
         new = jnp.asarray(rng.normal(scale=2.0, size=X.shape[1]))
-        ev_new, ok = move(ev, j, new, accept, is_v)
+        ev_new, ok = move(ev, omega, v, j, new, accept, is_v)
         assert bool(ok)
         if not accept:  # a rejected proposal leaves every array bit for bit unchanged
-            for a, b in zip(ev_new, ev):
+            for a, b in zip(ev_new, ev, strict=True):
                 assert np.array_equal(np.asarray(a), np.asarray(b))
+        elif is_v:
+            v = v.at[j].set(new)
         else:
-            if is_v:
-                v_cur[0] = v_cur[0].at[j].set(new)
-            else:
-                omega_cur[0] = omega_cur[0].at[j].set(new)
+            omega = omega.at[j].set(new)
         ev = ev_new
     # fresh design from the current frequencies: the tracked design must be that one
-    Phi = gg.design_matrix(X, omega_cur[0], v_cur[0], mb)
+    Phi = gg.design_matrix(X, omega, v, mb)
     np.testing.assert_allclose(ev.Phi, Phi, atol=1e-12)
     full = gg.full_log_evidence(Phi, data.y_eff, w, st.lam0, task)
     tracked = gg._log_evidence(task, ev.logdet, ev.quad, st.lam0, P, n, data.yy, gg.GibbsPrior())
@@ -223,11 +227,13 @@ def two_mode_run():
 
 def test_recovers_two_component_spectral_density(two_mode_run):
     X, y, res = two_mode_run
-    w = np.abs(res.samples["omega"]).ravel()
-    near_a = np.mean(np.abs(w - 2.5) < 0.5)
-    near_b = np.mean(np.abs(w - 8.0) < 0.8)
-    assert near_a > 0.15 and near_b > 0.15, (near_a, near_b)
-    assert near_a + near_b > 0.6
+    w = np.abs(res.samples["omega"]).ravel()  # the spectrum is symmetric: fold it
+    near_a = np.mean(np.abs(w - 2.5) < 1.25)
+    near_b = np.mean(np.abs(w - 8.0) < 1.0)
+    assert near_a > 0.25 and near_b > 0.15, (near_a, near_b)
+    # and almost nothing between or beyond the two modes
+    assert np.mean((w > 4.0) & (w < 7.0)) < 0.05
+    assert np.mean(w > 10.0) < 0.05
     # the posterior-predictive mean fits held-out data from the same function
     assert res.samples["log_marginal"].shape == (1, SETTINGS["num_samples"])
     assert np.all(res.sample_stats["drift"] < 1e-5)
@@ -254,6 +260,7 @@ def test_same_key_same_draws(two_mode_run):
     assert not np.array_equal(res.samples["omega"], other.samples["omega"])
 
 
+@pytest.mark.slow  # compiles a third sweep (Polya-Gamma + two mixtures): ~20 s on 2 cores
 def test_classification_locally_stationary_float32_smoke():
     rng = np.random.default_rng(7)
     X = rng.normal(size=(60, 2))

@@ -14,6 +14,7 @@ from bayeskern.estimators.labrbf import LABRBFRegressor
 from bayeskern.kernels.labrbf import (
     LABRBF,
     LABRBFFeatures,
+    _gram_fast,
     _masked_fit,
     initial_support,
     krr_f1,
@@ -47,15 +48,25 @@ def test_gram_matches_dense_reference(p):
 
 
 @pytest.mark.parametrize("p", [1, 2])
+def test_matrix_product_form_matches_reference(p):
+    rng = np.random.default_rng(15)
+    T, Xs, Th = rng.uniform(-1, 1, (9, 4)), rng.uniform(-1, 1, (6, 4)), rng.uniform(0.1, 3, (6, 4))
+    np.testing.assert_allclose(_gram_fast(T, Xs, Th, p), labrbf_gram(T, Xs, Th, p), rtol=1e-9)
+    np.testing.assert_allclose(_gram_fast(Xs, Xs, Th, p, same=True), labrbf_gram(Xs, Xs, Th, p),
+                               rtol=1e-9)
+
+
+@pytest.mark.parametrize("p", [1, 2])
 def test_gradient_finite_at_coincident_points(p):
     X = jnp.asarray(np.random.default_rng(2).normal(size=(4, 2)))
     Th = jnp.ones((4, 2))
 
-    def f(Th, X):
-        return jnp.sum(labrbf_gram(X, X, Th, p))  # diagonal: t == x_i exactly
+    for gram in (labrbf_gram, lambda a, b, t, p: _gram_fast(a, b, t, p, same=True)):
+        def f(Th, X, gram=gram):
+            return jnp.sum(gram(X, X, Th, p))  # diagonal: t == x_i exactly
 
-    gT, gX = jax.grad(f, argnums=(0, 1))(Th, X)
-    assert np.all(np.isfinite(gT)) and np.all(np.isfinite(gX))
+        gT, gX = jax.grad(f, argnums=(0, 1))(Th, X)
+        assert np.all(np.isfinite(gT)) and np.all(np.isfinite(gX))
 
 
 def test_kernel_is_asymmetric():
@@ -220,9 +231,9 @@ def test_f2_uses_own_bandwidth_on_support_points(fitted):
     k = est.kernel_
     Z, Th = k.support_, k.bandwidths_
     Kxx = np.asarray(labrbf_gram(Z, Z, Th, 1))
-    y_sv = est.intercept_ + Kxx @ est.dual_coef_ + est.alpha * est.dual_coef_  # eq. (8)
+    y_sv = est.intercept_ + Kxx @ est.dual_coef_ + est.kernel_.alpha_ * est.dual_coef_  # eq. (8)
     # on support points K(X_sv, t) = K(X_sv, X_sv), so f2 solves the transposed system
-    f2_ref = est.intercept_ + Kxx.T @ np.linalg.solve(Kxx.T + est.alpha * np.eye(len(Z)),
+    f2_ref = est.intercept_ + Kxx.T @ np.linalg.solve(Kxx.T + est.kernel_.alpha_ * np.eye(len(Z)),
                                                       y_sv - est.intercept_)
     np.testing.assert_allclose(est.predict_krr(est.support_vectors_, "f2"), f2_ref, rtol=1e-8)
     # both regression functions nearly interpolate the support data (lambda = 1e-3)
@@ -254,15 +265,30 @@ def test_float32_and_float64_training_agree_roughly():
     assert np.max(np.abs(a - b)) < 1e-2 * np.ptp(y)
 
 
+def test_features_kernel_is_psd_and_plugs_into_gp_model():
+    from bayeskern.models.gp import gp_regression
+    from numpyro.infer.util import log_density
+
+    from bayeskern.kernels.base import name_leaves
+
+    X, y = _toy(30, seed=14)
+    fk = name_leaves(LABRBFFeatures(LABRBF(**dict(FAST, theta0=1.0))).fit(X, y))
+    K = np.asarray(fk.gram({"labrbffeatures_bandwidth_scale": 1.0}, X, X))
+    assert np.linalg.eigvalsh((K + K.T) / 2).min() > -1e-8 and np.allclose(K, K.T)
+    assert np.mean(np.diag(K)) == pytest.approx(1.0)  # normalised by feature_norm_
+    params = {"labrbffeatures_bandwidth_scale": 1.2, "amplitude": jnp.ones(1), "noise": 0.3}
+    lp, _ = log_density(gp_regression, (jnp.asarray(X), jnp.asarray((y - y.mean()) / y.std())),
+                        {"kernel": fk, "x_scale": np.ones(1)}, params)
+    assert np.isfinite(float(lp))
+
+
+@pytest.mark.slow
 def test_features_kernel_in_gp_regressor():
     from bayeskern.estimators.gp import GPRegressor
 
-    X, y = _toy(60, seed=14)
-    kern = LABRBFFeatures(LABRBF(**FAST), bandwidth_scale=None)
-    fk = kern.fit(X, y)
-    K = np.asarray(fk.gram({}, X, X))
-    assert np.linalg.eigvalsh((K + K.T) / 2).min() > -1e-8 and np.allclose(K, K.T)
-    gp = GPRegressor(kernel=kern, num_warmup=20, num_samples=20, num_chains=1,
+    X, y = _toy(30, seed=14)
+    kern = LABRBFFeatures(LABRBF(**dict(FAST, theta0=1.0)))
+    gp = GPRegressor(kernel=kern, num_warmup=50, num_samples=50, num_chains=2,
                      progress_bar=False, random_state=0).fit(X, y)
     assert np.all(np.isfinite(gp.predict(X[:5])))
     assert "labrbffeatures_bandwidth_scale" in gp.idata_.posterior
@@ -281,9 +307,35 @@ def test_plot_bandwidths(fitted):
 
 # --------------------------------------------------------------------------- sklearn contract
 @parametrize_with_checks(
-    [LABRBFRegressor(max_support=8, n_init_support=4, n_iter_round=5, n_iter_final=10,
-                     eval_every=10, batch_size=16, num_samples=20, num_chains=2,
+    [LABRBFRegressor(max_support=8, n_init_support=4, theta0=1.0, n_iter_round=2,
+                     n_iter_final=4, eval_every=4, batch_size=16, num_samples=10, num_chains=2,
                      progress_bar=False, random_state=0)]
 )
 def test_sklearn_contract(estimator, check):
     check(estimator)
+
+
+def test_save_load_roundtrip(fitted, tmp_path):
+    from bayeskern.runs import load_run, save_run
+
+    est, X, _ = fitted
+    save_run(est, tmp_path / "run")
+    back = load_run(tmp_path / "run")
+    np.testing.assert_allclose(back.predict(X[:20]), est.predict(X[:20]), rtol=1e-12)
+    lo, hi = back.predict_interval(X[:20])
+    lo0, hi0 = est.predict_interval(X[:20])
+    np.testing.assert_allclose(lo, lo0, rtol=1e-9)
+    np.testing.assert_allclose(est.predict_krr(X[:5], "f2"), back.predict_krr(X[:5], "f2"))
+
+
+def test_loo_residuals_match_explicit_refit(fitted):
+    est, _, _ = fitted
+    k = est.kernel_
+    Z, Th, lam = k.support_, k.bandwidths_, k.alpha_
+    K = np.asarray(labrbf_gram(Z, Z, Th, 1))
+    yc = K @ k.dual_coef_ + lam * k.dual_coef_  # Y_sv - beta, from eq. (8)
+    loo = k.loo_residuals()
+    for i in (0, 7, len(Z) - 1):
+        keep = np.arange(len(Z)) != i
+        c = np.linalg.solve(K[np.ix_(keep, keep)] + lam * np.eye(len(Z) - 1), yc[keep])
+        assert loo[i] == pytest.approx(yc[i] - K[i, keep] @ c, rel=1e-6)

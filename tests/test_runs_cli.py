@@ -127,3 +127,23 @@ def test_demo_quick(tmp_path, capsys):
     assert main(["demo", "--quick", "--quiet", "--out", str(tmp_path / "demo")]) == 0
     assert (tmp_path / "demo" / "report.html").stat().st_size > 10_000
     assert bk.load_run(tmp_path / "demo" / "run").n_features_in_ == 1
+
+
+def test_interrupted_fit_leaves_no_partial_output(data_dir, tmp_path):
+    """SIGINT during `bayeskern fit` leaves no run directory (writes are atomic)."""
+    import signal
+    import time
+
+    d = data_dir
+    out = tmp_path / "interrupted"
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "bayeskern.cli", "fit", str(d / "train.csv"), "--target", "y",
+         "--out", str(out), "--num-warmup", "5000", "--num-samples", "5000", "--quiet"],
+        stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    time.sleep(8)
+    proc.send_signal(signal.SIGINT)
+    _, err = proc.communicate(timeout=120)
+    assert proc.returncode != 0
+    assert "Traceback" not in err
+    assert not out.exists()
+    assert not any(p.name.startswith(".interrupted") for p in tmp_path.iterdir())

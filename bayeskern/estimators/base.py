@@ -72,7 +72,7 @@ def validate_binary(y) -> tuple[np.ndarray, np.ndarray]:
         )
     if len(classes) > 2:
         raise ValueError(
-            f"y has {len(classes)} classes; this estimator is a binary classifier "
+            f"y has {len(classes)} classes. Only binary classification is supported "
             "(use a one-vs-rest wrapper such as sklearn.multiclass.OneVsRestClassifier)"
         )
     return classes, y01.astype(np.int32)

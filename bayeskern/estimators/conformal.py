@@ -13,6 +13,8 @@ import numbers
 
 import numpy as np
 from sklearn.svm import SVC
+from sklearn.utils.metaestimators import available_if
+from sklearn.utils.multiclass import check_classification_targets
 from sklearn.utils.validation import check_is_fitted, validate_data
 
 from bayeskern.estimators.svm import KernelSVC
@@ -29,6 +31,8 @@ class ConformalKernelClassifier(KernelSVC):
     :math:`\alpha` maximizing the Fisher ratio :math:`J = \alpha^\top M_0\alpha /
     \alpha^\top (N_0 + \mu I)\alpha` (eqs. 52-63; see :mod:`bayeskern.kernels.conformal`).
     No scaling is applied to ``X`` (as in ``SVC``); standardize it first, e.g. in a pipeline.
+    With more than two classes, one kernel is learned from the c-class Fisher ratio (the
+    class blocks of eqs. 58-59, one per class) and ``SVC`` runs one-vs-one on it.
 
     Parameters
     ----------
@@ -64,6 +68,7 @@ class ConformalKernelClassifier(KernelSVC):
     fisher_ratio_init_, fisher_ratio_ : Fisher ratio :math:`J_\mu` of the base kernel
         (:math:`q \equiv 1`) and of the learned kernel on the training data.
     svc_ : the fitted ``SVC(kernel="precomputed")``.
+    n_iter_ : iterations of the SVC solver (the largest over its binary problems).
     classes_ : class labels.
     """
 
@@ -107,7 +112,8 @@ class ConformalKernelClassifier(KernelSVC):
 
     def _make_kernel(self) -> Conformal:
         # SVC's exp(-gamma |x - z|^2) is the RBF with lengthscale 1/sqrt(2 gamma)
-        return Conformal(base_kernel=SquaredExponential(lengthscale=float(1.0 / np.sqrt(2.0 * self.gamma_))),
+        base = SquaredExponential(lengthscale=float(1.0 / np.sqrt(2.0 * self.gamma_)))
+        return Conformal(base_kernel=base,
                          gamma1=self.gamma1_, optimizer=self.optimizer, mu=self.mu,
                          n_expansion=self.n_expansion, eta0=self.eta0, n_iter=self.n_iter,
                          random_state=self.random_state)
@@ -115,6 +121,7 @@ class ConformalKernelClassifier(KernelSVC):
     def fit(self, X, y):
         """Learn the conformal factor on ``(X, y)``, then the SVC on :math:`K = QK_0Q`."""
         X, y = validate_data(self, X, y, dtype=np.float64, ensure_min_samples=2)
+        check_classification_targets(y)
         check_class_labels(y, X.shape[0])
         self.gamma_ = self._resolve_gamma(self.gamma, X, "gamma")
         self.gamma1_ = (self.gamma_ if self.gamma1 is None
@@ -122,7 +129,27 @@ class ConformalKernelClassifier(KernelSVC):
         super().fit(X, y)
         self.fisher_ratio_init_ = self.kernel_.fisher_ratio_init_
         self.fisher_ratio_ = self.kernel_.fisher_ratio_
+        self.n_iter_ = int(np.max(self.svc_.n_iter_))
         return self
+
+    # KernelSVC reads ``self.svc_`` before checking that the estimator is fitted (an
+    # AttributeError instead of NotFittedError) and offers predict_proba unconditionally:
+    # check first, and expose predict_proba only when ``probability=True`` (as SVC does)
+    def decision_function(self, X):
+        """SVC decision values for ``X`` (Gram between ``X`` and the training points)."""
+        check_is_fitted(self)
+        return super().decision_function(X)
+
+    def predict(self, X):
+        """Predicted class labels."""
+        check_is_fitted(self)
+        return super().predict(X)
+
+    @available_if(lambda self: self.probability)
+    def predict_proba(self, X):
+        """Platt-scaled probabilities (only with ``probability=True``)."""
+        check_is_fitted(self)
+        return self.svc_.predict_proba(self.gram(X))
 
     def conformal_factor(self, X) -> np.ndarray:
         """The learned :math:`q(x)` at the rows of ``X``."""

@@ -8,8 +8,9 @@ by Algorithm 1 and predicts with :math:`f_1` of eq. (6)/(8),
 
 The paper gives point predictions only. bayeskern adds a **Bayesian last layer**: with the
 learned asymmetric features :math:`\phi(t) = [1, K(t, X_{sv})]` and the residuals
-:math:`r_n = y_n - f_1(x_n)` of the training rows outside the support, the conjugate
-normal-inverse-gamma model (:mod:`bayeskern.blr`)
+:math:`r_n = y_n - f_1(x_n)` of calibration rows held out from the bandwidth training
+(``calibration_fraction``, 10 % by default: the residuals of the rows the bandwidths were
+trained on are optimistic), the conjugate normal-inverse-gamma model (:mod:`bayeskern.blr`)
 
 .. math:: r_n = \phi(x_n)^\top w + \varepsilon_n,\quad \varepsilon_n\sim N(0,\sigma^2),\quad
           w \mid \sigma^2 \sim N(0, \sigma^2/\lambda_0\, I),\quad
@@ -28,6 +29,7 @@ from __future__ import annotations
 
 import numpy as np
 from scipy import stats
+from scipy.linalg import solve_triangular
 from sklearn.base import BaseEstimator, RegressorMixin
 from sklearn.utils.validation import check_is_fitted, validate_data
 
@@ -35,12 +37,7 @@ from bayeskern import blr, diagnostics
 from bayeskern.estimators.base import BayesianEstimatorMixin
 from bayeskern.kernels.labrbf import LABRBF
 from bayeskern.predictive import MixturePredictive
-
-try:  # saving is optional for this estimator; the registry lives in bayeskern.runs
-    from bayeskern.runs import register_estimator
-except ImportError:  # pragma: no cover
-    def register_estimator(cls):
-        return cls
+from bayeskern.runs import register_estimator
 
 __all__ = ["LABRBFRegressor"]
 
@@ -50,6 +47,16 @@ _KERNEL_PARAMS = (
     "sgd_learning_rate", "tol", "early_stopping", "validation_fraction", "n_iter_no_change",
     "eval_every", "dtype",
 )
+
+
+def _nig_predictive_np(post: blr.NIGPosterior, Phi: np.ndarray):
+    """:func:`bayeskern.blr.nig_predictive` in NumPy/SciPy: Student-t ``(loc, scale, df)``
+    with loc :math:`\\phi^\\top w_N`, scale² :math:`\\frac{b_N}{a_N}(1+\\phi^\\top\\Lambda_N^{-1}
+    \\phi)`, df :math:`2a_N` (no XLA compilation per number of rows)."""
+    L, w = np.asarray(post.L), np.asarray(post.w)
+    v = solve_triangular(L, Phi.T, lower=True)
+    scale2 = float(post.b) / float(post.a) * (1.0 + np.sum(v * v, axis=0))
+    return Phi @ w, np.sqrt(scale2), 2.0 * float(post.a)
 
 
 @register_estimator
@@ -67,6 +74,11 @@ validation_fraction, n_iter_no_change, eval_every, dtype
         Training settings of :class:`~bayeskern.kernels.labrbf.LABRBF` (same meaning and
         defaults; ``alpha`` is the ridge :math:`\lambda`, named as in scikit-learn's
         ``KernelRidge``).
+    calibration_fraction : float
+        Fraction of the rows held out from the bandwidth training to fit the Bayesian last
+        layer (default 0.1: calibrated intervals, measured 89-92 % coverage of 90 % intervals
+        on airfoil). ``0`` trains the bandwidths on every row, as the paper does (best
+        :math:`f_1`), and fits the last layer on the training residuals: over-confident.
     prior_precision : "auto" or float
         :math:`\lambda_0` of the last layer; ``"auto"`` maximises the evidence on a grid.
     a0, b0 : float
@@ -125,6 +137,7 @@ validation_fraction, n_iter_no_change, eval_every, dtype
         n_iter_no_change: int = 10,
         eval_every: int = 100,
         dtype: str = "float32",
+        calibration_fraction: float = 0.1,
         prior_precision="auto",
         a0: float = 1e-3,
         b0: float = 1e-3,
@@ -152,6 +165,7 @@ validation_fraction, n_iter_no_change, eval_every, dtype
         self.n_iter_no_change = n_iter_no_change
         self.eval_every = eval_every
         self.dtype = dtype
+        self.calibration_fraction = calibration_fraction
         self.prior_precision = prior_precision
         self.a0 = a0
         self.b0 = b0
@@ -166,6 +180,9 @@ validation_fraction, n_iter_no_change, eval_every, dtype
         return LABRBF(**kw, random_state=seed, progress_bar=self.progress_bar)
 
     def _check_bayes_params(self):
+        cf = self.calibration_fraction
+        if not (isinstance(cf, (int, float)) and 0.0 <= cf < 1.0):
+            raise ValueError(f"calibration_fraction must be in [0, 1), got {cf!r}")
         for name in ("a0", "b0"):
             v = getattr(self, name)
             if not (isinstance(v, (int, float)) and np.isfinite(v) and v > 0):
@@ -185,8 +202,19 @@ validation_fraction, n_iter_no_change, eval_every, dtype
         y = np.asarray(y, dtype=float)
         self._check_bayes_params()
         seed = self._seed()
-        self.kernel_ = self._make_kernel(seed).fit(X, y)
+        # Rows held out from the bandwidth training calibrate the last layer: the residuals
+        # of the rows the bandwidths were trained on are optimistic (measured on airfoil:
+        # 90 % intervals covered 64-71 % of the test rows when fitted on them).
+        n_cal = int(round(self.calibration_fraction * len(y)))
+        if self.calibration_fraction > 0 and n_cal >= 2 and len(y) - n_cal >= 4:
+            perm = np.random.default_rng(seed).permutation(len(y))
+            cal, fit_rows = np.sort(perm[:n_cal]), np.sort(perm[n_cal:])
+        else:
+            cal, fit_rows = None, np.arange(len(y))
+        self.kernel_ = self._make_kernel(seed).fit(X[fit_rows], y[fit_rows])
         k = self.kernel_
+        k.support_index_ = fit_rows[k.support_index_]  # rows of the X given to fit
+        self.calibration_index_ = cal if cal is not None else np.zeros(0, dtype=int)
         self.support_index_ = k.support_index_
         self.support_vectors_ = X[k.support_index_]
         self.bandwidths_ = k.bandwidths_ / k.half_range_
@@ -197,15 +225,22 @@ validation_fraction, n_iter_no_change, eval_every, dtype
         self.history_ = k.history_
         self.n_iter_ = k.n_iter_
 
-        # Bayesian last layer on the rows that are not support points (on support points
-        # f1 interpolates, so their residuals carry no information about the noise)
-        rows = np.setdiff1d(np.arange(len(y)), k.support_index_)
-        if len(rows) == 0:
-            rows = np.arange(len(y))
+        # Bayesian last layer on held-out calibration rows. Without them (calibration_fraction
+        # = 0, tiny data) it uses the training rows outside the support, whose residuals are
+        # optimistic: 90 % intervals then covered 64-71 % of the airfoil test rows. (The
+        # leave-one-out residuals of the initial support points, LABRBF.loo_residuals, were
+        # measured too: far too wide, 100 % coverage, because the learned kernels are narrow.)
         self.y_scale_ = float(np.std(y)) if np.std(y) > 0 else 1.0
+        if cal is not None:
+            rows = cal
+        else:
+            rows = np.setdiff1d(np.arange(len(y)), k.support_index_)
+            rows = rows if len(rows) else np.arange(len(y))
+        r = y[rows] - k.predict_f1(X[rows])
         Phi = self._features(X[rows])
-        r = (y[rows] - k.predict_f1(X[rows])) / self.y_scale_
-        st = blr.feature_stats(Phi, r)
+        r = r / self.y_scale_
+        # sufficient statistics in NumPy (blr.feature_stats would compile per row count)
+        st = blr.Stats(Phi.T @ Phi, Phi.T @ r, r @ r, float(len(r)))
         if isinstance(self.prior_precision, str):
             grid = 10.0 ** np.arange(-3.0, 6.5, 0.5)
             ev = [float(blr.nig_log_marginal(st, g, self.a0, self.b0)) for g in grid]
@@ -224,7 +259,7 @@ validation_fraction, n_iter_no_change, eval_every, dtype
 
     def _features(self, X):
         """Last-layer features :math:`[1, K(x, X_{sv})]`."""
-        K = np.asarray(self.kernel_.support_gram(X), dtype=float)
+        K = self.kernel_.support_gram_np(X)
         return np.hstack([np.ones((len(K), 1)), K])
 
     def _build_idata(self, Phi, resid, rows, seed):
@@ -236,8 +271,6 @@ validation_fraction, n_iter_no_change, eval_every, dtype
         L = np.asarray(post.L)
         z = rng.standard_normal((S, L.shape[0]))
         # w = w_N + sigma L^{-T} z has covariance sigma^2 Lambda_N^{-1}
-        from scipy.linalg import solve_triangular
-
         W = np.asarray(post.w) + np.sqrt(sigma2)[:, None] * solve_triangular(
             L, z.T, lower=True, trans="T").T
         noise = np.sqrt(sigma2) * self.y_scale_
@@ -284,10 +317,10 @@ validation_fraction, n_iter_no_change, eval_every, dtype
         """Student-t posterior predictive of new observations (one exact component)."""
         X = self._check_X(X)
         Phi = self._features(X)
-        loc, scale, df = blr.nig_predictive(self.posterior_, Phi)
-        loc = self.kernel_.predict_f1(X) + self.y_scale_ * np.asarray(loc)
-        scale = self.y_scale_ * np.asarray(scale)
-        return MixturePredictive(loc[None, :], scale[None, :], np.asarray([float(df)]))
+        loc, scale, df = _nig_predictive_np(self.posterior_, Phi)
+        loc = self.kernel_.predict_f1(X) + self.y_scale_ * loc
+        scale = self.y_scale_ * scale
+        return MixturePredictive(loc[None, :], scale[None, :], np.asarray([df]))
 
     def predict(self, X, return_std: bool = False):
         """Posterior predictive mean (and standard deviation with ``return_std``)."""
@@ -302,6 +335,45 @@ validation_fraction, n_iter_no_change, eval_every, dtype
         """Predictive draws ``(n_draws, n)``."""
         rng = np.random.default_rng(self._seed() if random_state is None else random_state)
         return self.predictive(X).sample(n_draws, rng)
+
+    # ------------------------------------------------------------------ saving (no pickle)
+    _SCALARS = ("intercept_", "y_scale_", "prior_precision_", "n_support_", "theta0_", "n_iter_")
+
+    def _save_state(self) -> tuple[dict, dict]:
+        """Fitted state for :func:`bayeskern.runs.save_run` (JSON metadata + arrays)."""
+        check_is_fitted(self)
+        meta = {"n_features_in": int(self.n_features_in_),
+                "kernel": self.kernel_.get_config(), "history": self.history_,
+                **{k: getattr(self, k) for k in self._SCALARS}}
+        if hasattr(self, "feature_names_in_"):
+            meta["feature_names_in"] = [str(c) for c in self.feature_names_in_]
+        arrays = {f"kernel/{k}": v for k, v in self.kernel_.get_state().items()}
+        arrays.update({f"posterior/{k}": np.asarray(v)
+                       for k, v in self.posterior_._asdict().items()})
+        arrays["support_vectors"] = self.support_vectors_
+        return meta, arrays
+
+    def _load_state(self, meta: dict, arrays: dict) -> None:
+        """Inverse of :meth:`_save_state`."""
+        from bayeskern.kernels.base import kernel_from_config
+
+        self.n_features_in_ = meta["n_features_in"]
+        if "feature_names_in" in meta:
+            self.feature_names_in_ = np.asarray(meta["feature_names_in"], dtype=object)
+        state = {k[len("kernel/"):]: v for k, v in arrays.items() if k.startswith("kernel/")}
+        self.kernel_ = kernel_from_config(meta["kernel"], state)
+        for k in self._SCALARS:
+            setattr(self, k, meta[k])
+        self.history_ = meta["history"]
+        self.posterior_ = blr.NIGPosterior(
+            *(arrays[f"posterior/{f}"] for f in blr.NIGPosterior._fields))
+        k = self.kernel_
+        self.support_index_ = k.support_index_
+        self.support_vectors_ = arrays["support_vectors"]
+        self.bandwidths_ = k.bandwidths_ / k.half_range_
+        self.dual_coef_ = k.dual_coef_
+        self.convergence_ = diagnostics.convergence_report(
+            self.idata_, var_names=["noise", "weight_norm"], warn=False)
 
     def __sklearn_tags__(self):
         tags = super().__sklearn_tags__()

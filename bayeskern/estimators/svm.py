@@ -13,6 +13,7 @@ from __future__ import annotations
 import numpy as np
 from sklearn.base import BaseEstimator, ClassifierMixin
 from sklearn.svm import SVC
+from sklearn.utils.metaestimators import available_if
 from sklearn.utils.multiclass import check_classification_targets
 from sklearn.utils.validation import check_is_fitted, validate_data
 
@@ -58,9 +59,11 @@ class KernelSVC(ClassifierMixin, BaseEstimator):
         return self.kernel
 
     def _svc(self) -> SVC:
+        # `probability` is passed only when asked for (scikit-learn 1.9 deprecates the flag)
+        extra = {"probability": True} if self.probability else {}
         return SVC(C=self.C, kernel="precomputed", class_weight=self.class_weight,
-                   probability=self.probability, tol=self.tol, max_iter=self.max_iter,
-                   random_state=getattr(self, "random_state", None))
+                   tol=self.tol, max_iter=self.max_iter,
+                   random_state=getattr(self, "random_state", None), **extra)
 
     def fit(self, X, y):
         """Fit the kernel on ``(X, y)``, then the SVC on its training Gram matrix."""
@@ -88,13 +91,13 @@ class KernelSVC(ClassifierMixin, BaseEstimator):
         """Predicted class labels."""
         return self.svc_.predict(self.gram(X))
 
+    @available_if(lambda self: self.probability)
     def predict_proba(self, X):
         """Platt-scaled probabilities (requires ``probability=True``)."""
-        if not self.probability:
-            raise AttributeError("predict_proba is available only with probability=True")
         return self.svc_.predict_proba(self.gram(X))
 
     @property
     def support_(self) -> np.ndarray:
         """Indices of the support vectors in the training data."""
+        check_is_fitted(self)
         return self.svc_.support_

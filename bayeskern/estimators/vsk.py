@@ -172,7 +172,8 @@ class VSKClassifier(ClassifierMixin, BaseEstimator):
         self.scaler_ = MinMaxScaler().fit(X)
         self.scaling_ = scaling.fit(X, y)
         self.svc_ = SVC(C=self.C, kernel=self.kernel, gamma=self.gamma,
-                        class_weight=self.class_weight, tol=self.tol, max_iter=self.max_iter, random_state=self.random_state)
+                        class_weight=self.class_weight, tol=self.tol, max_iter=self.max_iter,
+                        random_state=self.random_state)
         self.X_fit_ = self._augment(X)
         self.svc_.fit(self.X_fit_, y)
         return self

@@ -18,7 +18,12 @@ from .base import (
     name_leaves,
     term_name,
 )
-from .stationary import RBF, Laplacian, Linear, MahalanobisRBF, Periodic, safe_norm
+from .stationary import RBF, Laplacian, Linear, MahalanobisRBF, Periodic, safe_norm  # noqa: I001
+from .ckrbf import CkRBF
+from .conformal import Conformal
+from .labrbf import LABRBF
+from .spectral import SpectralMixture
+from .vsk import VSK
 
 __all__ = [
     "Kernel",
@@ -31,6 +36,11 @@ __all__ = [
     "Linear",
     "Periodic",
     "MahalanobisRBF",
+    "VSK",
+    "CkRBF",
+    "LABRBF",
+    "Conformal",
+    "SpectralMixture",
     "gram",
     "name_leaves",
     "term_name",

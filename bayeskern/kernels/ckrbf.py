@@ -259,7 +259,7 @@ class CkRBF(Kernel):
             raise ValueError(f"gamma must be a positive number or None, got {self.gamma!r}")
 
     # ------------------------------------------------------------------ fitting
-    def fit(self, X, y=None) -> "CkRBF":
+    def fit(self, X, y=None) -> CkRBF:
         """Partition ``X`` (plus ``X_unlabeled``) and cache the per-cell-pair factors.
 
         Labels ``y`` are ignored: the construction is unsupervised (seed 001, section 4).
@@ -326,7 +326,7 @@ class CkRBF(Kernel):
             # point, so that :meth:`cells` reproduces ``model.predict`` from arrays alone
             x0 = X[:1]
             full = model._estimate_weighted_log_prob(x0)[0, active]
-            self.log_weights_ = np.zeros(len(active))
+            self.log_weights_ = np.zeros(len(active))  # Gaussian part alone, first
             self.log_weights_ = full - self._mixture_logp(x0)[0]
         remap = np.full(self.n_clusters, -1)
         remap[active] = np.arange(len(active))
@@ -406,7 +406,7 @@ class CkRBF(Kernel):
         return xp.asarray(self.log_weights_) + logdet - 0.5 * xp.sum(Y * Y, axis=2)
 
     def factors(self, X1, X2=None):
-        r"""The :math:`\gamma`-free factors ``(ell, q)`` with :math:`K_\gamma = e^{\ell - \gamma q}`.
+        r"""The γ-free factors ``(ell, q)`` with :math:`K_\gamma = e^{\ell - \gamma q}`.
 
         ``ell`` includes the normalizing offset. Scanning a :math:`\gamma` grid with these
         is the exact form of the seed's γ-conversion (section 4).

@@ -16,7 +16,7 @@ section 2 and section 4) uses to compare a kernel with its variably scaled versi
 from __future__ import annotations
 
 import warnings
-from typing import Callable
+from collections.abc import Callable
 
 import numpy as np
 from scipy import linalg

@@ -44,6 +44,14 @@ class _Stationary(Kernel):
     def _scaled(self, theta, x1, x2):
         return (x1 - x2) / self._p(theta, "lengthscale")
 
+    def _sqdist(self, theta, X1, X2):
+        """Matrix of scaled squared distances (matrix form: XLA's batched tiny dot products
+        under a double ``vmap`` are slow on CPU)."""
+        ls = self._p(theta, "lengthscale")
+        A, B = X1 / ls, X2 / ls
+        sq = jnp.sum(A * A, 1)[:, None] + jnp.sum(B * B, 1)[None, :] - 2.0 * A @ B.T
+        return jnp.maximum(sq, 0.0)
+
 
 class RBF(_Stationary):
     r"""Squared-exponential kernel.
@@ -62,6 +70,12 @@ class RBF(_Stationary):
         r = self._scaled(theta, x1, x2)
         return jnp.exp(-0.5 * jnp.sum(r * r))
 
+    def gram(self, theta, X1, X2):
+        return jnp.exp(-0.5 * self._sqdist(theta, X1, X2))
+
+    def diag(self, theta, X):
+        return jnp.ones(X.shape[0], dtype=X.dtype)
+
 
 class Laplacian(_Stationary):
     r"""Laplacian (exponential) kernel, :math:`k(x,x') = \exp(-\|(x - x')/\ell\|_2)`.
@@ -71,6 +85,14 @@ class Laplacian(_Stationary):
 
     def evaluate(self, theta, x1, x2):
         return jnp.exp(-safe_norm(self._scaled(theta, x1, x2)))
+
+    def gram(self, theta, X1, X2):
+        sq = self._sqdist(theta, X1, X2)
+        nz = sq > 0
+        return jnp.exp(-jnp.where(nz, jnp.sqrt(jnp.where(nz, sq, 1.0)), 0.0))
+
+    def diag(self, theta, X):
+        return jnp.ones(X.shape[0], dtype=X.dtype)
 
 
 class Linear(Kernel):
@@ -82,6 +104,12 @@ class Linear(Kernel):
 
     def evaluate(self, theta, x1, x2):
         return jnp.dot(x1, x2)
+
+    def gram(self, theta, X1, X2):
+        return X1 @ X2.T
+
+    def diag(self, theta, X):
+        return jnp.sum(X * X, axis=1)
 
 
 class Periodic(Kernel):
@@ -111,6 +139,14 @@ class Periodic(Kernel):
     def evaluate(self, theta, x1, x2):
         s = jnp.sin(jnp.pi * (x1 - x2) / self._p(theta, "period"))
         return jnp.exp(-2.0 * jnp.sum(s * s) / self._p(theta, "lengthscale") ** 2)
+
+    def gram(self, theta, X1, X2):
+        d = (X1[:, None, :] - X2[None, :, :]) / self._p(theta, "period")
+        s = jnp.sin(jnp.pi * d)
+        return jnp.exp(-2.0 * jnp.sum(s * s, axis=-1) / self._p(theta, "lengthscale") ** 2)
+
+    def diag(self, theta, X):
+        return jnp.ones(X.shape[0], dtype=X.dtype)
 
 
 class MahalanobisRBF(Kernel):
@@ -152,3 +188,13 @@ class MahalanobisRBF(Kernel):
         d = x1 - x2
         q = d @ jnp.asarray(self.precision_) @ d
         return jnp.exp(-0.5 * q / self._p(theta, "lengthscale") ** 2)
+
+    def gram(self, theta, X1, X2):
+        # whiten with the Cholesky factor of the precision, then squared distances
+        W = jnp.linalg.cholesky(jnp.asarray(self.precision_))
+        A, B = X1 @ W, X2 @ W
+        sq = jnp.sum(A * A, 1)[:, None] + jnp.sum(B * B, 1)[None, :] - 2.0 * A @ B.T
+        return jnp.exp(-0.5 * jnp.maximum(sq, 0.0) / self._p(theta, "lengthscale") ** 2)
+
+    def diag(self, theta, X):
+        return jnp.ones(X.shape[0], dtype=X.dtype)

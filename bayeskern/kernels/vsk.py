@@ -34,7 +34,8 @@ these (stacked into a multi-dimensional :math:`\psi`).
 from __future__ import annotations
 
 import copy
-from typing import Any, Callable
+from collections.abc import Callable
+from typing import Any
 
 import jax
 import jax.numpy as jnp
@@ -134,7 +135,7 @@ class Scaling:
             raise ValueError(f"{type(self).__name__}: columns {cols.tolist()} out of range for "
                              f"X with {d} columns")
 
-    def fit(self, X: np.ndarray, y: np.ndarray | None = None) -> "Scaling":
+    def fit(self, X: np.ndarray, y: np.ndarray | None = None) -> Scaling:
         """Return a fitted copy (the default scaling learns nothing)."""
         X = np.asarray(X, dtype=float)
         self._check_columns(X.shape[1])
@@ -143,7 +144,7 @@ class Scaling:
         return s
 
     @staticmethod
-    def _fitted_outputs(s: "Scaling", X: np.ndarray) -> int:
+    def _fitted_outputs(s: Scaling, X: np.ndarray) -> int:
         psi = _as_psi_matrix(np.asarray(s.transform(X)), len(X),
                              f"scaling {type(s).__name__}")
         return psi.shape[1]
@@ -510,7 +511,7 @@ class VSK(Kernel):
         return hyper
 
     # -------------------------------------------------------------- fitting
-    def fit(self, X, y=None) -> "VSK":
+    def fit(self, X, y=None) -> VSK:
         """Learn :math:`\\psi` (and any data-dependent part of the base) on ``(X, y)``."""
         X = np.asarray(X, dtype=float)
         if X.ndim != 2:

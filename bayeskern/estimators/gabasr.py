@@ -1,0 +1,659 @@
+"""GaBaSR estimators: :class:`GaBaSRRegressor` and :class:`GaBaSRClassifier`.
+
+Kernel learning with a Dirichlet-process Gaussian-mixture spectral density and random
+Fourier features (seed ``003_4539d881110651a3.txt``, Pena-Llamas et al. 2023; parent BaNK,
+Oliva et al. 2016). Two samplers behind one option:
+
+``sampler="nuts"`` (default)
+    The NumPyro formulation of :mod:`bayeskern.models.gabasr`: truncated stick-breaking DP
+    with :math:`K` components, non-centred frequencies
+    :math:`\\omega_{kj} = \\mu_k + \\sigma_k\\odot\\varepsilon_{kj}` on fixed base draws, mixture
+    weights as feature amplitudes, regression weights and noise integrated out (eq. 10).
+    Initialized from the Lomb-Scargle periodogram of the detrended data (1-D inputs) or a
+    multi-scale ladder of spreads (d > 1), refined by a short MAP run (Adam), then NUTS with a
+    dense mass matrix. It is the default because it is the one that converges within the time
+    budgets measured in ``benchmarks/results/gabasr.md`` (R-hat on permutation-invariant
+    quantities, few divergences) and its draws are nearly independent.
+``sampler="gibbs"``
+    The paper's algorithm (CRP assignments, conjugate component updates, per-frequency
+    Metropolis-Hastings with rank-updated evidence), :mod:`bayeskern.gabasr_gibbs`.
+
+Inputs are centred by the median and scaled by the inter-quartile range (÷1.349, i.e. a
+robust standard deviation), then clipped to ±``clip`` robust units
+(``input_transform="robust"``, the default): the transform is affine inside the clip range,
+so periodicities survive (CO2), while the extreme outlier rows of data such as
+``eeg_eye_state`` no longer squash the bulk of the data into a tiny range.
+``input_transform="standard"`` is the plain mean/standard-deviation scaling.
+"""
+
+from __future__ import annotations
+
+import numbers
+import time
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+from numpyro.infer import init_to_value
+from scipy import stats
+from sklearn.base import BaseEstimator, ClassifierMixin, RegressorMixin
+from sklearn.utils.validation import check_is_fitted
+from threadpoolctl import threadpool_limits
+
+from bayeskern import diagnostics
+from bayeskern.estimators.base import (
+    BayesianEstimatorMixin,
+    Standardizer,
+    flat_draws,
+    map_draws,
+    validate_binary,
+)
+from bayeskern.inference import as_key, run_nuts
+from bayeskern.models import gabasr as G
+from bayeskern.predictive import MixturePredictive
+
+__all__ = ["GaBaSRRegressor", "GaBaSRClassifier", "RobustScaler1"]
+
+_MEAN_FUNCTIONS = ("zero", "constant", "linear", "poly2")
+
+
+class RobustScaler1:
+    """Median / IQR scaling with clipping: :math:`\\tilde x = \\mathrm{clip}((x - m)/s, \\pm c)`,
+    :math:`s = \\mathrm{IQR}/1.349` (the standard deviation of a normal column), falling back
+    to the standard deviation and then 1 for (nearly) constant columns."""
+
+    def __init__(self, center, scale, clip):
+        self.center = np.asarray(center, float)
+        self.scale = np.asarray(scale, float)
+        self.clip = float(clip)
+
+    @classmethod
+    def fit(cls, X, clip=8.0, robust=True):
+        X = np.asarray(X, float)
+        if robust:
+            center = np.median(X, axis=0)
+            q75, q25 = np.percentile(X, [75, 25], axis=0)
+            scale = (q75 - q25) / 1.349
+        else:
+            center, scale = X.mean(axis=0), np.zeros(X.shape[1])
+        sd = X.std(axis=0)
+        tiny = 1e-12 * (1 + np.abs(center))
+        scale = np.where(scale > tiny, scale, np.where(sd > tiny, sd, 1.0))
+        return cls(center, scale, clip if robust else np.inf)
+
+    def transform(self, X):
+        Z = (np.asarray(X, float) - self.center) / self.scale
+        return np.clip(Z, -self.clip, self.clip)
+
+
+def mean_basis(Z: np.ndarray, kind: str) -> np.ndarray | None:
+    """Mean-function columns: ``zero`` none, ``constant`` 1, ``linear`` [1, x],
+    ``poly2`` [1, x, x²] (squares per column, no interactions)."""
+    if kind == "zero":
+        return None
+    cols = [np.ones((len(Z), 1))]
+    if kind in ("linear", "poly2"):
+        cols.append(Z)
+    if kind == "poly2":
+        cols.append(Z**2)
+    return np.concatenate(cols, axis=1)
+
+
+def frequency_scale(Z: np.ndarray) -> np.ndarray:
+    """Per-column Nyquist-like angular frequency :math:`\\pi / \\mathrm{median\\ gap}` of the
+    sorted distinct values: frequencies above it are not identified by the data."""
+    out = []
+    for col in Z.T:
+        gaps = np.diff(np.unique(col))
+        gaps = gaps[gaps > 1e-9]
+        out.append(np.pi / np.median(gaps) if len(gaps) else 1.0)
+    return np.asarray(out)
+
+
+class _GaBaSRBase(BayesianEstimatorMixin, BaseEstimator):
+    _task = "regression"
+
+    def __init__(
+        self,
+        *,
+        sampler: str = "nuts",
+        locally_stationary: bool = False,
+        n_features: int = 64,
+        n_components: int = 4,
+        mean_function: str = "linear",
+        input_transform: str = "robust",
+        num_warmup: int = 500,
+        num_samples: int = 500,
+        num_chains: int = 4,
+        chain_method: str | None = None,
+        target_accept_prob: float = 0.8,
+        map_steps: int = 30,
+        progress_bar: bool = True,
+        random_state=None,
+    ):
+        self.sampler = sampler
+        self.locally_stationary = locally_stationary
+        self.n_features = n_features
+        self.n_components = n_components
+        self.mean_function = mean_function
+        self.input_transform = input_transform
+        self.num_warmup = num_warmup
+        self.num_samples = num_samples
+        self.num_chains = num_chains
+        self.chain_method = chain_method
+        self.target_accept_prob = target_accept_prob
+        self.map_steps = map_steps
+        self.progress_bar = progress_bar
+        self.random_state = random_state
+
+    # ------------------------------------------------------------------ validation
+    def _check_params(self):
+        if self.sampler not in ("nuts", "gibbs"):
+            raise ValueError(f"sampler must be 'nuts' or 'gibbs', got {self.sampler!r}")
+        for name in ("n_features", "n_components"):
+            v = getattr(self, name)
+            if isinstance(v, bool) or not isinstance(v, numbers.Integral) or v < 1:
+                raise ValueError(f"{name} must be an integer >= 1, got {v!r}")
+        if self.n_components > self.n_features:
+            raise ValueError(f"n_components ({self.n_components}) must not exceed n_features "
+                             f"({self.n_features})")
+        if self.mean_function not in _MEAN_FUNCTIONS:
+            raise ValueError(f"mean_function must be one of {_MEAN_FUNCTIONS}, got "
+                             f"{self.mean_function!r}")
+        if self.input_transform not in ("robust", "standard"):
+            raise ValueError("input_transform must be 'robust' or 'standard', got "
+                             f"{self.input_transform!r}")
+        if not isinstance(self.locally_stationary, (bool, np.bool_)):
+            raise TypeError(f"locally_stationary must be a bool, got {self.locally_stationary!r}")
+        if isinstance(self.map_steps, bool) or not isinstance(self.map_steps, numbers.Integral) \
+                or self.map_steps < 0:
+            raise ValueError(f"map_steps must be a non-negative integer, got {self.map_steps!r}")
+
+    # ------------------------------------------------------------------ shared set-up
+    def _setup(self, X):
+        self.x_scaler_ = RobustScaler1.fit(X, robust=self.input_transform == "robust")
+        Z = self.x_scaler_.transform(X)
+        d = Z.shape[1]
+        K = self.n_components
+        if self.locally_stationary:
+            # M1 omega frequencies times M2 = 4 envelope frequencies give n_features pairs
+            m2 = 4 if self.n_features >= 4 * K else 1
+            J = max(1, self.n_features // (m2 * K))
+            spec = G.make_spec(self._seed(), d, n_components=K, n_per_component=J,
+                               locally_stationary=True, n_components_v=min(2, m2),
+                               n_per_component_v=max(1, m2 // 2))
+        else:
+            J = max(1, self.n_features // K)
+            spec = G.make_spec(self._seed(), d, n_components=K, n_per_component=J)
+        self.freq_scale_ = frequency_scale(Z)
+        # 1-D (series): component means up to the Nyquist-like frequency of the sampling;
+        # d > 1: unit scale (frequencies of order one inverse standard deviation), since the
+        # per-column gaps of continuous features say nothing about resolvable frequencies
+        mu_scale = self.freq_scale_ / 3.0 if d == 1 else np.ones(d)
+        self.spec_ = spec._replace(mu_scale=jnp.asarray(mu_scale))
+        B = mean_basis(Z, self.mean_function)
+        return Z, B
+
+    def _basis(self, Z):
+        return mean_basis(Z, self.mean_function)
+
+    def _probe(self, Z):
+        """A few training points spread along the first column (for ``f_probe``)."""
+        order = np.argsort(Z[:, 0], kind="stable")
+        idx = order[np.linspace(0, len(Z) - 1, 5).round().astype(int)]
+        P = Z[idx]
+        Bp = self._basis(P)
+        return jnp.asarray(P), (None if Bp is None else jnp.asarray(Bp))
+
+    def _init_values(self, Z, target, B):
+        """Initial spectral parameters: periodogram peaks (d = 1) or a ladder of spreads."""
+        n, d = Z.shape
+        K = self.n_components
+        span = max(float(np.ptp(Z[:, 0])), 1e-6)
+        w_min = 2 * np.pi / span
+        if d == 1:
+            r = target - (B @ np.linalg.lstsq(B, target, rcond=None)[0] if B is not None else 0)
+            peaks = G.periodogram_peaks(Z[:, 0], r, K - 1, 2 * w_min, float(self.freq_scale_[0]))
+            mu = np.zeros((K, 1))
+            mu[1:1 + len(peaks), 0] = peaks
+            sigma = np.full((K, 1), w_min)
+            sigma[0] = 2 * w_min  # the smooth component: length-scale ~ span / 4π
+            # unused slots (fewer peaks than components) become wider smooth components
+            sigma[1 + len(peaks):] = np.geomspace(0.3, 3.0, max(K - 1 - len(peaks), 1))[
+                : K - 1 - len(peaks), None]
+            mu = np.abs(mu) + 1e-3
+        else:
+            mu = np.zeros((K, d))
+            sigma = np.repeat(np.geomspace(0.3, 1.5, K)[:, None], d, axis=1)
+        init = {"mu": jnp.asarray(mu), "sigma": jnp.asarray(sigma), "alpha": jnp.asarray(1.0)}
+        if K > 1:
+            init["stick"] = jnp.full(K - 1, 0.5)
+        if self.locally_stationary:
+            K2 = self.spec_.eps_v.shape[0]
+            init.update({"v_alpha": jnp.asarray(1.0),
+                         "v_mu": jnp.full((K2, d), 1e-3),
+                         "v_sigma": jnp.full((K2, d), 0.5)})
+            if K2 > 1:
+                init["v_stick"] = jnp.full(K2 - 1, 0.5)
+        return init
+
+    def _laplace(self, model, init, kw):
+        """MAP (damped Newton steps) and the Laplace square root at the MAP.
+
+        Works on the flattened unconstrained parameters of ``model`` (NumPyro's potential
+        energy, which includes the log-Jacobians). Returns what
+        :func:`bayeskern.models.gabasr.whitened_model` needs.
+        """
+        from jax.flatten_util import ravel_pytree
+        from numpyro.distributions.transforms import biject_to
+        from numpyro.infer.util import initialize_model
+
+        info = initialize_model(as_key(self._seed() + 1), model, model_kwargs=kw,
+                                init_strategy=init_to_value(values=init))
+        flat0, unravel = ravel_pytree(info.param_info.z)
+        U = lambda f: info.potential_fn(unravel(f))  # noqa: E731
+        vg = jax.jit(jax.value_and_grad(U))
+        hess = jax.jit(jax.hessian(U))
+        f = flat0
+        u_f = float(vg(f)[0])
+        # Levenberg-Marquardt steps on the eigen-decomposed Hessian (|eigenvalues| + damping):
+        # nearly affine invariant, so a frequency pinned to 0.1 % and a loose envelope width
+        # move at their own scales (Adam's per-coordinate steps jumped between neighbouring
+        # periodogram peaks); the damping keeps steps short away from the mode
+        damp = 1.0
+        for _ in range(self.map_steps):
+            lam, V = np.linalg.eigh(np.asarray(hess(f)))
+            g = np.asarray(vg(f)[1])
+            gv = V.T @ g
+            for _try in range(12):
+                cand = f - jnp.asarray(V @ (gv / (np.abs(lam) + damp)))
+                u_c = float(vg(cand)[0])
+                if np.isfinite(u_c) and u_c < u_f:
+                    break
+                damp *= 10.0
+            else:
+                break
+            done = u_f - u_c < 1e-8 * (1 + abs(u_f))
+            f, u_f, damp = cand, u_c, max(damp / 10.0, 1e-6)
+            if done:
+                break
+        if not np.isfinite(u_f):
+            raise FloatingPointError("GaBaSR: the MAP initialization reached a non-finite "
+                                     "log density; try input_transform='standard' or fewer "
+                                     "n_features")
+        lam, V = np.linalg.eigh(np.asarray(hess(f)))
+        root = V / np.sqrt(np.maximum(np.abs(lam), 1e-3))
+        transforms = {name: biject_to(site["fn"].support)
+                      for name, site in info.model_trace.items()
+                      if name in info.param_info.z}
+        self.map_value_ = -u_f
+        return dict(base_model=model, base_kwargs=kw, loc=jnp.asarray(f),
+                    scale_tril=jnp.asarray(root), unravel=unravel, transforms=transforms)
+
+    def _map_values(self, model, init, kw):
+        """Constrained site values at the MAP point of ``model``."""
+        w = self._laplace(model, init, kw)
+        z = w["unravel"](w["loc"])
+        return {k: t(z[k]) for k, t in w["transforms"].items()}
+
+    def _nuts(self, model, kw, init, var_names, y_observed, X):
+        from numpyro.infer import init_to_uniform
+
+        wkw = self._laplace(model, init, kw)
+        coords = self._coords(len(X))
+        idata, _ = run_nuts(
+            G.whitened_model, model_kwargs=wkw, rng_key=self._seed(),
+            num_warmup=self.num_warmup, num_samples=self.num_samples,
+            num_chains=self.num_chains, chain_method=self.chain_method,
+            progress_bar=self.progress_bar, target_accept_prob=self.target_accept_prob,
+            dense_mass=True, init_strategy=init_to_uniform(radius=1.0), coords=coords,
+            dims={"f_probe": ["probe"]}, observed={"y": y_observed},
+        )
+        # back from whitened coordinates to the model's named sites
+        post = idata.posterior
+        attrs = dict(post.attrs)
+        u = np.asarray(post["u"])
+        C, S, D = u.shape
+        zf = np.asarray(wkw["loc"])[None] + u.reshape(-1, D) @ np.asarray(wkw["scale_tril"]).T
+        values = jax.vmap(lambda f: {k: t(v) for k, t in wkw["transforms"].items()
+                                     for v in [wkw["unravel"](f)[k]]})(jnp.asarray(zf))
+        data = {k: np.asarray(post[k]) for k in post.data_vars if k != "u"}
+        data.update({k: np.asarray(v).reshape((C, S) + v.shape[1:]) for k, v in values.items()})
+        diagnostics.add_group(idata, "posterior", data, dims={"f_probe": ["probe"]},
+                              coords=coords)
+        diagnostics.set_attrs(idata, **attrs)
+        diagnostics.add_group(idata, "constant_data", {"X": X}, dims={"X": ["obs", "feature"]},
+                              coords=coords, sample_dims=False)
+        self.idata_ = idata
+        self._finish(var_names)
+
+    def _finish(self, var_names):
+        diagnostics.set_attrs(self.idata_, model=type(self).__name__,
+                              random_state=str(self.random_state),
+                              locally_stationary=int(self.locally_stationary),
+                              n_features=self.n_features, mean_function=self.mean_function)
+        var_names = [v for v in var_names if v in self.idata_.posterior]
+        self.convergence_vars_ = var_names
+        self.convergence_ = diagnostics.convergence_report(
+            self.idata_, var_names=var_names, warn=self.num_samples >= 100)
+
+    def _gibbs(self, Zs, target, B):
+        from bayeskern.gabasr_gibbs import GibbsPrior, gibbs_sample
+
+        res = gibbs_sample(
+            as_key(self._seed()), Zs, target, task=self._task, n_features=self.n_features,
+            locally_stationary=bool(self.locally_stationary), num_warmup=self.num_warmup,
+            num_samples=self.num_samples, num_chains=self.num_chains, prior=GibbsPrior(),
+            mean_basis=B, progress_bar=self.progress_bar)
+        self.gibbs_samples_ = res.samples
+        self.gibbs_wall_time_ = res.wall_time
+        samples = {k: v for k, v in res.samples.items() if k not in ("z", "z_v")}
+        self.idata_ = diagnostics.from_samples(samples, sample_stats=res.sample_stats)
+        diagnostics.set_attrs(self.idata_, sampler="gibbs", num_warmup=self.num_warmup,
+                              num_samples=self.num_samples, num_chains=self.num_chains)
+
+    def _draws(self, names):
+        return flat_draws(self.idata_, [n for n in names if n in self.idata_.posterior])
+
+    # ------------------------------------------------------------------ spectral density
+    def spectral_density(self, omega_grid=None, *, band: float = 0.9, n_draws: int = 200):
+        """Learned spectral density on ``omega_grid`` (angular frequency, data units).
+
+        Returns ``(omega_grid, mean, lower, upper)``: the posterior mean of
+        :math:`\\rho(\\omega) = \\sum_k\\pi_k N(\\omega\\mid\\mu_k, \\sigma_k^2)` and a central
+        ``band`` interval, along the first input column (1-D marginal of the mixture). With
+        the Gibbs sampler the mixture of the sampled components is used.
+        """
+        from bayeskern.kernels.spectral import SpectralMixture
+
+        check_is_fitted(self)
+        sm = SpectralMixture.from_estimator(self, n_draws=n_draws)
+        return sm.spectral_density_band(omega_grid, band=band)
+
+
+_PARAMS_DOC = """
+    Parameters
+    ----------
+    sampler : {"nuts", "gibbs"}, default "nuts"
+        ``"nuts"``: the reparameterized NumPyro model (default: it converges in the measured
+        time budgets); ``"gibbs"``: the paper's Gibbs/MH sampler (``num_warmup`` and
+        ``num_samples`` then count sweeps).
+    locally_stationary : bool, default False
+        Use the locally stationary kernel (eq. 6) with a second DP mixture for the envelope.
+    n_features : int, default 64
+        Number of random frequencies :math:`M` (:math:`2M` feature columns). With
+        ``locally_stationary`` it is the number of :math:`(\\omega, v)` pairs.
+    n_components : int, default 4
+        Truncation level :math:`K` of the stick-breaking DP (NUTS); :math:`M/K` frequencies
+        per component. Unused components get weights near zero.
+    mean_function : {"zero", "constant", "linear", "poly2"}
+        Trend columns with a vague prior (default ``"linear"``).
+    input_transform : {"robust", "standard"}, default "robust"
+        Median/IQR scaling clipped to ±8 robust units, or mean/sd scaling.
+    num_warmup, num_samples, num_chains : int
+        Sampler settings.
+    chain_method : {None, "parallel", "sequential", "vectorized"}
+    target_accept_prob : float, default 0.8
+    map_steps : int, default 30
+        Maximum Newton steps of the MAP run that initializes and preconditions NUTS
+        (0: the Laplace approximation is taken at the periodogram initialization).
+    progress_bar : bool
+    random_state : int, Generator or None
+        Seeds the base draws, the MAP run and the sampler.
+"""
+
+
+class GaBaSRRegressor(RegressorMixin, _GaBaSRBase):
+    __doc__ = f"""GaBaSR regression: DP spectral-mixture kernel, weights integrated out.
+
+    Model (standardized units, :func:`bayeskern.models.gabasr.gabasr_regression`):
+    :math:`y = B\\beta + \\Phi_{{\\pi,\\mu,\\sigma}}(x)w + \\epsilon`, with the
+    normal-inverse-gamma evidence of seed 003 eq. (10). The predictive distribution is the
+    mixture over posterior draws of Student-t laws with :math:`2a_N` degrees of freedom.
+    {_PARAMS_DOC}
+    Attributes
+    ----------
+    idata_ : arviz.InferenceData
+        posterior (``log_marginal``, ``noise``, ``snr``, ``alpha``, ``weights``, ``mu``,
+        ``sigma``, ``f_probe``...), sample_stats, log_likelihood (exact per-draw LOO
+        densities, data units), observed_data, constant_data.
+    convergence_ : ConvergenceReport
+        Judged on permutation-invariant quantities only (``convergence_vars_``).
+    """
+
+    def fit(self, X, y):
+        """Sample the posterior of the spectral density (weights and noise integrated out)."""
+        self._check_params()
+        X, y = self._validate_fit(X, y, classifier=False)
+        t0 = time.perf_counter()
+        with threadpool_limits(1, user_api="blas"):
+            Z, B = self._setup(X)
+            self.y_std_ = Standardizer.fit(y)
+            ys = self.y_std_.transform(y)
+            if self.sampler == "gibbs":
+                self._gibbs(Z, ys, B)
+            else:
+                kw = dict(X=jnp.asarray(Z), y=jnp.asarray(ys), spec=self.spec_,
+                          mean_basis=None if B is None else jnp.asarray(B), probe=self._probe(Z))
+                init = self._init_values(Z, ys, B)
+                init["snr"] = jnp.asarray(3.0)
+                self._nuts(G.gabasr_regression, kw, init,
+                           ["log_marginal", "noise", "snr", "alpha", "v_alpha", "f_probe"], y, X)
+            self._add_loo(Z, ys)
+        self.fit_time_ = time.perf_counter() - t0
+        return self
+
+    def _predict_std(self, Zn, Z, ys):
+        B, Bn = self._basis(Z), self._basis(Zn)
+        jB = None if B is None else jnp.asarray(B)
+        jBn = None if Bn is None else jnp.asarray(Bn)
+        if self.sampler == "gibbs":
+            from bayeskern.gabasr_gibbs import predict_regression
+
+            return predict_regression(self.gibbs_samples_, Z, ys, Zn, mean_basis=jB,
+                                      mean_basis_new=jBn)
+        spec = self.spec_
+        fn = lambda d, Xn, Bn_: G.regression_predictive(  # noqa: E731
+            d, jnp.asarray(Z), jnp.asarray(ys), Xn, spec=spec, mean_basis=jB, mean_new=Bn_)
+        draws = self._draws(["weights", "mu", "sigma", "v_weights", "v_mu", "v_sigma", "snr"])
+        loc, scale, df = map_draws(fn, draws, jnp.asarray(Zn), jBn)
+        return np.asarray(loc), np.asarray(scale), np.asarray(df)
+
+    def _add_loo(self, Z, ys):
+        self._Ztrain, self._ytrain = Z, ys
+        if self.sampler == "gibbs":
+            return  # the Gibbs draws carry no per-draw LOO here (see predictive())
+        spec, B = self.spec_, self._basis(Z)
+        jB = None if B is None else jnp.asarray(B)
+        fn = lambda d: G.regression_loo(d, jnp.asarray(Z), jnp.asarray(ys), spec=spec,  # noqa
+                                        mean_basis=jB)
+        draws = self._draws(["weights", "mu", "sigma", "v_weights", "v_mu", "v_sigma", "snr"])
+        ll = np.asarray(map_draws(fn, draws)) - np.log(self.y_std_.scale)
+        n_chain = self.idata_.posterior.sizes["chain"]
+        diagnostics.add_group(self.idata_, "log_likelihood",
+                              {"y": ll.reshape(n_chain, -1, ll.shape[-1])},
+                              dims={"y": ["obs"]}, coords={"obs": np.arange(ll.shape[-1])})
+
+    def predictive(self, X) -> MixturePredictive:
+        """Posterior predictive at ``X``: mixture of Student-t laws (df :math:`2a_N`)."""
+        X = self._validate_predict(X)
+        with threadpool_limits(1, user_api="blas"):
+            Zn = self.x_scaler_.transform(X)
+            loc, scale, df = self._predict_std(Zn, self._Ztrain, self._ytrain)
+        s, m = self.y_std_.scale, self.y_std_.mean
+        return MixturePredictive(loc * s + m, scale * s, np.asarray(df).reshape(len(loc), -1)[:, 0])
+
+    def predict(self, X, return_std: bool = False):
+        """Posterior predictive mean (and standard deviation with ``return_std=True``)."""
+        pred = self.predictive(X)
+        return (pred.mean(), pred.std()) if return_std else pred.mean()
+
+    def predict_interval(self, X, prob: float = 0.9):
+        """Central posterior predictive interval ``(lower, upper)`` with probability ``prob``."""
+        return self.predictive(X).interval(prob)
+
+    def sample_posterior_predictive(self, X, n_draws: int = 200, random_state=None):
+        """Posterior predictive draws ``(n_draws, n)`` at ``X`` (marginal per point)."""
+        rng = np.random.default_rng(self._seed() if random_state is None else random_state)
+        return self.predictive(X).sample(n_draws, rng)
+
+
+class GaBaSRClassifier(ClassifierMixin, _GaBaSRBase):
+    __doc__ = f"""GaBaSR binary classification: Bernoulli-logit on spectral features (eq. 11).
+
+    :math:`\\eta = B\\beta_0 + a\\,\\Phi_{{\\pi,\\mu,\\sigma}}(x) z`; ``predict_proba`` is the
+    posterior mean of :math:`\\sigma(\\eta)` (Bayesian model averaging, which is what makes
+    the probabilities calibrated). With more than ``full_bayes_max_n`` training rows (NUTS)
+    the spectral parameters are fixed at their MAP values and NUTS samples the weights
+    given the precomputed features (the spectral posterior is then very concentrated, and a
+    full NUTS run would cost minutes per chain).
+    {_PARAMS_DOC}
+    full_bayes_max_n : int, default 3000
+        Above this many rows, the spectral parameters are MAP-fitted (empirical Bayes).
+    """
+
+    _task = "classification"
+
+    def __init__(self, *, sampler="nuts", locally_stationary=False, n_features=64,
+                 n_components=4, mean_function="linear", input_transform="robust",
+                 num_warmup=500, num_samples=500, num_chains=4, chain_method=None,
+                 target_accept_prob=0.8, map_steps=30, full_bayes_max_n=3000,
+                 progress_bar=True, random_state=None):
+        super().__init__(sampler=sampler, locally_stationary=locally_stationary,
+                         n_features=n_features, n_components=n_components,
+                         mean_function=mean_function, input_transform=input_transform,
+                         num_warmup=num_warmup, num_samples=num_samples, num_chains=num_chains,
+                         chain_method=chain_method, target_accept_prob=target_accept_prob,
+                         map_steps=map_steps, progress_bar=progress_bar,
+                         random_state=random_state)
+        self.full_bayes_max_n = full_bayes_max_n
+
+    def fit(self, X, y):
+        """Sample the posterior of the spectral density and the weights."""
+        self._check_params()
+        X, y = self._validate_fit(X, y, classifier=True)
+        self.classes_, y01 = validate_binary(y)
+        t0 = time.perf_counter()
+        with threadpool_limits(1, user_api="blas"):
+            Z, B = self._setup(X)
+            self._Ztrain = Z
+            if self.sampler == "gibbs":
+                self._gibbs(Z, y01.astype(float), B)
+            else:
+                self._fit_nuts(Z, B, y01, y, X)
+            self._add_loglik(Z, y01)
+        self.fit_time_ = time.perf_counter() - t0
+        return self
+
+    def _fit_nuts(self, Z, B, y01, y, X):
+        probe = self._probe(Z)
+        jB = None if B is None else jnp.asarray(B)
+        kw = dict(X=jnp.asarray(Z), y=jnp.asarray(y01), spec=self.spec_, mean_basis=jB,
+                  probe=probe)
+        init = self._init_values(Z, y01 - y01.mean(), B)
+        init.update(amp=jnp.asarray(1.0), z=jnp.zeros(2 * self.spec_.eps.shape[0]
+                                                       * self.spec_.eps.shape[1]
+                                                       * (1 if self.spec_.eps_v is None else
+                                                          self.spec_.eps_v.shape[0]
+                                                          * self.spec_.eps_v.shape[1])))
+        if B is not None:
+            init["beta0"] = jnp.zeros(B.shape[1])
+        self.full_bayes_ = len(Z) <= self.full_bayes_max_n
+        if self.full_bayes_:
+            self._nuts(G.gabasr_classification, kw, init,
+                       ["log_lik", "amp", "alpha", "v_alpha", "f_probe"], y, X)
+            return
+        # large data: MAP of everything, then NUTS over the weights with the features fixed
+        init = self._map_values(G.gabasr_classification, init, kw)
+        fixed = G.draw_params(_spectral_from_sites(init, self.spec_), self.spec_)
+        self.spectral_map_ = {k: np.asarray(v) for k, v in fixed.items()}
+        Phi = G.spectral_features(jnp.asarray(Z), fixed, self.spec_)
+        Phi_probe = G.spectral_features(probe[0], fixed, self.spec_)
+        kw = dict(X=jnp.asarray(Z), y=jnp.asarray(y01), spec=self.spec_, mean_basis=jB,
+                  probe=probe, features=(Phi, Phi_probe))
+        init = {k: init[k] for k in ("amp", "z", "beta0") if k in init}
+        self._nuts(G.gabasr_classification, kw, init, ["log_lik", "amp", "f_probe"], y, X)
+
+    def _spectral_draws(self):
+        if getattr(self, "full_bayes_", True):
+            return self._draws(["weights", "mu", "sigma", "v_weights", "v_mu", "v_sigma",
+                                "amp", "z", "beta0"])
+        return self._draws(["amp", "z", "beta0"])
+
+    def _logits(self, Zn):
+        Bn = self._basis(Zn)
+        jBn = None if Bn is None else jnp.asarray(Bn)
+        spec = self.spec_
+        if getattr(self, "full_bayes_", True):
+            fn = lambda d, Xn, Bn_: G.classification_logits(d, Xn, spec=spec,  # noqa: E731
+                                                            mean_new=Bn_)
+            return map_draws(fn, self._spectral_draws(), jnp.asarray(Zn), jBn)
+        fixed = {k: jnp.asarray(v) for k, v in self.spectral_map_.items()}
+        Phi = G.spectral_features(jnp.asarray(Zn), fixed, spec)
+        d = self._spectral_draws()
+        eta = (d["amp"][:, None] * (jnp.asarray(d["z"]) @ Phi.T))
+        if jBn is not None:
+            eta = eta + jnp.asarray(d["beta0"]) @ jBn.T
+        return eta
+
+    def _proba_draws(self, Zn):
+        """:math:`\\sigma(\\eta)` per posterior draw, ``(S, n)``."""
+        if self.sampler == "gibbs":
+            from bayeskern.gabasr_gibbs import predict_proba
+
+            Bn = self._basis(Zn)
+            return predict_proba(self.gibbs_samples_, Zn,
+                                 mean_basis_new=None if Bn is None else jnp.asarray(Bn))
+        return np.asarray(jax.nn.sigmoid(self._logits(Zn)))
+
+    def _add_loglik(self, Z, y01):
+        p = np.clip(self._proba_draws(Z), 1e-12, 1 - 1e-12)
+        ll = stats.bernoulli.logpmf(y01, p).astype(np.float32)
+        n_chain = self.idata_.posterior.sizes["chain"]
+        diagnostics.add_group(self.idata_, "log_likelihood",
+                              {"y": ll.reshape(n_chain, -1, ll.shape[-1])},
+                              dims={"y": ["obs"]}, coords={"obs": np.arange(ll.shape[-1])})
+
+    def predict_proba(self, X):
+        """Posterior predictive class probabilities ``(n, 2)``: :math:`E[\\sigma(\\eta)]`."""
+        X = self._validate_predict(X)
+        with threadpool_limits(1, user_api="blas"):
+            Zn = self.x_scaler_.transform(X)
+            out = []
+            for sl in _chunks(len(Zn), 4096):
+                out.append(self._proba_draws(Zn[sl]).mean(axis=0))
+        p1 = np.concatenate(out) if out else np.zeros(0)
+        return np.column_stack([1.0 - p1, p1])
+
+    def predict(self, X):
+        """Most probable class."""
+        return self.classes_[(self.predict_proba(X)[:, 1] >= 0.5).astype(int)]
+
+    def sample_posterior_predictive(self, X, n_draws: int = 200, random_state=None):
+        """Predictive label draws ``(n_draws, n)``."""
+        rng = np.random.default_rng(self._seed() if random_state is None else random_state)
+        X = self._validate_predict(X)
+        P = self._proba_draws(self.x_scaler_.transform(X))
+        idx = rng.integers(0, P.shape[0], size=n_draws)
+        return self.classes_[(rng.random((n_draws, P.shape[1])) < P[idx]).astype(int)]
+
+    def __sklearn_tags__(self):
+        tags = super().__sklearn_tags__()
+        tags.classifier_tags.multi_class = False
+        return tags
+
+
+def _spectral_from_sites(values: dict, spec) -> dict:
+    """Deterministic ``weights`` from the stick-breaking sites of a MAP point."""
+    out = dict(values)
+    for prefix, eps in (("", spec.eps), ("v_", spec.eps_v)):
+        if eps is None:
+            continue
+        K = eps.shape[0]
+        out[f"{prefix}weights"] = (G.stick_breaking(jnp.asarray(values[f"{prefix}stick"]))
+                                   if K > 1 else jnp.ones(1))
+    return out
+
+
+def _chunks(n, size):
+    return [slice(i, min(i + size, n)) for i in range(0, n, size)]
