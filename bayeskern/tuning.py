@@ -24,11 +24,13 @@ compare kernels by the area under :math:`\hat P_f` over :math:`\alpha \ge \alpha
 from __future__ import annotations
 
 import numbers
+import warnings
 
 import numpy as np
 import pandas as pd
 from joblib import Parallel, delayed
 from sklearn.base import clone
+from sklearn.exceptions import FitFailedWarning
 from sklearn.metrics import check_scoring
 from sklearn.model_selection import GridSearchCV, check_cv
 from sklearn.svm import SVC
@@ -79,13 +81,20 @@ def grid_scores(estimator, X, y, param_grid: dict, *, cv=10, scoring="accuracy",
     return df
 
 
-def _fit_score(ltr, qtr, lte, qte, ytr, yte, C, gamma, scorer, svc_params):
-    svc = SVC(kernel="precomputed", C=C, **svc_params).fit(np.exp(ltr - gamma * qtr), ytr)
-    return scorer(svc, np.exp(lte - gamma * qte), yte)
+def _fit_score(ltr, qtr, lte, qte, ytr, yte, C, gamma, scorer, svc_params, error_score):
+    try:
+        svc = SVC(kernel="precomputed", C=C, **svc_params).fit(np.exp(ltr - gamma * qtr), ytr)
+        return scorer(svc, np.exp(lte - gamma * qte), yte)
+    except (ValueError, FloatingPointError) as e:
+        if isinstance(error_score, str) and error_score == "raise":
+            raise
+        warnings.warn(f"SVC fit failed at C={C:g}, gamma={gamma:g}: {e}; scored "
+                      f"{error_score}", FitFailedWarning, stacklevel=2)
+        return error_score
 
 
 def precomputed_grid_scores(factors, y, Cs, gammas, *, cv=10, scoring="accuracy", n_jobs=None,
-                            **svc_params) -> pd.DataFrame:
+                            error_score=np.nan, **svc_params) -> pd.DataFrame:
     r"""Grid scores of ``SVC(kernel="precomputed")`` on :math:`K_\gamma = \exp(\ell - \gamma q)`.
 
     The :math:`\gamma`-free factors are computed once (per fold, or once for all inputs)
@@ -106,6 +115,8 @@ def precomputed_grid_scores(factors, y, Cs, gammas, *, cv=10, scoring="accuracy"
     cv : int or splitter, default 10 (stratified); the same splits serve every grid point.
     scoring : scikit-learn scorer name or callable.
     n_jobs : joblib workers.
+    error_score : score of a fit that fails (e.g. a Gram matrix whose entries overflow), with
+        a ``FitFailedWarning``; ``"raise"`` re-raises.
     **svc_params : other :class:`~sklearn.svm.SVC` parameters (``tol``, ``max_iter``...).
 
     Returns
@@ -136,7 +147,8 @@ def precomputed_grid_scores(factors, y, Cs, gammas, *, cv=10, scoring="accuracy"
             ltr, qtr = ell[np.ix_(tr, tr)], q[np.ix_(tr, tr)]
             lte, qte = ell[np.ix_(te, tr)], q[np.ix_(te, tr)]
         scores[:, f] = Parallel(n_jobs=n_jobs)(
-            delayed(_fit_score)(ltr, qtr, lte, qte, y[tr], y[te], C, g, scorer, svc_params)
+            delayed(_fit_score)(ltr, qtr, lte, qte, y[tr], y[te], C, g, scorer, svc_params,
+                                error_score)
             for C, g in grid
         )
     df = pd.DataFrame(grid, columns=["C", "gamma"])
@@ -152,14 +164,15 @@ def _scores(scores) -> np.ndarray:
     s = np.asarray(s, dtype=float).ravel()
     if s.size == 0:
         raise ValueError("scores is empty")
-    if np.isnan(s).any():
-        raise ValueError(f"scores contain {int(np.isnan(s).sum())} NaN (failed fits); "
-                         "drop or re-run them before computing P_f")
+    if np.isnan(s).all():
+        raise ValueError("every score is NaN (every fit failed)")
     return s
 
 
 def pf_curve(scores, alphas=None) -> tuple[np.ndarray, np.ndarray]:
     r""":math:`\hat P_f(\alpha)`, the fraction of grid points scoring at least :math:`\alpha`.
+
+    Failed fits (NaN scores) count in the grid and never reach :math:`\alpha`.
 
     Parameters
     ----------
@@ -171,7 +184,7 @@ def pf_curve(scores, alphas=None) -> tuple[np.ndarray, np.ndarray]:
     alphas, P : arrays of equal length.
     """
     s = _scores(scores)
-    alphas = np.unique(s) if alphas is None else np.asarray(alphas, dtype=float)
+    alphas = np.unique(s[~np.isnan(s)]) if alphas is None else np.asarray(alphas, dtype=float)
     return alphas, (s[None, :] >= alphas[:, None]).mean(axis=1)
 
 
@@ -180,18 +193,20 @@ def pf_auc(scores, alpha_min: float | None = None, alpha_max: float = 1.0,
     r"""Area under :math:`\hat P_f(\alpha)` for :math:`\alpha \in [\alpha_{\min}, \alpha_{\max}]`.
 
     Exact for the step function: :math:`\int_{a}^{b} \hat P_f(\alpha)\,d\alpha =
-    \overline{\min(\max(f(g), a), b) - a}` over the grid. The seed (Table 6) integrates from
+    \overline{\min(\max(f(g), a), b) - a}` over the grid. A failed fit (NaN score) counts
+    as a grid point below every :math:`\alpha`. The seed (Table 6) integrates from
     the worst score of all compared models (below it every curve is 1); use
     :func:`pf_table` to share that bound. ``normalize`` divides by :math:`b - a` (the
     paper's text does not say whether its AUCs are normalized; this package reports the
     plain area by default).
     """
     s = _scores(scores)
-    a = s.min() if alpha_min is None else float(alpha_min)
+    a = np.nanmin(s) if alpha_min is None else float(alpha_min)
     b = float(alpha_max)
     if not b > a:
         raise ValueError(f"alpha_max ({b}) must exceed alpha_min ({a})")
-    area = float(np.mean(np.clip(s, a, b) - a))
+    # a failed fit (NaN) reaches no alpha: it stays in the denominator and adds no area
+    area = float(np.mean(np.nan_to_num(np.clip(s, a, b) - a, nan=0.0)))
     return area / (b - a) if normalize else area
 
 
@@ -205,9 +220,10 @@ def pf_table(named_scores: dict, alpha_min: float | None = None, alpha_max: floa
     s = {k: _scores(v) for k, v in named_scores.items()}
     if not s:
         raise ValueError("named_scores is empty")
-    a = min(v.min() for v in s.values()) if alpha_min is None else float(alpha_min)
+    a = min(np.nanmin(v) for v in s.values()) if alpha_min is None else float(alpha_min)
     return pd.DataFrame(
-        {"best": {k: v.max() for k, v in s.items()},
+        {"best": {k: np.nanmax(v) for k, v in s.items()},
+         "failed": {k: int(np.isnan(v).sum()) for k, v in s.items()},
          "pf_auc": {k: pf_auc(v, a, alpha_max, normalize) for k, v in s.items()}}
     ).rename_axis("model").assign(alpha_min=a)
 

@@ -1,6 +1,12 @@
-"""scikit-learn's estimator contract on the Bayesian GP estimators (tiny sampler settings)."""
+"""scikit-learn's estimator contract on the Bayesian GP estimators (tiny sampler settings).
 
-from sklearn.utils.estimator_checks import parametrize_with_checks
+Every check of scikit-learn's battery is generated; the ones that only inspect parameters,
+cloning and errors run in the default suite, the ones that refit NUTS many times on new
+shapes (each fit compiles a sampler) are marked ``slow`` (``make test-slow``).
+"""
+
+import pytest
+from sklearn.utils.estimator_checks import estimator_checks_generator
 
 import bayeskern as bk
 
@@ -16,12 +22,31 @@ EXPECTED_FAILED = {
     "check_classifier_data_not_an_array": "3 NUTS draws are not a converged fit",
 }
 
+FAST = {
+    "check_no_attributes_set_in_init", "check_parameters_default_constructible",
+    "check_get_params_invariance", "check_set_params", "check_estimators_unfitted",
+    "check_do_not_raise_errors_in_init_or_set_params", "check_mixin_order",
+    "check_estimator_cloneable", "check_estimator_repr", "check_estimator_tags_renamed",
+    "check_valid_tag_types", "check_estimators_empty_data_messages", "check_complex_data",
+    "check_estimators_nan_inf", "check_fit2d_1sample", "check_classifiers_one_label",
+    "check_fit2d_predict1d", "check_fit1d", "check_estimators_fit_returns_self",
+}
 
-def _expected(est):
-    return EXPECTED_FAILED
+
+def _params():
+    out = []
+    for est in (bk.GPRegressor(**TINY), bk.GPClassifier(**TINY)):
+        for item in estimator_checks_generator(est, legacy=True, mark="xfail",
+                                               expected_failed_checks=EXPECTED_FAILED):
+            # expected failures come wrapped as pytest.param(..., marks=xfail)
+            (e, check), marks = (item.values, list(item.marks)) if hasattr(item, "values") \
+                else (item, [])
+            name = getattr(check, "func", check).__name__
+            marks += [] if name in FAST else [pytest.mark.slow]
+            out.append(pytest.param(e, check, marks=marks, id=f"{type(est).__name__}-{name}"))
+    return out
 
 
-@parametrize_with_checks([bk.GPRegressor(**TINY), bk.GPClassifier(**TINY)],
-                         expected_failed_checks=_expected)
+@pytest.mark.parametrize("estimator, check", _params())
 def test_sklearn_contract(estimator, check):
     check(estimator)

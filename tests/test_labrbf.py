@@ -339,3 +339,13 @@ def test_loo_residuals_match_explicit_refit(fitted):
         keep = np.arange(len(Z)) != i
         c = np.linalg.solve(K[np.ix_(keep, keep)] + lam * np.eye(len(Z) - 1), yc[keep])
         assert loo[i] == pytest.approx(yc[i] - K[i, keep] @ c, rel=1e-6)
+
+
+def test_alpha_auto_picks_from_grid_and_larger_for_noisy_labels():
+    X, y = _toy(120, seed=16, noise=0.0)
+    rng = np.random.default_rng(0)
+    kw = dict(FAST, n_iter_round=0, n_iter_final=0, alpha="auto")
+    clean = LABRBF(**kw).fit(X, y)
+    noisy = LABRBF(**kw).fit(X, y + 0.8 * rng.standard_normal(len(y)))
+    assert float(clean.alpha_) in (1e-3, 1e-2, 1e-1, 1.0)
+    assert float(noisy.alpha_) >= float(clean.alpha_)

@@ -101,11 +101,14 @@ def test_cli_user_errors_exit_2_with_one_line(data_dir, capsys, args, msg):
     pd.DataFrame({"x": ["a", "b", "c"], "y": [1.0, 2.0, 3.0]}).to_csv(d / "text.csv", index=False)
     pd.DataFrame({"x": [1.0, 2.0, 3.0], "y": [1.0, None, 3.0]}).to_csv(d / "nan.csv", index=False)
     (d / "empty.csv").write_text("x,y\n")
-    rc = main([a.format(d=d) for a in args])
+    out = d / "err"
+    out.mkdir(exist_ok=True)
+    rc = main([a.format(d=d).replace(f"{d}/x", f"{out}/x").replace(f"{d}/p.csv", f"{out}/p.csv")
+               for a in args])
     err = capsys.readouterr().err.strip()
     assert rc == 2
     assert err.startswith("bayeskern: error:") and msg in err and "\n" not in err
-    assert not (d / "x").exists() and not (d / "p.csv").exists()
+    assert list(out.iterdir()) == []  # no partial output
 
 
 def test_cli_classification_and_help(data_dir):

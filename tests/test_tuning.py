@@ -14,6 +14,7 @@ import pandas as pd  # noqa: E402
 import pytest  # noqa: E402
 from hypothesis import given, settings  # noqa: E402
 from hypothesis import strategies as st  # noqa: E402
+from sklearn.exceptions import FitFailedWarning  # noqa: E402
 from sklearn.metrics.pairwise import euclidean_distances  # noqa: E402
 from sklearn.model_selection import StratifiedKFold  # noqa: E402
 from sklearn.svm import SVC  # noqa: E402
@@ -69,6 +70,24 @@ def test_pf_auc_is_monotone_in_the_scores(scores, bump):
     assert pf_auc(better, alpha_min=0.0) >= pf_auc(s, alpha_min=0.0) - 1e-12
 
 
+def test_failed_fits_count_below_every_alpha():
+    _, p = pf_curve([0.6, np.nan, 0.8, 0.8], alphas=[0.6, 0.7])
+    np.testing.assert_allclose(p, [0.75, 0.5])
+    assert pf_auc([0.6, np.nan, 0.8, 0.8]) == pytest.approx(np.mean([0, 0, 0.2, 0.2]))
+    assert pf_table({"a": [0.6, np.nan]}).loc["a", "failed"] == 1
+
+
+def test_precomputed_failed_fit_is_scored_not_raised():
+    X, y = _data(40)
+    q = euclidean_distances(X, squared=True)
+    ell = np.full_like(q, 800.0)  # exp(800) overflows: libsvm rejects the Gram matrix
+    with pytest.warns(FitFailedWarning, match="failed"):
+        df = precomputed_grid_scores((ell, q), y, [1.0], [1.0], cv=2)
+    assert np.isnan(df["score"]).all()
+    with pytest.raises(ValueError):
+        precomputed_grid_scores((ell, q), y, [1.0], [1.0], cv=2, error_score="raise")
+
+
 def test_pf_table_shares_alpha_min():
     t = pf_table({"a": [0.6, 0.8], "b": [0.7, 0.9]})
     assert (t["alpha_min"] == 0.6).all()
@@ -79,7 +98,7 @@ def test_pf_table_shares_alpha_min():
 
 def test_pf_bad_input():
     with pytest.raises(ValueError, match="NaN"):
-        pf_auc([0.5, np.nan])
+        pf_auc([np.nan, np.nan])
     with pytest.raises(ValueError, match="empty"):
         pf_curve([])
     with pytest.raises(ValueError, match="alpha_max"):

@@ -84,6 +84,11 @@ class _GPBase(BayesianEstimatorMixin, BaseEstimator):
     # ---------------------------------------------------------------- shared fitting
     def _fit_kernel(self, Xs, y_for_kernel):
         kernel = get_kernel(self.kernel if self.kernel is not None else RBF())
+        if not kernel.symmetric:
+            raise TypeError(
+                f"kernel {kernel!r} is asymmetric and cannot be a GP covariance; for LAB-RBF "
+                "use bk.kernels.LABRBFFeatures or bk.LABRBFRegressor's Bayesian last layer"
+            )
         return name_leaves(name_leaves(kernel).fit(Xs, y_for_kernel))
 
     def _dims(self):
@@ -278,7 +283,8 @@ class GPClassifier(ClassifierMixin, _GPBase):
 
     def predict(self, X):
         """Most probable class."""
-        return self.classes_[(self.predict_proba(X)[:, 1] >= 0.5).astype(int)]
+        p1 = self.predict_proba(X)[:, 1]  # checks fitted state before classes_ is read
+        return self.classes_[(p1 >= 0.5).astype(int)]
 
     def sample_posterior_predictive(self, X, n_draws: int = 200, random_state=None):
         """Predictive label draws ``(n_draws, n)`` (class labels)."""

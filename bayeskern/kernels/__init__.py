@@ -21,7 +21,7 @@ from .base import (
 from .stationary import RBF, Laplacian, Linear, MahalanobisRBF, Periodic, safe_norm  # noqa: I001
 from .ckrbf import CkRBF
 from .conformal import Conformal
-from .labrbf import LABRBF
+from .labrbf import LABRBF, LABRBFFeatures
 from .spectral import SpectralMixture
 from .vsk import VSK
 
@@ -39,6 +39,7 @@ __all__ = [
     "VSK",
     "CkRBF",
     "LABRBF",
+    "LABRBFFeatures",
     "Conformal",
     "SpectralMixture",
     "gram",
