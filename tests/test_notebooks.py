@@ -18,7 +18,13 @@ def test_notebooks_have_no_stored_outputs():
             assert not cell.get("outputs"), f"{path.name} has stored outputs; strip them"
 
 
-@pytest.mark.parametrize("path", NOTEBOOKS, ids=[p.stem for p in NOTEBOOKS])
+# the GaBaSR notebook fits several spectral-mixture models; it runs in `make test-slow`
+SLOW = {"gabasr_co2"}
+
+
+@pytest.mark.parametrize("path", [pytest.param(p, marks=[pytest.mark.slow] if p.stem in SLOW
+                                               else []) for p in NOTEBOOKS],
+                         ids=[p.stem for p in NOTEBOOKS])
 def test_notebook_executes(path, tmp_path, monkeypatch):
     monkeypatch.setenv("BAYESKERN_QUICK", "1")
     monkeypatch.setenv("MPLBACKEND", "Agg")

@@ -85,16 +85,19 @@ class KernelSVC(ClassifierMixin, BaseEstimator):
 
     def decision_function(self, X):
         """SVC decision values for ``X``."""
-        return self.svc_.decision_function(self.gram(X))
+        G = self.gram(X)  # checks the fitted state first
+        return self.svc_.decision_function(G)
 
     def predict(self, X):
         """Predicted class labels."""
-        return self.svc_.predict(self.gram(X))
+        G = self.gram(X)
+        return self.svc_.predict(G)
 
     @available_if(lambda self: self.probability)
     def predict_proba(self, X):
         """Platt-scaled probabilities (requires ``probability=True``)."""
-        return self.svc_.predict_proba(self.gram(X))
+        G = self.gram(X)
+        return self.svc_.predict_proba(G)
 
     @property
     def support_(self) -> np.ndarray:
