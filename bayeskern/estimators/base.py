@@ -17,14 +17,13 @@ import numbers
 import jax
 import jax.numpy as jnp
 import numpy as np
-from sklearn.base import BaseEstimator
 from sklearn.utils import check_random_state
 from sklearn.utils.validation import check_is_fitted, validate_data
 
 from bayeskern import diagnostics
 from bayeskern.inference import check_sampler_counts
 
-__all__ = ["BayesianEstimatorMixin", "Standardizer", "flat_draws", "map_draws", "validate_binary"]
+__all__ = ["BayesianEstimatorMixin", "PredictiveRegressorMixin", "Standardizer", "flat_draws", "map_draws", "validate_binary"]
 
 
 class Standardizer:
@@ -173,3 +172,22 @@ class BayesianEstimatorMixin:
     def _sklearn_tags_common(self, tags):
         tags.non_deterministic = self.random_state is None
         return tags
+
+
+class PredictiveRegressorMixin:
+    """``predict``, ``predict_interval`` and ``sample_posterior_predictive`` of a Bayesian
+    regressor, all read off its ``predictive(X)`` (a :class:`~bayeskern.predictive.MixturePredictive`)."""
+
+    def predict(self, X, return_std: bool = False):
+        """Posterior predictive mean (and standard deviation with ``return_std=True``)."""
+        pred = self.predictive(X)
+        return (pred.mean(), pred.std()) if return_std else pred.mean()
+
+    def predict_interval(self, X, prob: float = 0.9):
+        """Central posterior predictive interval ``(lower, upper)`` with probability ``prob``."""
+        return self.predictive(X).interval(prob)
+
+    def sample_posterior_predictive(self, X, n_draws: int = 200, random_state=None):
+        """Posterior predictive draws ``(n_draws, n)`` at ``X`` (marginal per point)."""
+        rng = np.random.default_rng(self._seed() if random_state is None else random_state)
+        return self.predictive(X).sample(n_draws, rng)

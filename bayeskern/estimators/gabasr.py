@@ -43,6 +43,7 @@ from threadpoolctl import threadpool_limits
 from bayeskern import diagnostics
 from bayeskern.estimators.base import (
     BayesianEstimatorMixin,
+    PredictiveRegressorMixin,
     Standardizer,
     flat_draws,
     map_draws,
@@ -403,7 +404,7 @@ _PARAMS_DOC = """
 """
 
 
-class GaBaSRRegressor(RegressorMixin, _GaBaSRBase):
+class GaBaSRRegressor(PredictiveRegressorMixin, RegressorMixin, _GaBaSRBase):
     __doc__ = f"""GaBaSR regression: DP spectral-mixture kernel, weights integrated out.
 
     Model (standardized units, :func:`bayeskern.models.gabasr.gabasr_regression`):
@@ -483,19 +484,6 @@ class GaBaSRRegressor(RegressorMixin, _GaBaSRBase):
         s, m = self.y_std_.scale, self.y_std_.mean
         return MixturePredictive(loc * s + m, scale * s, np.asarray(df).reshape(len(loc), -1)[:, 0])
 
-    def predict(self, X, return_std: bool = False):
-        """Posterior predictive mean (and standard deviation with ``return_std=True``)."""
-        pred = self.predictive(X)
-        return (pred.mean(), pred.std()) if return_std else pred.mean()
-
-    def predict_interval(self, X, prob: float = 0.9):
-        """Central posterior predictive interval ``(lower, upper)`` with probability ``prob``."""
-        return self.predictive(X).interval(prob)
-
-    def sample_posterior_predictive(self, X, n_draws: int = 200, random_state=None):
-        """Posterior predictive draws ``(n_draws, n)`` at ``X`` (marginal per point)."""
-        rng = np.random.default_rng(self._seed() if random_state is None else random_state)
-        return self.predictive(X).sample(n_draws, rng)
 
 
 class GaBaSRClassifier(ClassifierMixin, _GaBaSRBase):

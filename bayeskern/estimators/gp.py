@@ -20,6 +20,7 @@ from sklearn.base import BaseEstimator, ClassifierMixin, RegressorMixin
 from bayeskern import diagnostics
 from bayeskern.estimators.base import (
     BayesianEstimatorMixin,
+    PredictiveRegressorMixin,
     Standardizer,
     flat_draws,
     map_draws,
@@ -132,7 +133,7 @@ class _GPBase(BayesianEstimatorMixin, BaseEstimator):
 
 
 @register_estimator
-class GPRegressor(RegressorMixin, _GPBase):
+class GPRegressor(PredictiveRegressorMixin, RegressorMixin, _GPBase):
     __doc__ = f"""Bayesian Gaussian-process regression (exact Gaussian marginal likelihood).
 
     The model (``models/gp.py``) on standardized data is
@@ -212,19 +213,6 @@ class GPRegressor(RegressorMixin, _GPBase):
         scale = np.concatenate(scales, axis=1) * self.y_std_.scale
         return MixturePredictive(loc, scale)
 
-    def predict(self, X, return_std: bool = False):
-        """Posterior predictive mean (and standard deviation with ``return_std=True``)."""
-        pred = self.predictive(X)
-        return (pred.mean(), pred.std()) if return_std else pred.mean()
-
-    def predict_interval(self, X, prob: float = 0.9):
-        """Central posterior predictive interval ``(lower, upper)`` with probability ``prob``."""
-        return self.predictive(X).interval(prob)
-
-    def sample_posterior_predictive(self, X, n_draws: int = 200, random_state=None):
-        """Posterior predictive draws ``(n_draws, n)`` at ``X`` (marginal per point)."""
-        rng = np.random.default_rng(self._seed() if random_state is None else random_state)
-        return self.predictive(X).sample(n_draws, rng)
 
 
 @register_estimator

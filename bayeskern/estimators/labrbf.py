@@ -34,7 +34,7 @@ from sklearn.base import BaseEstimator, RegressorMixin
 from sklearn.utils.validation import check_is_fitted, validate_data
 
 from bayeskern import blr, diagnostics
-from bayeskern.estimators.base import BayesianEstimatorMixin
+from bayeskern.estimators.base import BayesianEstimatorMixin, PredictiveRegressorMixin
 from bayeskern.kernels.labrbf import LABRBF
 from bayeskern.predictive import MixturePredictive
 from bayeskern.runs import register_estimator
@@ -60,7 +60,8 @@ def _nig_predictive_np(post: blr.NIGPosterior, Phi: np.ndarray):
 
 
 @register_estimator
-class LABRBFRegressor(BayesianEstimatorMixin, RegressorMixin, BaseEstimator):
+class LABRBFRegressor(PredictiveRegressorMixin, BayesianEstimatorMixin, RegressorMixin,
+                      BaseEstimator):
     r"""Asymmetric kernel ridge regression with locally adaptive bandwidths (LAB-RBF).
 
     Seed 002 (He et al.), Algorithm 1 + eq. (8), with a conjugate Bayesian last layer on the
@@ -322,19 +323,6 @@ validation_fraction, n_iter_no_change, eval_every, dtype
         scale = self.y_scale_ * scale
         return MixturePredictive(loc[None, :], scale[None, :], np.asarray([df]))
 
-    def predict(self, X, return_std: bool = False):
-        """Posterior predictive mean (and standard deviation with ``return_std``)."""
-        pred = self.predictive(X)
-        return (pred.mean(), pred.std()) if return_std else pred.mean()
-
-    def predict_interval(self, X, prob: float = 0.9):
-        """Central predictive interval ``(lower, upper)`` with probability ``prob``."""
-        return self.predictive(X).interval(prob)
-
-    def sample_posterior_predictive(self, X, n_draws: int = 200, random_state=None):
-        """Predictive draws ``(n_draws, n)``."""
-        rng = np.random.default_rng(self._seed() if random_state is None else random_state)
-        return self.predictive(X).sample(n_draws, rng)
 
     # ------------------------------------------------------------------ saving (no pickle)
     _SCALARS = ("intercept_", "y_scale_", "prior_precision_", "n_support_", "theta0_", "n_iter_")
