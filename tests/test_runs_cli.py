@@ -142,7 +142,10 @@ def test_interrupted_fit_leaves_no_partial_output(data_dir, tmp_path):
     proc = subprocess.Popen(
         [sys.executable, "-m", "bayeskern.cli", "fit", str(d / "train.csv"), "--target", "y",
          "--out", str(out), "--num-warmup", "5000", "--num-samples", "5000", "--quiet"],
-        stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+        stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+        # CI may start us with SIGINT ignored (background jobs of a non-interactive shell);
+        # Python then installs no KeyboardInterrupt handler, so give the child the default.
+        preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_DFL))
     time.sleep(8)
     proc.send_signal(signal.SIGINT)
     _, err = proc.communicate(timeout=120)
