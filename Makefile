@@ -28,9 +28,11 @@ CHROMIUM_SETUP = command -v chromium >/dev/null 2>&1 || \
 	  DEBIAN_FRONTEND=noninteractive apt-get install -y -qq chromium >/dev/null; } || \
 	echo "note: chromium could not be installed; the report browser test will be skipped"
 
+# two pytest workers (the machines have 2 cores); a test file stays on one worker so that its
+# module-scoped fitted fixtures are built once
 test: $(VENV)/.installed-test
 	@$(CHROMIUM_SETUP)
-	$(BIN)/python -m pytest -q
+	$(BIN)/python -m pytest -q -n 2 --dist loadfile
 
 test-slow: $(VENV)/.installed-test
 	$(BIN)/python -m pytest -q -m slow
