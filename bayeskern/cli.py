@@ -15,6 +15,15 @@ from pathlib import Path
 __all__ = ["main"]
 
 MODELS = {"gp-regression": "GPRegressor", "gp-classification": "GPClassifier"}
+#: --method: the Bayesian estimator used for (regression, classification); None = not offered
+METHODS = {
+    "gp": ("GPRegressor", "GPClassifier"),
+    "vsk": ("GPRegressor", "GPClassifier"),  # GP with a VSK kernel
+    "ckrbf": ("GPRegressor", "GPClassifier"),  # GP with a CkRBF kernel
+    "conformal": (None, "GPClassifier"),  # GP with Xiong's conformal kernel (needs labels)
+    "gabasr": ("GaBaSRRegressor", "GaBaSRClassifier"),
+    "labrbf": ("LABRBFRegressor", None),  # LAB-RBF with its Bayesian last layer
+}
 
 
 class UserError(Exception):
@@ -70,8 +79,6 @@ def cmd_fit(args) -> int:
     import numpy as np
     import pandas as pd
 
-    import bayeskern as bk
-
     df = _read_table(args.data)
     if args.target not in df.columns:
         raise UserError(f"--target column {args.target!r} is not in {args.data!r}; columns: "
@@ -89,6 +96,7 @@ def cmd_fit(args) -> int:
     if model == "gp-regression" and not pd.api.types.is_numeric_dtype(y):
         raise UserError(f"target column {args.target!r} is not numeric; use --model "
                         "gp-classification for labels")
+    est = _make_estimator(args, model == "gp-classification")
     y = y.to_numpy()
     holdout = {}
     if args.holdout:
@@ -100,10 +108,6 @@ def cmd_fit(args) -> int:
         test, train = idx[:n_test], idx[n_test:]
         holdout = {"holdout_X": X[test], "holdout_y": y[test]}
         X, y = X[train], y[train]
-    est = getattr(bk, MODELS[model])(
-        kernel=args.kernel, num_warmup=args.num_warmup, num_samples=args.num_samples,
-        num_chains=args.num_chains, progress_bar=not args.quiet, random_state=args.seed,
-    )
     est.fit(pd.DataFrame(X, columns=[str(c) for c in feats]), y)
     from bayeskern.runs import save_run
 
@@ -114,17 +118,47 @@ def cmd_fit(args) -> int:
     return 0
 
 
+def _make_estimator(args, classification: bool):
+    """The estimator of ``--method`` for the task (see :data:`METHODS`)."""
+    import bayeskern as bk
+
+    task = "classification" if classification else "regression"
+    name = METHODS[args.method][int(classification)]
+    if name is None:
+        other = "regression" if classification else "classification"
+        raise UserError(f"--method {args.method} does {other} only, but the target needs "
+                        f"{task} (set --model to choose the task)")
+    sampler = dict(num_samples=args.num_samples, num_chains=args.num_chains,
+                   progress_bar=not args.quiet, random_state=args.seed)
+    if args.method == "labrbf":  # exact conjugate draws: no warm-up
+        return bk.LABRBFRegressor(**sampler)
+    sampler["num_warmup"] = args.num_warmup
+    if args.method == "gabasr":
+        return getattr(bk, name)(**sampler)
+    kernel = bk.kernels.get_kernel(args.kernel)
+    if args.method == "vsk":
+        kernel = bk.kernels.VSK(kernel, scaling="naive_bayes" if classification else "linear")
+    elif args.method == "ckrbf":
+        kernel = bk.kernels.CkRBF(n_clusters=args.n_clusters)
+    elif args.method == "conformal":
+        kernel = bk.kernels.Conformal(base_kernel=kernel)
+    return getattr(bk, name)(kernel=kernel, **sampler)
+
+
 def cmd_predict(args) -> int:
     import numpy as np
     import pandas as pd
 
-    from bayeskern.runs import atomic_write, load_run
+    from bayeskern.runs import atomic_write, load_run, predict_table
 
+    out_fmt = _output_format(args.out)
     est = load_run(args.run)
     if not 0 < args.interval < 1:
         raise UserError(f"--interval must be in (0, 1), got {args.interval}")
     if args.draws < 0:
         raise UserError(f"--draws must be >= 0, got {args.draws}")
+    if args.batch_size < 1:
+        raise UserError(f"--batch-size must be >= 1, got {args.batch_size}")
     feats = [str(c) for c in getattr(est, "feature_names_in_", [])]
     if not feats:
         feats = [f"x{j}" for j in range(est.n_features_in_)]
@@ -132,41 +166,67 @@ def cmd_predict(args) -> int:
     first = _read_table(args.data)  # validates format and emptiness up front
     chunks = [first] if len(first) <= args.batch_size else _read_table(
         args.data, chunksize=args.batch_size)
-
-    def write(tmp):
-        header = True
-        for chunk in chunks:
-            X = pd.DataFrame(_features(chunk, feats, args.data), columns=feats)
-            out = _prediction_frame(est, X, args.interval, args.draws, rng)
-            out.to_csv(tmp, mode="w" if header else "a", header=header, index=False)
-            header = False
-
-    atomic_write(args.out, write)
+    frames = (predict_table(est, pd.DataFrame(_features(c, feats, args.data), columns=feats),
+                            interval=args.interval, draws=args.draws, random_state=rng)
+              for c in chunks)
+    atomic_write(args.out, lambda tmp: _WRITERS[out_fmt](tmp, frames), suffix=Path(args.out).suffix)
     if not args.quiet:
         print(f"wrote predictions to {args.out}")
     return 0
 
 
-def _prediction_frame(est, X, interval, n_draws, rng):
-    import numpy as np
-    import pandas as pd
+def _output_format(path: str) -> str:
+    ext = Path(path).suffix.lower()
+    fmt = {".csv": "csv", ".parquet": "parquet", ".pq": "parquet", ".nc": "netcdf"}.get(ext)
+    if fmt is None:
+        raise UserError(f"--out {path!r}: unknown extension {ext!r}; use .csv, .parquet or .nc")
+    return fmt
 
-    a = (1 - interval) / 2
-    tag = f"{interval:g}"
-    if hasattr(est, "predict_proba"):
-        p = est.predict_proba(X)
-        out = pd.DataFrame({"prediction": est.classes_[(p[:, 1] >= 0.5).astype(int)]})
-        for j, c in enumerate(est.classes_):
-            out[f"p_{c}"] = p[:, j]
-        return out
-    pred = est.predictive(X)
-    out = pd.DataFrame({"mean": pred.mean(), "sd": pred.std(),
-                        f"lower_{tag}": pred.quantile(a), f"upper_{tag}": pred.quantile(1 - a)})
-    if n_draws:
-        draws = pred.sample(n_draws, rng)
-        out = pd.concat([out, pd.DataFrame(draws.T, columns=[f"draw_{i}" for i in
-                                                             range(n_draws)])], axis=1)
-    return out.astype(np.float64)
+
+def _write_csv(tmp, frames) -> None:
+    for i, out in enumerate(frames):
+        out.to_csv(tmp, mode="w" if i == 0 else "a", header=i == 0, index=False)
+
+
+def _write_parquet(tmp, frames) -> None:
+    try:
+        import pyarrow as pa
+        import pyarrow.parquet as pq
+    except ImportError as e:  # pragma: no cover - pyarrow is a dependency of the test set
+        raise UserError(f"writing Parquet needs pyarrow: {e}") from None
+    writer = None
+    try:
+        for out in frames:
+            table = pa.Table.from_pandas(out, preserve_index=False)
+            if writer is None:
+                writer = pq.ParquetWriter(tmp, table.schema)
+            writer.write_table(table.cast(writer.schema))
+    finally:
+        if writer is not None:
+            writer.close()
+
+
+def _write_netcdf(tmp, frames) -> None:
+    """One variable per column along an unlimited ``row`` dimension, appended per batch."""
+    try:
+        import netCDF4
+    except ImportError as e:  # pragma: no cover
+        raise UserError(f"writing netCDF needs the netCDF4 package: {e}") from None
+    with netCDF4.Dataset(tmp, "w", format="NETCDF4") as nc:
+        nc.createDimension("row", None)
+        start = 0
+        for out in frames:
+            stop = start + len(out)
+            for col in out.columns:
+                v = out[col].to_numpy()
+                if col not in nc.variables:
+                    dtype = str if v.dtype.kind in "OUS" else v.dtype
+                    nc.createVariable(col, dtype, ("row",))
+                nc.variables[col][start:stop] = v.astype(str) if v.dtype.kind in "OUS" else v
+            start = stop
+
+
+_WRITERS = {"csv": _write_csv, "parquet": _write_parquet, "netcdf": _write_netcdf}
 
 
 def cmd_report(args) -> int:
@@ -181,6 +241,15 @@ def cmd_report(args) -> int:
            data_name=state.get("data"), target_name=state.get("target"))
     if not args.quiet:
         print(f"wrote report to {out}")
+    if args.pdf:
+        from bayeskern.report import export_pdf
+
+        try:
+            pdf = export_pdf(out, Path(out).with_suffix(".pdf"))
+        except RuntimeError as e:
+            raise UserError(str(e)) from None
+        if not args.quiet:
+            print(f"wrote PDF to {pdf}")
     return 0
 
 
@@ -239,8 +308,16 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("data", help="CSV or Parquet file with a header row")
     p.add_argument("--target", required=True, help="name of the target column")
     p.add_argument("--out", required=True, help="run directory to write")
-    p.add_argument("--model", choices=["auto", *MODELS], default="auto")
+    p.add_argument("--method", choices=list(METHODS), default="gp",
+                   help="gp: Bayesian GP with --kernel; vsk / ckrbf / conformal: Bayesian GP with "
+                   "that data-dependent kernel (vsk and conformal wrap --kernel); gabasr: "
+                   "spectral-mixture kernel learning (NUTS); labrbf: LAB-RBF with a Bayesian "
+                   "last layer (regression only)")
+    p.add_argument("--model", choices=["auto", *MODELS], default="auto",
+                   help="the task: auto (classification for a two-valued target), "
+                   "gp-regression or gp-classification (any --method)")
     p.add_argument("--kernel", default="rbf", help="kernel name, e.g. rbf, 'linear+rbf*periodic'")
+    p.add_argument("--n-clusters", type=int, default=2, help="cells of --method ckrbf")
     p.add_argument("--num-warmup", type=int, default=500)
     p.add_argument("--num-samples", type=int, default=500)
     p.add_argument("--num-chains", type=int, default=4)
@@ -253,7 +330,8 @@ def build_parser() -> argparse.ArgumentParser:
     p = sub.add_parser("predict", help="posterior-predictive mean, sd and intervals for new rows")
     p.add_argument("run", help="run directory written by 'bayeskern fit'")
     p.add_argument("data", help="CSV or Parquet file with the feature columns")
-    p.add_argument("--out", required=True, help="CSV file to write")
+    p.add_argument("--out", required=True, help="file to write: .csv, .parquet or .nc "
+                   "(netCDF); the format follows the extension")
     p.add_argument("--interval", type=float, default=0.9)
     p.add_argument("--draws", type=int, default=0, help="also write this many predictive draws")
     p.add_argument("--batch-size", type=int, default=50_000, help="rows per streamed batch")
@@ -264,6 +342,8 @@ def build_parser() -> argparse.ArgumentParser:
     p = sub.add_parser("report", help="self-contained HTML uncertainty report of a saved run")
     p.add_argument("run", help="run directory")
     p.add_argument("--out", default=None, help="HTML file (default RUN/report.html)")
+    p.add_argument("--pdf", action="store_true",
+                   help="also print the report to PDF next to the HTML (needs Chromium)")
     p.add_argument("--quiet", action="store_true")
     p.set_defaults(fn=cmd_report)
 

@@ -28,7 +28,7 @@ import numpy as np  # noqa: E402
 from bayeskern import diagnostics, plots  # noqa: E402
 from bayeskern.runs import atomic_write  # noqa: E402
 
-__all__ = ["report", "render_report"]
+__all__ = ["report", "render_report", "export_pdf"]
 
 _CSS = """
 body{font-family:system-ui,Segoe UI,Helvetica,Arial,sans-serif;max-width:1000px;margin:2em auto;
@@ -40,6 +40,7 @@ th{background:#f4f4f4}td:first-child,th:first-child{text-align:left}
 .bad{background:#fdeaea;border-left:5px solid #c22;padding:.6em 1em}
 .warn{background:#fff6e0;border-left:5px solid #e90;padding:.6em 1em}
 img{max-width:100%;height:auto}.muted{color:#666;font-size:.85em}
+.caption{font-size:.92em;color:#333;margin-top:.2em}
 """
 
 
@@ -115,8 +116,10 @@ def render_report(est, *, X_test=None, y_test=None, title=None, data_name=None,
     """
     idata = est.idata_
     post = idata.posterior
-    X = np.asarray(idata.constant_data["X"])
-    y = np.asarray(idata.observed_data["y"])
+    # training data as fitted (LAB-RBF's last layer keeps only calibration residuals)
+    stored = "constant_data" in idata.groups()
+    X = np.asarray(idata.constant_data["X"]) if stored else None
+    y = np.asarray(idata.observed_data["y"]) if stored else None
     is_clf = hasattr(est, "predict_proba")
     name = type(est).__name__
     parts = [f"<h1>{_e(title or f'Uncertainty report: {name}')}</h1>",
@@ -125,16 +128,17 @@ def render_report(est, *, X_test=None, y_test=None, title=None, data_name=None,
 
     # ---------------------------------------------------------------- what was fitted
     feats = getattr(est, "feature_names_in_", None)
-    feats = list(feats) if feats is not None else [f"x{j}" for j in range(X.shape[1])]
+    feats = list(feats) if feats is not None else [f"x{j}" for j in range(est.n_features_in_)]
     parts.append("<h2>What was fitted</h2>")
+    n_rows = X.shape[0] if stored else "(not stored in the run)"
     rows = [("model", name), ("kernel", getattr(est, "kernel_", "")),
             ("data", data_name or "(in memory)"), ("target", target_name or "y"),
-            ("training rows × features", f"{X.shape[0]} × {X.shape[1]}"),
+            ("training rows × features", f"{n_rows} × {est.n_features_in_}"),
             ("features", ", ".join(map(str, feats[:30])) + (" …" if len(feats) > 30 else "")),
             ("held-out rows", 0 if y_test is None else len(y_test))]
     if is_clf:
         rows.append(("classes", ", ".join(map(str, est.classes_))))
-    else:
+    elif stored:
         rows.append(("target mean / sd", f"{np.mean(y):.4g} / {np.std(y):.4g}"))
     for k in ("sampler", "num_warmup", "num_samples", "num_chains", "chain_method",
               "target_accept_prob", "random_state"):
@@ -169,9 +173,14 @@ def render_report(est, *, X_test=None, y_test=None, title=None, data_name=None,
     has_test = X_test is not None and y_test is not None
     Xe, ye = (np.asarray(X_test, dtype=float), np.asarray(y_test)) if has_test else (X, y)
     where = "held-out data" if has_test else "training data (no held-out data given)"
-    if is_clf:
+    if Xe is None:
+        parts.append("<div class='warn'>This run stores no training rows and no held-out data "
+                     "was given, so there is nothing to evaluate the fit on: pass X_test and "
+                     "y_test (command line: fit with --holdout 0.2).</div>")
+    elif is_clf:
         p = est.predict_proba(_as_input(est, Xe))[:, 1]
-        y01 = (ye == est.classes_[1]).astype(int)
+        # labels as given, or the 0/1 codes that some classifiers store as observed data
+        y01 = ((ye == est.classes_[1]) if np.isin(ye, est.classes_).all() else ye).astype(int)
         fig, axes = plt.subplots(1, 2, figsize=(10, 4.6), layout="constrained")
         plots.plot_reliability(y01, p, ax=axes[0])
         if len(np.unique(y01)) == 2:
@@ -181,11 +190,12 @@ def render_report(est, *, X_test=None, y_test=None, title=None, data_name=None,
         m = diagnostics.classification_metrics(y01, p)
     else:
         pred_e = est.predictive(_as_input(est, Xe))
-        if X.shape[1] == 1:
-            lo_x = min(X.min(), Xe.min())
-            hi_x = max(X.max(), Xe.max())
+        if Xe.shape[1] == 1:
+            lo_x = min(Xe.min(), X.min() if stored else np.inf)
+            hi_x = max(Xe.max(), X.max() if stored else -np.inf)
             grid = np.linspace(lo_x, hi_x, 400)[:, None]
-            ax = plots.plot_predictive_1d(grid[:, 0], est.predictive(_as_input(est, grid)), X_train=X, y_train=y,
+            ax = plots.plot_predictive_1d(grid[:, 0], est.predictive(_as_input(est, grid)),
+                                          X_train=X, y_train=y,
                                           X_test=X_test if has_test else None,
                                           y_test=y_test if has_test else None)
             ax.set_xlabel(_e(feats[0]))
@@ -198,9 +208,10 @@ def render_report(est, *, X_test=None, y_test=None, title=None, data_name=None,
         ax = plots.plot_pit(np.asarray(ye, dtype=float), pred_e)
         ax.set_title(f"PIT histogram ({where})", fontsize=9)
         pit_html = _fig_html(ax, "PIT histogram")
-    parts.append(f"<h2>Calibration on {_e(where)}</h2>")
-    parts.append(_table(list(m.items()), ["metric", "value"]))
-    if not is_clf:
+    if Xe is not None:
+        parts.append(f"<h2>Calibration on {_e(where)}</h2>")
+        parts.append(_table(list(m.items()), ["metric", "value"]))
+    if not is_clf and Xe is not None:
         parts.append(pit_html)
         parts.append("<p class='muted'>Coverage should be close to the nominal 50/90/95 %; a "
                      "U-shaped PIT histogram means intervals are too narrow, a hump too wide."
@@ -224,8 +235,10 @@ def render_report(est, *, X_test=None, y_test=None, title=None, data_name=None,
     # ---------------------------------------------------------------- method panels
     panels = getattr(est, "_report_panels", None)
     if panels is not None:
-        for heading, fig in panels():
+        for heading, fig, *caption in panels():
             parts.append(f"<h2>{_e(heading)}</h2>" + _fig_html(fig, heading))
+            if caption:
+                parts.append(f"<p class='caption'>{_e(caption[0])}</p>")
 
     head = ("<!DOCTYPE html><html lang='en'><head><meta charset='utf-8'>"
             "<meta http-equiv='Content-Security-Policy' content=\"default-src 'none'; "
@@ -234,9 +247,63 @@ def render_report(est, *, X_test=None, y_test=None, title=None, data_name=None,
     return head + "\n".join(parts) + "</body></html>"
 
 
-def report(est, path, **kwargs) -> Path:
+def report(est, path, *, pdf: bool = False, **kwargs) -> Path:
     """Write the HTML report of a fitted estimator to ``path`` (atomically); see
-    :func:`render_report` for the keyword arguments."""
+    :func:`render_report` for the keyword arguments. ``pdf=True`` also prints it to
+    ``path`` with the suffix ``.pdf`` (:func:`export_pdf`, needs Chromium)."""
     text = render_report(est, **kwargs)
     atomic_write(path, lambda tmp: tmp.write_text(text, encoding="utf-8"))
+    if pdf:
+        export_pdf(path, Path(path).with_suffix(".pdf"))
     return Path(path)
+
+
+def find_chromium() -> str | None:
+    """Path of a Chromium/Chrome executable: ``$BAYESKERN_CHROMIUM`` or the first of
+    ``chromium``, ``chromium-browser``, ``google-chrome`` on ``PATH``; ``None`` if absent."""
+    import os
+    import shutil
+
+    env = os.environ.get("BAYESKERN_CHROMIUM")
+    if env:
+        return env if Path(env).is_file() else shutil.which(env)
+    for name in ("chromium", "chromium-browser", "google-chrome"):
+        if shutil.which(name):
+            return shutil.which(name)
+    return None
+
+
+def export_pdf(html_path, pdf_path, *, timeout: float = 120.0) -> Path:
+    """Print a (self-contained) HTML report to PDF with headless Chromium's ``--print-to-pdf``.
+
+    The PDF is written to a temporary file and renamed onto ``pdf_path`` (atomic). Raises
+    ``FileNotFoundError`` naming what to install when no Chromium is found, and
+    ``RuntimeError`` when Chromium fails to produce a PDF.
+    """
+    import subprocess
+    import tempfile
+
+    html_path = Path(html_path)
+    if not html_path.is_file():
+        raise FileNotFoundError(f"html_path {str(html_path)!r} does not exist")
+    browser = find_chromium()
+    if browser is None:
+        raise FileNotFoundError(
+            "PDF export needs headless Chromium, which was not found: install it (Debian/"
+            "Ubuntu: apt-get install chromium) or set BAYESKERN_CHROMIUM to its executable; "
+            "the HTML report itself was written")
+
+    def write(tmp):
+        with tempfile.TemporaryDirectory() as profile:
+            cmd = [browser, "--headless", "--no-sandbox", "--disable-gpu", "--no-first-run",
+                   "--disable-background-networking", "--disable-component-update",
+                   "--disable-sync", f"--user-data-dir={profile}", "--no-pdf-header-footer",
+                   f"--print-to-pdf={tmp}", html_path.resolve().as_uri()]
+            res = subprocess.run(cmd, capture_output=True, text=True, timeout=timeout,
+                                 check=False)
+        if not tmp.is_file() or tmp.stat().st_size == 0 or tmp.read_bytes()[:5] != b"%PDF-":
+            last = (res.stderr.strip().splitlines() or ["no message"])[-1]
+            raise RuntimeError(f"Chromium did not produce a PDF (exit {res.returncode}): {last}")
+
+    atomic_write(pdf_path, write, suffix=".pdf")
+    return Path(pdf_path)

@@ -26,7 +26,8 @@ from pathlib import Path
 
 import numpy as np
 
-__all__ = ["save_run", "load_run", "atomic_write", "RunError", "ESTIMATORS", "register_estimator"]
+__all__ = ["save_run", "load_run", "atomic_write", "RunError", "ESTIMATORS", "register_estimator",
+           "predict_table"]
 
 FILES = ("idata.nc", "config.json", "arrays.npz")
 
@@ -128,7 +129,7 @@ def save_run(est, path, *, extra_meta: dict | None = None,
     try:
         diagnostics.save_idata(est.idata_, tmp / "idata.nc")
         (tmp / "config.json").write_text(json.dumps(config, indent=2, default=_json_default))
-        np.savez(tmp / "arrays.npz", **{k: np.asarray(v) for k, v in arrays.items()})
+        np.savez(tmp / "arrays.npz", **{k: _plain_array(k, v) for k, v in arrays.items()})
         manifest = {f: _sha256(tmp / f) for f in FILES}
         os.chmod(tmp, _umask_mode(0o777))
         (tmp / "manifest.json").write_text(json.dumps(manifest, indent=2))
@@ -143,6 +144,17 @@ def save_run(est, path, *, extra_meta: dict | None = None,
         shutil.rmtree(tmp, ignore_errors=True)
         raise
     return path
+
+
+def _plain_array(name, v) -> np.ndarray:
+    """``v`` as an array that loads with ``allow_pickle=False`` (text labels become unicode)."""
+    a = np.asarray(v)
+    if a.dtype == object:
+        if not all(isinstance(x, str) for x in a.ravel()):
+            raise TypeError(f"cannot save {name!r} without pickle: an object array whose "
+                            "entries are not all strings")
+        a = a.astype(str)
+    return a
 
 
 def _json_default(o):
@@ -195,3 +207,42 @@ def load_run(path):
     est.idata_ = idata
     est._load_state(config["state"], arrays)
     return est
+
+
+def predict_table(est, X, *, interval: float = 0.9, draws: int = 0, random_state=None):
+    """Posterior-predictive summary of a fitted (or loaded) estimator as a ``DataFrame``.
+
+    Regression: columns ``mean``, ``sd``, ``lower_<interval>``, ``upper_<interval>`` (the
+    central interval, quantiles :math:`(1 \\mp p)/2` of the predictive mixture over posterior
+    draws) and, with ``draws > 0``, ``draw_0 ... draw_{draws-1}``: predictive draws
+    (marginal per row). Classification: ``prediction`` (the most probable class), ``p_<class>``
+    per class and optional label draws. The same ``random_state`` (int or
+    ``numpy.random.Generator``) gives the same draws; ``bayeskern predict`` writes this table.
+    """
+    import pandas as pd
+
+    if not 0 < interval < 1:
+        raise ValueError(f"interval must be in (0, 1), got {interval}")
+    if isinstance(draws, bool) or not isinstance(draws, (int, np.integer)) or draws < 0:
+        raise ValueError(f"draws must be a non-negative int, got {draws!r}")
+    rng = np.random.default_rng(random_state)
+    a = (1 - interval) / 2
+    tag = f"{interval:g}"
+    if hasattr(est, "predict_proba"):
+        p = est.predict_proba(X)
+        out = pd.DataFrame({"prediction": est.classes_[(p[:, 1] >= 0.5).astype(int)]})
+        for j, c in enumerate(est.classes_):
+            out[f"p_{c}"] = p[:, j]
+        if draws:
+            lab = est.sample_posterior_predictive(X, draws, random_state=rng)
+            out = pd.concat([out, pd.DataFrame(lab.T, columns=[f"draw_{i}" for i in
+                                                               range(draws)])], axis=1)
+        return out
+    pred = est.predictive(X)
+    out = pd.DataFrame({"mean": pred.mean(), "sd": pred.std(),
+                        f"lower_{tag}": pred.quantile(a), f"upper_{tag}": pred.quantile(1 - a)})
+    if draws:
+        d = pred.sample(draws, rng)
+        out = pd.concat([out, pd.DataFrame(d.T, columns=[f"draw_{i}" for i in range(draws)])],
+                        axis=1)
+    return out.astype(np.float64)

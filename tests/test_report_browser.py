@@ -35,7 +35,7 @@ def test_user_strings_are_escaped_and_nothing_is_fetched(report_path):
     assert "http://" not in html and "https://" not in html
 
 
-def _render(page, tmp_path):
+def _render(page, tmp_path, height=2400):
     """Screenshot ``page`` in headless Chromium; return (image, URLs the page requested)."""
     browser = shutil.which("chromium") or shutil.which("chromium-browser")
     if browser is None:
@@ -44,7 +44,7 @@ def _render(page, tmp_path):
     cmd = [browser, "--headless", "--no-sandbox", "--disable-gpu", "--disable-quic",
            "--no-first-run", "--disable-background-networking", "--disable-component-update",
            "--disable-sync", f"--user-data-dir={tmp_path / 'profile'}",
-           f"--log-net-log={netlog}", "--window-size=1100,2400",
+           f"--log-net-log={netlog}", f"--window-size=1100,{height}",
            f"--screenshot={shot}", page.as_uri()]
     subprocess.run(cmd, capture_output=True, timeout=120, check=False)
     assert shot.exists(), "chromium produced no screenshot"

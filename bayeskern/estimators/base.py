@@ -134,6 +134,15 @@ class BayesianEstimatorMixin:
         for leaf in getattr(self, "kernel_", None).leaves() if hasattr(self, "kernel_") else []:
             for k, v in leaf.get_state().items():
                 arrays[f"kernel/{leaf.name_}/{k}"] = v
+        # fitted nodes that are not leaves (Conformal: alpha, expansion points), by tree path
+        if hasattr(self, "kernel_"):
+            from bayeskern.kernels.base import kernel_nodes
+
+            leaves = {id(leaf) for leaf in self.kernel_.leaves()}
+            for path, node in kernel_nodes(self.kernel_):
+                if id(node) not in leaves:
+                    for k, v in node.get_state().items():
+                        arrays[f"kernel@{path}/{k}"] = v
         return meta, arrays
 
     def _load_state(self, meta: dict, arrays: dict) -> None:
@@ -155,6 +164,13 @@ class BayesianEstimatorMixin:
                 for k, v in arrays.items():
                     if k.startswith(prefix):
                         setattr(leaf, k[len(prefix):], v)
+            from bayeskern.kernels.base import kernel_nodes
+
+            for path, node in kernel_nodes(self.kernel_):
+                prefix = f"kernel@{path}/"
+                for k, v in arrays.items():
+                    if k.startswith(prefix):
+                        setattr(node, k[len(prefix):], v)
         self.convergence_ = diagnostics.convergence_report(self.idata_, warn=False)
 
     def save(self, path) -> None:

@@ -52,6 +52,7 @@ from bayeskern.estimators.base import (
 from bayeskern.inference import as_key, run_nuts
 from bayeskern.models import gabasr as G
 from bayeskern.predictive import MixturePredictive
+from bayeskern.runs import register_estimator
 
 __all__ = ["GaBaSRRegressor", "GaBaSRClassifier", "RobustScaler1"]
 
@@ -371,6 +372,69 @@ class _GaBaSRBase(BayesianEstimatorMixin, BaseEstimator):
         sm = SpectralMixture.from_estimator(self, n_draws=n_draws)
         return sm.spectral_density_band(omega_grid, band=band)
 
+    # ------------------------------------------------------------------ runs and reports
+    def _save_state(self) -> tuple[dict, dict]:
+        """Fitted state for :func:`bayeskern.runs.save_run` (JSON metadata + arrays)."""
+        check_is_fitted(self)
+        sc = self.x_scaler_
+        meta = {"n_features_in": int(self.n_features_in_)}
+        arrays = {}
+        if hasattr(self, "feature_names_in_"):
+            meta["feature_names_in"] = [str(c) for c in self.feature_names_in_]
+        if hasattr(self, "y_std_"):
+            arrays.update(y_mean=self.y_std_.mean, y_scale=self.y_std_.scale)
+        if hasattr(self, "classes_"):
+            arrays["classes"] = np.asarray(self.classes_)
+        meta.update(clip=sc.clip, convergence_vars=list(self.convergence_vars_),
+                    full_bayes=bool(getattr(self, "full_bayes_", True)),
+                    spec_none=[f for f, v in self.spec_._asdict().items() if v is None])
+        arrays.update(x_center=sc.center, x_scale=sc.scale, freq_scale=self.freq_scale_)
+        arrays.update({f"spec/{f}": np.asarray(v) for f, v in self.spec_._asdict().items()
+                       if v is not None})
+        for name in ("spectral_map_", "gibbs_samples_"):
+            arrays.update({f"{name}/{k}": np.asarray(v)
+                           for k, v in getattr(self, name, {}).items()})
+        return meta, arrays
+
+    def _load_state(self, meta: dict, arrays: dict) -> None:
+        """Inverse of :meth:`_save_state`."""
+        self.n_features_in_ = meta["n_features_in"]
+        if "feature_names_in" in meta:
+            self.feature_names_in_ = np.asarray(meta["feature_names_in"], dtype=object)
+        if "y_mean" in arrays:
+            self.y_std_ = Standardizer(arrays["y_mean"], arrays["y_scale"])
+        if "classes" in arrays:
+            self.classes_ = arrays["classes"]
+        self.x_scaler_ = RobustScaler1(arrays["x_center"], arrays["x_scale"], meta["clip"])
+        self.freq_scale_ = arrays["freq_scale"]
+        spec = {f: None if f in meta["spec_none"] else arrays[f"spec/{f}"]
+                for f in G.SpectralSpec._fields}
+        self.spec_ = G.SpectralSpec(**{f: v if v is None else (v.item() if v.ndim == 0 else
+                                                                jnp.asarray(v))
+                                       for f, v in spec.items()})
+        for name in ("spectral_map_", "gibbs_samples_"):
+            d = {k.split("/", 1)[1]: v for k, v in arrays.items() if k.startswith(f"{name}/")}
+            if d:
+                setattr(self, name, d)
+        self.full_bayes_ = meta["full_bayes"]
+        self.convergence_vars_ = meta["convergence_vars"]
+        self.convergence_ = diagnostics.convergence_report(
+            self.idata_, var_names=self.convergence_vars_, warn=False)
+        self._Ztrain = self.x_scaler_.transform(np.asarray(self.idata_.constant_data["X"]))
+        if hasattr(self, "y_std_"):
+            self._ytrain = self.y_std_.transform(np.asarray(self.idata_.observed_data["y"]))
+
+    def _report_panels(self):
+        """The learned spectral density with its band, for the HTML report."""
+        from bayeskern.plots.gabasr import plot_spectral_density
+
+        ax = plot_spectral_density(self)
+        ax.set_title("learned spectral density (first input column)", fontsize=9)
+        return [("GaBaSR: learned spectral density", ax.figure,
+                 "The posterior mean (line) and 90 % band of the spectral density that GaBaSR "
+                 "learned: peaks are the frequencies (cycles per unit of the first input) at "
+                 "which the fitted function oscillates, and mass near zero is smooth trend.")]
+
 
 _PARAMS_DOC = """
     Parameters
@@ -404,6 +468,7 @@ _PARAMS_DOC = """
 """
 
 
+@register_estimator
 class GaBaSRRegressor(PredictiveRegressorMixin, RegressorMixin, _GaBaSRBase):
     __doc__ = f"""GaBaSR regression: DP spectral-mixture kernel, weights integrated out.
 
@@ -486,6 +551,7 @@ class GaBaSRRegressor(PredictiveRegressorMixin, RegressorMixin, _GaBaSRBase):
 
 
 
+@register_estimator
 class GaBaSRClassifier(ClassifierMixin, _GaBaSRBase):
     __doc__ = f"""GaBaSR binary classification: Bernoulli-logit on spectral features (eq. 11).
 

@@ -131,6 +131,21 @@ class _GPBase(BayesianEstimatorMixin, BaseEstimator):
     def _draws(self):
         return flat_draws(self.idata_, [v for v in self.idata_.posterior.data_vars if v != "f"])
 
+    def _report_panels(self):
+        """Report panels of the data-dependent kernels in ``kernel_`` (VSK, CkRBF, Conformal,
+        LABRBFFeatures; see ``Kernel.report_panels``), drawn on the standardized training data
+        at the posterior medians of the hyper-parameters."""
+        X = self.x_std_.transform(np.asarray(self.idata_.constant_data["X"]))
+        y = np.asarray(self.idata_.observed_data["y"])
+        y = y.astype(int) if hasattr(self, "classes_") else self.y_std_.transform(y)
+        post = self.idata_.posterior
+        med = {v: np.asarray(post[v].median(("chain", "draw"))) for v in post.data_vars
+               if v not in ("f", "eta")}
+        theta = theta_from_draw(self.kernel_, med, self.x_std_.scale)
+        names = getattr(self, "feature_names_in_", None)
+        return self.kernel_.report_panels(X, y, theta,
+                                          None if names is None else [str(c) for c in names])
+
 
 @register_estimator
 class GPRegressor(PredictiveRegressorMixin, RegressorMixin, _GPBase):

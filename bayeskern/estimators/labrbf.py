@@ -363,6 +363,19 @@ validation_fraction, n_iter_no_change, eval_every, dtype
         self.convergence_ = diagnostics.convergence_report(
             self.idata_, var_names=["noise", "weight_norm"], warn=False)
 
+    def _report_panels(self):
+        """Bandwidth map of the HTML report (``bayeskern.plots.labrbf.plot_bandwidth_map``)."""
+        from bayeskern.plots.labrbf import plot_bandwidth_map
+
+        sv = self.support_vectors_
+        names = getattr(self, "feature_names_in_", None)
+        fig = plot_bandwidth_map(sv, self.bandwidths_, y_support=self.predict_krr(sv),
+                                 feature_names=None if names is None else list(names))
+        return [("LAB-RBF: learned bandwidth map", fig,
+                 "Each support point is coloured by its trained bandwidth θ (per unit of the "
+                 "input; large θ = narrow kernel, learned where the target changes fast), and "
+                 "the histogram shows how widely the learned bandwidths spread.")]
+
     def __sklearn_tags__(self):
         tags = super().__sklearn_tags__()
         return self._sklearn_tags_common(tags)

@@ -104,6 +104,10 @@ class Kernel:
         """The leaf kernels of this tree, left to right."""
         return [self]
 
+    def children(self) -> list["Kernel"]:
+        """The kernels this node is built from (none for a leaf; see :func:`kernel_nodes`)."""
+        return []
+
     def terms(self) -> list["Kernel"]:
         """The additive terms of this kernel (a :class:`Sum` flattens; anything else is one term)."""
         return [self]
@@ -150,6 +154,17 @@ class Kernel:
     @property
     def is_fitted(self) -> bool:
         return True
+
+    def report_panels(self, X, y=None, theta=None, feature_names=None) -> list:
+        """Figures describing what this (fitted) kernel learned, for the HTML report.
+
+        A list of ``(heading, figure, caption)``; data-dependent kernels (VSK, CkRBF,
+        LABRBFFeatures, Conformal) override it, composite kernels collect their parts'.
+        ``X`` and ``y`` are the data the kernel was fitted on (the GP estimators' standardized
+        inputs, 0/1 labels or standardized targets), ``theta`` a hyper-parameter dict (e.g.
+        posterior medians) or ``None``.
+        """
+        return []
 
     # ----------------------------------------------------------------- algebra
     def __add__(self, other):
@@ -231,6 +246,9 @@ class _Binary(Kernel):
     def leaves(self):
         return self.k1.leaves() + self.k2.leaves()
 
+    def children(self):
+        return [self.k1, self.k2]
+
     @property
     def symmetric(self):  # type: ignore[override]
         return self.k1.symmetric and self.k2.symmetric
@@ -253,6 +271,10 @@ class _Binary(Kernel):
 
     def get_state(self):
         return {}
+
+    def report_panels(self, X, y=None, theta=None, feature_names=None):
+        return (self.k1.report_panels(X, y, theta, feature_names)
+                + self.k2.report_panels(X, y, theta, feature_names))
 
 
 class Sum(_Binary):
@@ -304,6 +326,16 @@ def _unshare(node: Kernel, seen: set) -> Kernel:
         node.k1 = _unshare(node.k1, seen)
         node.k2 = _unshare(node.k2, seen)
     return node
+
+
+def kernel_nodes(kernel: Kernel, path: str = "0"):
+    """Every node of a kernel tree as ``(path, node)``, depth first; the root has path ``"0"``,
+    the children of node ``p`` have paths ``p.0``, ``p.1``... (used to save fitted state of
+    nodes that are not leaves, e.g. :class:`~bayeskern.kernels.Conformal`)."""
+    out = [(path, kernel)]
+    for i, child in enumerate(kernel.children()):
+        out += kernel_nodes(child, f"{path}.{i}")
+    return out
 
 
 def term_name(term: Kernel) -> str:

@@ -525,6 +525,8 @@ class VSK(Kernel):
             # plain arrays, so that get_state / kernel_from_config restore ψ without pickle
             for name in ("classes_", "theta_", "var_", "class_log_prior_"):
                 setattr(k, f"nb_{name}", np.asarray(getattr(k.scaling_, name)))
+        elif type(k.scaling_) is LinearModelScaling and k.scaling_.columns is None:
+            k.lin_coef_ = np.asarray(k.scaling_.coef_)
         k.base_ = self._base().fit(X[:, k.x_columns_], y)
         return k
 
@@ -541,10 +543,15 @@ class VSK(Kernel):
 
     @property
     def is_fitted(self) -> bool:
-        return hasattr(self, "scaling_") or hasattr(self, "nb_theta_")
+        return (hasattr(self, "scaling_") or hasattr(self, "nb_theta_")
+                or hasattr(self, "lin_coef_"))
 
     def _fitted_scaling(self) -> Scaling:
         s = self.__dict__.get("scaling_")
+        if s is None and hasattr(self, "lin_coef_"):  # restored: scaling="linear"
+            s = LinearModelScaling()
+            s.coef_, s.n_outputs_ = np.asarray(self.lin_coef_), 1
+            self.scaling_ = s
         if s is None:  # restored from saved arrays (default naive-Bayes scaling only)
             s = NaiveBayesScaling()
             for name in ("classes_", "theta_", "var_", "class_log_prior_"):
@@ -612,10 +619,23 @@ class VSK(Kernel):
             return kd + jnp.sum(P * P, axis=1)
         return kd
 
+    def report_panels(self, X, y=None, theta=None, feature_names=None):
+        """ψ and the condition numbers of K and K^Ψ (see :meth:`Kernel.report_panels`)."""
+        from bayeskern.plots.vsk import plot_vsk_panel
+
+        fig = plot_vsk_panel(self, X, y, theta, feature_names)
+        return [("VSK: scaling function ψ and conditioning", fig,
+                 "Left: the learned scaling function ψ(x), which the VSK appends to the inputs "
+                 "as an extra coordinate so that points with different ψ are less correlated; "
+                 "right: condition numbers of the plain kernel matrix K and of the VSK matrix "
+                 "K^Ψ on the training rows at the posterior-median hyper-parameters (lower is "
+                 "numerically safer).")]
+
     def get_config(self):
         if not isinstance(self.scaling, str):
             raise TypeError("VSK with a custom scaling object or callable cannot be saved "
                             "without pickle; only scaling='naive_bayes' is saved")
-        if self.scaling != "naive_bayes":
-            raise TypeError("only VSK(scaling='naive_bayes') can be saved without pickle")
+        if self.scaling not in ("naive_bayes", "linear"):
+            raise TypeError("only VSK(scaling='naive_bayes') or VSK(scaling='linear') can be "
+                            "saved without pickle")
         return super().get_config()

@@ -8,7 +8,7 @@ from matplotlib.patches import Ellipse
 
 from bayeskern.tuning import pf_curve
 
-__all__ = ["plot_pf_curves", "plot_cells"]
+__all__ = ["plot_pf_curves", "plot_cells", "plot_ckrbf_panel"]
 
 
 def plot_pf_curves(named_scores: dict, *, alpha_min: float | None = None, ax=None):
@@ -89,3 +89,70 @@ def plot_cells(kernel, X, y=None, *, dims=(0, 1), ax=None):
     ax.set_ylabel(f"x{j}")
     ax.legend(frameon=False, fontsize="small")
     return ax
+
+
+def plot_ckrbf_panel(kernel, X, y=None, *, tuning_scores: dict | None = None,
+                     feature_names=None):
+    r"""Report panel of a fitted :class:`~bayeskern.kernels.CkRBF`.
+
+    Left: the points in a 2-D projection (the first two principal axes of ``X``; the input
+    itself when it has one or two columns), coloured by cell, with each cell's 2-sigma
+    ellipse of :math:`P^\top\Sigma_a P` (seed 001, Fig. 2). Middle: each cell's size and
+    its bandwidth :math:`\sqrt{\mathrm{tr}\,\Sigma_a / d}`. Right (only with
+    ``tuning_scores``, a dict of model name to grid scores): the :math:`\hat P_f(\alpha)`
+    curves of :func:`plot_pf_curves` (seed 001, Fig. 3).
+
+    Returns
+    -------
+    matplotlib.figure.Figure
+    """
+    X = np.asarray(X, dtype=float)
+    n, d = X.shape
+    ncols = 3 if tuning_scores else 2
+    fig, axes = plt.subplots(1, ncols, figsize=(4.2 * ncols, 4), layout="constrained")
+    ax = axes[0]
+    cells = np.asarray(kernel.cells(X))
+    mean = X.mean(axis=0)
+    if d == 1:
+        P = np.eye(1)
+        Z = np.column_stack([X[:, 0], np.zeros(n) if y is None else np.asarray(y, float)])
+        labels = [feature_names[0] if feature_names is not None else "x0",
+                  "0" if y is None else "y"]
+    elif d == 2:
+        P = np.eye(2)
+        Z = X
+        labels = list(feature_names[:2]) if feature_names is not None else ["x0", "x1"]
+    else:
+        P = np.linalg.svd(X - mean, full_matrices=False)[2][:2].T
+        Z = (X - mean) @ P + mean @ P
+        labels = ["principal axis 1", "principal axis 2"]
+    colors = plt.rcParams["axes.prop_cycle"].by_key()["color"]
+    for a in range(kernel.n_cells_):
+        col = colors[a % len(colors)]
+        sel = cells == a
+        ax.scatter(Z[sel, 0], Z[sel, 1], s=12, color=col, alpha=0.7, label=f"cell {a}")
+        if d >= 2:
+            S = P.T @ kernel.covariances_[a] @ P
+            w, v = np.linalg.eigh(S)
+            angle = np.degrees(np.arctan2(v[1, -1], v[0, -1]))
+            ax.add_patch(Ellipse(kernel.cell_means_[a] @ P, *(4 * np.sqrt(np.maximum(w[::-1], 0))),
+                                 angle=angle, fill=False, color=col, lw=1.5))
+    ax.set_xlabel(f"{labels[0]} (standardized)" if d <= 2 else labels[0])
+    ax.set_ylabel(labels[1])
+    ax.legend(frameon=False, fontsize="small")
+    ax.set_title("cells", fontsize=9)
+    ax = axes[1]
+    sizes = np.bincount(cells, minlength=kernel.n_cells_)
+    bw = np.sqrt(np.trace(kernel.covariances_, axis1=1, axis2=2) / d)
+    idx = np.arange(kernel.n_cells_)
+    ax.bar(idx - 0.2, sizes, width=0.4, color="tab:gray", label="points")
+    ax.set_xticks(idx, [f"cell {a}" for a in idx])
+    ax.set_ylabel("points in cell")
+    ax_r = ax.twinx()
+    ax_r.bar(idx + 0.2, bw, width=0.4, color="tab:orange", label="bandwidth")
+    ax_r.set_ylabel(r"bandwidth $\sqrt{\mathrm{tr}\,\Sigma_a/d}$", color="tab:orange")
+    ax.set_title("cell sizes (grey) and bandwidths (orange)", fontsize=9)
+    if tuning_scores:
+        plot_pf_curves(tuning_scores, ax=axes[2])
+        axes[2].set_title(r"$\hat P_f(\alpha)$ of the tuning grid", fontsize=9)
+    return fig
