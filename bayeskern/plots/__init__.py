@@ -134,10 +134,19 @@ def plot_trace(idata, var_names, *, max_vars=6):
 
 
 def plot_pareto_k(loo_result, *, ax=None):
-    """Pareto k of each observation (PSIS-LOO), with the 0.7 reliability threshold."""
+    """Pareto k of each observation (PSIS-LOO), with the 0.7 reliability threshold.
+
+    Non-finite k (PSIS could not fit the tail) are drawn as red crosses at the top of the axis.
+    """
     ax = _ax(ax, (8, 3))
-    k = np.asarray(loo_result.pareto_k)
-    ax.plot(k, ".", ms=3)
+    k = np.asarray(loo_result.pareto_k, dtype=float).ravel()
+    idx = np.arange(k.size)
+    ok = np.isfinite(k)
+    ax.plot(idx[ok], k[ok], ".", ms=3)
+    if not ok.all():
+        top = max(1.0, float(k[ok].max()) if ok.any() else 1.0)
+        ax.plot(idx[~ok], np.full((~ok).sum(), top), "x", color="C3", label="k not finite")
+    ax.set_xlim(-0.5, max(k.size - 0.5, 0.5))
     ax.axhline(0.7, color="C3", ls="--", lw=0.8, label="k = 0.7")
     ax.set_xlabel("observation")
     ax.set_ylabel("Pareto k")
