@@ -16,6 +16,7 @@ import jax.numpy as jnp
 import numpy as np
 from scipy import stats
 from sklearn.base import BaseEstimator, ClassifierMixin, RegressorMixin
+from sklearn.utils import check_random_state, check_X_y
 
 from bayeskern import diagnostics
 from bayeskern.estimators.base import (
@@ -130,6 +131,44 @@ class _GPBase(BayesianEstimatorMixin, BaseEstimator):
 
     def _draws(self):
         return flat_draws(self.idata_, [v for v in self.idata_.posterior.data_vars if v != "f"])
+
+    def sample_prior_predictive(self, X, y, n_draws: int = 100, random_state=None):
+        """Draws of the observations at the rows of ``X`` under the prior alone.
+
+        The same model as :meth:`fit` (``models/gp.py``), run forward with every
+        hyper-parameter drawn from its prior (a prior predictive check, Gabry et al. 2019,
+        "Visualization in Bayesian workflow"). ``y`` is used only as :meth:`fit` uses it
+        before sampling: to standardize (regression) and to fit data-dependent kernels
+        (VSK's ψ, CkRBF's cells...); the draws never see its values otherwise. Nothing on
+        the estimator is changed.
+
+        Returns an array ``(n_draws, n_rows)``: values in the units of ``y`` (regression) or
+        class labels (classification).
+        """
+        from numpyro.infer import Predictive
+
+        n_draws = int(n_draws)
+        if n_draws < 1:
+            raise ValueError(f"n_draws must be >= 1, got {n_draws}")
+        classifier = isinstance(self, ClassifierMixin)
+        X, y = check_X_y(X, y, dtype=np.float64, ensure_min_samples=2, y_numeric=not classifier)
+        xs = Standardizer.fit(X)
+        if classifier:
+            classes, y_fit = validate_binary(y)
+        else:
+            ys = Standardizer.fit(np.asarray(y, dtype=float))
+            y_fit = ys.transform(np.asarray(y, dtype=float))
+        kernel = self._fit_kernel(xs.transform(X), y_fit)
+        model = gp_classification if classifier else gp_regression
+        seed = self._seed() if random_state is None else \
+            int(check_random_state(random_state).randint(0, 2**31 - 1))
+        draws = Predictive(model, num_samples=n_draws)(
+            jax.random.PRNGKey(seed), X=jnp.asarray(xs.transform(X)), kernel=kernel,
+            x_scale=xs.scale)["y"]
+        draws = np.asarray(draws)
+        if classifier:
+            return np.asarray(classes)[draws.astype(int)]
+        return draws * ys.scale + ys.mean
 
     def _report_panels(self):
         """Report panels of the data-dependent kernels in ``kernel_`` (VSK, CkRBF, Conformal,

@@ -152,3 +152,7 @@ def plot_pareto_k(loo_result, *, ax=None):
     ax.set_ylabel("Pareto k")
     ax.legend(fontsize=8)
     return ax
+
+
+# method-specific plots: bk.plots.vsk, .ckrbf, .labrbf, .conformal, .gabasr
+from bayeskern.plots import ckrbf, conformal, gabasr, labrbf, vsk  # noqa: E402
