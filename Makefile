@@ -35,7 +35,7 @@ test: $(VENV)/.installed-test
 	$(BIN)/python -m pytest -q -n 2 --dist loadfile
 
 test-slow: $(VENV)/.installed-test
-	$(BIN)/python -m pytest -q -m slow
+	HYPOTHESIS_PROFILE=thorough $(BIN)/python -m pytest -q tests/test_kernel_properties.py && $(BIN)/python -m pytest -q -m slow
 
 lint: $(VENV)/.installed-test
 	$(BIN)/python -m pip install --quiet ruff && $(BIN)/ruff check bayeskern models tests benchmarks

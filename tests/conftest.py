@@ -23,3 +23,13 @@ TINY = dict(num_warmup=20, num_samples=20, num_chains=1, progress_bar=False)
 @pytest.fixture
 def rng():
     return np.random.default_rng(0)
+
+
+#: the slowest test files run first, so that with `pytest -n 2 --dist loadfile` the other worker
+#: works through the many short files meanwhile instead of waiting for them at the end
+FIRST = ("test_notebooks.py", "test_gp.py", "test_runs_cli.py", "test_report_methods.py")
+
+
+def pytest_collection_modifyitems(items):
+    rank = {name: i for i, name in enumerate(FIRST)}
+    items.sort(key=lambda item: rank.get(item.path.name, len(FIRST)))

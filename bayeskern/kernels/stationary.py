@@ -174,8 +174,14 @@ class MahalanobisRBF(Kernel):
         k = copy.copy(self)
         X = np.asarray(X, dtype=float)
         if self.covariance is None:
+            if len(X) < 2:
+                raise ValueError("X needs at least 2 rows to estimate MahalanobisRBF's covariance")
             cov = np.atleast_2d(np.cov(X, rowvar=False))
-            # the covariance of a singular sample is regularized towards its diagonal
+            # a constant feature has zero variance: give it unit variance (it adds nothing to
+            # distances between the training points); then regularize a singular sample
+            # covariance towards its diagonal
+            const = np.diag(cov) <= 1e-300
+            cov[const, const] = 1.0
             cov = cov + 1e-8 * np.trace(cov) / len(cov) * np.eye(len(cov))
             k.precision_ = np.linalg.inv(cov)
         return k

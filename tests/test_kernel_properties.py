@@ -1,0 +1,160 @@
+"""Property-based tests (hypothesis) of every kernel: symmetry, positive semi-definiteness
+(including duplicated points and tiny / huge input scales), finite values, finite gradients with
+respect to the inputs and the hyper-parameters; the asymmetric LAB-RBF kernel's own properties.
+
+The default profile draws a few dozen examples per property; ``HYPOTHESIS_PROFILE=thorough``
+(used by ``make test-slow``) draws many more.
+"""
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+from hypothesis.extra.numpy import arrays
+
+from bayeskern.kernels import (
+    RBF,
+    VSK,
+    CkRBF,
+    Conformal,
+    Laplacian,
+    Linear,
+    MahalanobisRBF,
+    Periodic,
+    SpectralMixture,
+)
+from bayeskern.kernels.labrbf import labrbf_gram
+
+settings.register_profile("default", max_examples=20, deadline=None)
+settings.register_profile("thorough", max_examples=500, deadline=None)
+settings.load_profile(__import__("os").environ.get("HYPOTHESIS_PROFILE", "default"))
+
+
+@st.composite
+def inputs(draw, min_rows=2, max_rows=10, max_dim=3):
+    """Points in R^d at a random scale 10^e (e in [-3, 3]), some rows duplicated."""
+    # few distinct shapes: every new shape costs a JAX compilation
+    n = draw(st.sampled_from(sorted({min_rows, (min_rows + max_rows) // 2, max_rows})))
+    d = draw(st.sampled_from(sorted({1, max_dim})))
+    base = draw(arrays(np.float64, (n, d), elements=st.floats(-1, 1, allow_subnormal=False)))
+    scale = 10.0 ** draw(st.integers(-3, 3))
+    X = base * scale
+    n_dup = draw(st.integers(0, n // 2))
+    X[:n_dup] = X[n - n_dup:] if n_dup else X[:0]
+    return X
+
+
+positive = st.floats(1e-2, 1e2)
+
+
+def fixed_kernels(ls, period):
+    return {
+        "rbf": RBF(lengthscale=ls),
+        "laplacian": Laplacian(lengthscale=ls),
+        "linear": Linear(),
+        "periodic": Periodic(period=period, lengthscale=ls),
+        "rbf*periodic+linear": RBF(lengthscale=ls) * Periodic(period=period, lengthscale=ls)
+        + Linear(),
+        "spectral_mixture": SpectralMixture(n_components=2, weights=[0.3, 0.7],
+                                            means=[[0.0], [1.0 / period]], scales=[[1.0 / ls],
+                                                                                    [0.5 / ls]]),
+    }
+
+
+def assert_symmetric_psd(K, name):
+    K = np.asarray(K)
+    assert np.isfinite(K).all(), f"{name}: non-finite Gram entries"
+    np.testing.assert_allclose(K, K.T, atol=1e-10 * max(1.0, np.abs(K).max()), err_msg=name)
+    lam_min = np.linalg.eigvalsh((K + K.T) / 2).min()
+    assert lam_min >= -1e-8 * max(1.0, np.abs(K).max()) * len(K), f"{name}: min eig {lam_min}"
+
+
+@given(X=inputs(max_dim=1), ls=positive, period=positive)
+def test_fixed_kernels_symmetric_psd_finite(X, ls, period):
+    for name, k in fixed_kernels(ls, period).items():
+        assert_symmetric_psd(k(X), name)
+
+
+@given(X=inputs(max_dim=1), ls=positive, period=positive)
+def test_fixed_kernels_have_finite_input_gradients(X, ls, period):
+    for name, k in fixed_kernels(ls, period).items():
+        g = jax.grad(lambda Z, k=k: jnp.sum(k(Z)))(jnp.asarray(X))
+        assert np.isfinite(np.asarray(g)).all(), name
+
+
+@given(X=inputs(), ls=positive, period=positive)
+def test_hyperparameter_gradients_are_finite(X, ls, period):
+    grads = {
+        "rbf": jax.grad(lambda l: jnp.sum(RBF(lengthscale=l)(X)))(ls),
+        "laplacian": jax.grad(lambda l: jnp.sum(Laplacian(lengthscale=l)(X)))(ls),
+        "periodic": jax.grad(lambda l, p: jnp.sum(Periodic(period=p, lengthscale=l)(X)),
+                             argnums=(0, 1))(ls, period),
+    }
+    for name, g in grads.items():
+        assert np.isfinite(np.asarray(g)).all(), name
+
+
+@given(X=inputs(min_rows=4), ls=positive)
+def test_mahalanobis_rbf_fitted_covariance_is_psd(X, ls):
+    # a singular sample covariance (duplicated rows, d > n) is regularized, never non-PSD
+    k = MahalanobisRBF(lengthscale=ls).fit(X)
+    assert_symmetric_psd(k(X), "mahalanobis")
+
+
+@st.composite
+def labelled(draw):
+    X = draw(inputs(min_rows=6, max_rows=12))
+    n = len(X)
+    y = np.array([i % 2 for i in range(n)])
+    rng = np.random.default_rng(draw(st.integers(0, 2**16)))
+    return X + 1e-9 * rng.normal(size=X.shape) * max(1.0, np.abs(X).max()), rng.permutation(y)
+
+
+@settings(max_examples=max(5, settings.default.max_examples // 4))
+@given(data=labelled())
+def test_data_dependent_kernels_symmetric_psd(data):
+    X, y = data
+    fitted = {
+        "vsk": VSK(RBF(lengthscale=1.0)).fit(X, y),
+        "ckrbf": CkRBF(n_clusters=2).fit(X),
+        "conformal": Conformal(RBF(lengthscale=1.0), random_state=0).fit(X, y),
+    }
+    for name, k in fitted.items():
+        assert_symmetric_psd(k(X), name)
+
+
+# --------------------------------------------------------------- asymmetric LAB-RBF kernel
+@given(T=inputs(min_rows=3, max_rows=8), data=st.data(), p=st.sampled_from([1, 2]))
+def test_labrbf_documented_properties(T, data, p):
+    m, d = len(T), T.shape[1]
+    Theta = data.draw(arrays(np.float64, (m, d), elements=st.floats(1e-3, 1e2)))
+    K = np.asarray(labrbf_gram(jnp.asarray(T), jnp.asarray(T), jnp.asarray(Theta), p))
+    assert np.isfinite(K).all()
+    assert ((K > 0) | np.isclose(K, 0)).all() and (K <= 1 + 1e-12).all()   # values in [0, 1]
+    np.testing.assert_allclose(np.diag(K), 1.0)                             # K(x_i, x_i) = 1
+    # one bandwidth shared by every support point: the symmetric (isotropic / ARD) kernel,
+    # positive semi-definite for p = 2 (an RBF) and p = 1 (a Laplacian)
+    Ks = np.asarray(labrbf_gram(jnp.asarray(T), jnp.asarray(T),
+                                jnp.broadcast_to(jnp.asarray(Theta[0]), (m, d)), p))
+    assert_symmetric_psd(Ks, f"labrbf equal bandwidths p={p}")
+    # gradient-safe at coincident points (T contains duplicates and t_a = x_a)
+    g = jax.grad(lambda Th: jnp.sum(labrbf_gram(jnp.asarray(T), jnp.asarray(T), Th, p)))(
+        jnp.asarray(Theta))
+    assert np.isfinite(np.asarray(g)).all()
+
+
+def test_labrbf_is_asymmetric_for_different_bandwidths():
+    T = jnp.array([[0.0], [1.0]])
+    K = np.asarray(labrbf_gram(T, T, jnp.array([[1.0], [3.0]]), 2))
+    assert not np.isclose(K[0, 1], K[1, 0])  # the documented asymmetry: column bandwidth
+
+
+@pytest.mark.parametrize("bad", [np.nan, np.inf])
+def test_non_finite_inputs_give_non_finite_or_error_never_silent(bad):
+    # the kernels themselves are pure functions; estimators reject non-finite X (see
+    # tests/test_gp.py). Here: a NaN in X must not produce a finite-looking Gram.
+    X = np.array([[0.0], [bad]])
+    K = np.asarray(RBF(lengthscale=1.0)(X))
+    assert not np.isfinite(K[1]).all()
