@@ -31,31 +31,67 @@ class UserError(Exception):
 
 
 def _read_table(path: str, *, chunksize: int | None = None):
+    """The table in ``path`` (CSV, ``.tsv`` or Parquet) as a ``DataFrame``; with ``chunksize``
+    an iterator of ``DataFrame`` batches of at most that many rows, read once, streaming.
+
+    Every problem (missing file, not a regular file, not UTF-8, unparsable, duplicate column
+    names, no rows) is a :class:`UserError` naming the file, also when met in a later batch.
+    """
+    p = Path(path)
+    if not p.exists():
+        raise UserError(f"data file {path!r} does not exist")
+    if not p.is_file():
+        raise UserError(f"data file {path!r} is not a regular file")
+    batches = _iter_table(p, path, chunksize)
+    first = next(batches, None)
+    if first is None or len(first) == 0:
+        raise UserError(f"data file {path!r} has no rows")
+    if chunksize is None:
+        return first
+    import itertools
+
+    return itertools.chain([first], batches)
+
+
+def _iter_table(p: Path, path: str, chunksize: int | None):
     import pandas as pd
 
-    p = Path(path)
-    if not p.is_file():
-        raise UserError(f"data file {path!r} does not exist")
     try:
         if p.suffix.lower() in (".parquet", ".pq"):
             if chunksize:
                 import pyarrow.parquet as pq
 
-                return (b.to_pandas() for b in pq.ParquetFile(p).iter_batches(chunksize))
-            return pd.read_parquet(p)
+                yield from (b.to_pandas() for b in pq.ParquetFile(p).iter_batches(chunksize))
+            else:
+                yield pd.read_parquet(p)
+            return
         kw = dict(sep="\t" if p.suffix.lower() == ".tsv" else ",", encoding="utf-8-sig")
+        _check_header(p, path, kw["sep"])
         if chunksize:
-            return pd.read_csv(p, chunksize=chunksize, **kw)
-        df = pd.read_csv(p, **kw)
+            yield from pd.read_csv(p, chunksize=chunksize, **kw)
+        else:
+            yield pd.read_csv(p, **kw)
+    except UserError:
+        raise
     except UnicodeDecodeError:
         raise UserError(f"data file {path!r} is not UTF-8 text") from None
     except ImportError as e:
         raise UserError(f"reading {path!r} needs an optional package: {e}") from None
     except Exception as e:  # pandas raises many parser error types
-        raise UserError(f"cannot parse {path!r}: {str(e).splitlines()[0]}") from None
-    if len(df) == 0:
-        raise UserError(f"data file {path!r} has no rows")
-    return df
+        msg = str(e).splitlines()[0] if str(e) else type(e).__name__
+        raise UserError(f"cannot parse {path!r}: {msg}") from None
+
+
+def _check_header(p: Path, path: str, sep: str) -> None:
+    """Refuse duplicate column names (pandas would silently rename them ``x.1``)."""
+    import collections
+    import csv
+
+    with open(p, encoding="utf-8-sig", newline="") as f:
+        header = next(csv.reader(f, delimiter=sep), [])
+    dup = sorted(c for c, n in collections.Counter(header).items() if n > 1)
+    if dup:
+        raise UserError(f"data file {path!r} has duplicate column names {dup[:10]}")
 
 
 def _features(df, columns, path):
@@ -79,6 +115,9 @@ def cmd_fit(args) -> int:
     import numpy as np
     import pandas as pd
 
+    from bayeskern.runs import check_run_destination
+
+    check_run_destination(args.out)  # before the fit, not after it
     df = _read_table(args.data)
     if args.target not in df.columns:
         raise UserError(f"--target column {args.target!r} is not in {args.data!r}; columns: "
@@ -163,9 +202,8 @@ def cmd_predict(args) -> int:
     if not feats:
         feats = [f"x{j}" for j in range(est.n_features_in_)]
     rng = np.random.default_rng(args.seed)
-    first = _read_table(args.data)  # validates format and emptiness up front
-    chunks = [first] if len(first) <= args.batch_size else _read_table(
-        args.data, chunksize=args.batch_size)
+    # read once, streaming: the first batch is parsed (and checked) before anything is written
+    chunks = _read_table(args.data, chunksize=args.batch_size)
     frames = (predict_table(est, pd.DataFrame(_features(c, feats, args.data), columns=feats),
                             interval=args.interval, draws=args.draws, random_state=rng)
               for c in chunks)
@@ -352,20 +390,44 @@ def build_parser() -> argparse.ArgumentParser:
     return ap
 
 
+class _Terminated(KeyboardInterrupt):
+    """SIGTERM, turned into an exception so that it unwinds like Ctrl-C (temporary files are
+    removed, nothing partial is left)."""
+
+
+def _on_sigterm(signum, frame):
+    raise _Terminated
+
+
 def main(argv=None) -> int:
-    """Entry point of the ``bayeskern`` command."""
+    """Entry point of the ``bayeskern`` command.
+
+    Exit status: 0 on success, 2 on a user error (one line on stderr, no traceback unless
+    ``BAYESKERN_DEBUG`` is set), 130 on SIGINT and 143 on SIGTERM (no partial output).
+    """
+    import signal
+
     args = build_parser().parse_args(argv)
     try:
+        previous = signal.signal(signal.SIGTERM, _on_sigterm)
+    except ValueError:  # not the main thread: signals are not ours to handle
+        previous = _Terminated
+    try:
         return args.fn(args)
-    except (UserError, ValueError, TypeError, FileNotFoundError) as e:  # RunError is a ValueError
+    except (UserError, ValueError, TypeError, OSError, FloatingPointError) as e:
+        # RunError is a ValueError; OSError covers unreadable / unwritable paths
         if os.environ.get("BAYESKERN_DEBUG"):
             raise
         msg = str(e).splitlines()[0] if str(e) else type(e).__name__
         print(f"bayeskern: error: {msg}", file=sys.stderr)
         return 2
-    except KeyboardInterrupt:
-        print("bayeskern: interrupted; no partial output was written", file=sys.stderr)
-        return 130
+    except KeyboardInterrupt as e:
+        what = "terminated" if isinstance(e, _Terminated) else "interrupted"
+        print(f"bayeskern: {what}; no partial output was written", file=sys.stderr)
+        return 143 if isinstance(e, _Terminated) else 130
+    finally:
+        if previous is not _Terminated:
+            signal.signal(signal.SIGTERM, previous if previous is not None else signal.SIG_DFL)
 
 
 if __name__ == "__main__":  # pragma: no cover

@@ -11,6 +11,8 @@
 
 from __future__ import annotations
 
+import contextlib
+import logging
 import warnings
 from dataclasses import dataclass, field
 
@@ -138,6 +140,19 @@ class ConvergenceReport:
         return self.verdict
 
 
+@contextlib.contextmanager
+def _quiet_arviz_log():
+    """Silence ArviZ's logger (it writes to stderr, e.g. on every ``bayeskern predict``)."""
+    # ArviZ 0.x logs through its own Logger instance (not registered with logging.getLogger)
+    log = getattr(az, "_log", None) or logging.getLogger("arviz")
+    level = log.level
+    log.setLevel(logging.ERROR)
+    try:
+        yield
+    finally:
+        log.setLevel(level)
+
+
 def convergence_report(
     idata,
     var_names=None,
@@ -164,7 +179,8 @@ def convergence_report(
         var_names = [v for v in post.data_vars if v not in ("eta", "f")]
     n_chains = post.sizes["chain"]
     n_draws = post.sizes["chain"] * post.sizes["draw"]
-    with warnings.catch_warnings():
+    with warnings.catch_warnings(), _quiet_arviz_log():
+        # ArviZ logs "Shape validation failed" for a single chain: said below, in one sentence
         warnings.simplefilter("ignore")
         table = az.summary(idata, var_names=var_names, kind="diagnostics", round_to="none")
     max_rhat = float(np.nanmax(table["r_hat"])) if n_chains > 1 else float("nan")

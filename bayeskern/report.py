@@ -211,6 +211,10 @@ def render_report(est, *, X_test=None, y_test=None, title=None, data_name=None,
     if Xe is not None:
         parts.append(f"<h2>Calibration on {_e(where)}</h2>")
         parts.append(_table(list(m.items()), ["metric", "value"]))
+    jitter = getattr(est, "max_jitter_", post.attrs.get("max_jitter"))
+    if jitter is not None:  # GP estimators: adaptive Cholesky jitter (bayeskern.linalg)
+        parts.append(f"<p>largest Cholesky jitter added to a kernel matrix in prediction: "
+                     f"{float(jitter):.1e}{' (ill-conditioned)' if jitter > 1e-6 else ''}</p>")
     if not is_clf and Xe is not None:
         parts.append(pit_html)
         parts.append("<p class='muted'>Coverage should be close to the nominal 50/90/95 %; a "

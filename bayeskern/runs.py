@@ -27,7 +27,7 @@ from pathlib import Path
 import numpy as np
 
 __all__ = ["save_run", "load_run", "atomic_write", "RunError", "ESTIMATORS", "register_estimator",
-           "predict_table"]
+           "predict_table", "check_run_destination"]
 
 FILES = ("idata.nc", "config.json", "arrays.npz")
 
@@ -53,6 +53,16 @@ def _sha256(path: Path) -> str:
     return h.hexdigest()
 
 
+def _resolved(path) -> Path:
+    """``path`` with its parent resolved (``..`` and symbolic links), its last component kept.
+
+    Writing then renames onto exactly the named entry: a symbolic link at that name is replaced,
+    never followed to wherever it points.
+    """
+    path = Path(path)
+    return path.parent.resolve() / path.name
+
+
 def _umask_mode(mode: int) -> int:
     mask = os.umask(0)
     os.umask(mask)
@@ -65,7 +75,7 @@ def atomic_write(path, write_fn, *, suffix="") -> None:
     The temporary file sits in the same directory (same file system), so the rename is
     atomic: readers see the old file or the new one, never a half-written one.
     """
-    path = Path(path)
+    path = _resolved(path)
     path.parent.mkdir(parents=True, exist_ok=True)
     fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=suffix + ".tmp")
     os.close(fd)
@@ -123,7 +133,7 @@ def save_run(est, path, *, extra_meta: dict | None = None,
         "state": meta,
         "versions": _versions(),
     }
-    path = Path(path)
+    path = check_run_destination(path)
     path.parent.mkdir(parents=True, exist_ok=True)
     tmp = Path(tempfile.mkdtemp(dir=path.parent, prefix=f".{path.name}.tmp-"))
     try:
@@ -143,6 +153,21 @@ def save_run(est, path, *, extra_meta: dict | None = None,
     except BaseException:
         shutil.rmtree(tmp, ignore_errors=True)
         raise
+    return path
+
+
+def check_run_destination(path) -> Path:
+    """The resolved run directory ``path`` if :func:`save_run` may write it, else ``RunError``.
+
+    A new path, an empty directory or an earlier run (it has ``manifest.json``) may be replaced;
+    anything else (a file, a symbolic link, a directory with other content) is refused, so a
+    mistyped ``--out`` never deletes user files.
+    """
+    path = _resolved(path)
+    if path.is_symlink() or (path.exists() and not (path / "manifest.json").is_file()
+                             and (not path.is_dir() or any(path.iterdir()))):
+        raise RunError(f"run directory {str(path)!r}: the path exists and is not a run "
+                       "directory; refusing to replace it (choose a new --out)")
     return path
 
 
@@ -175,6 +200,10 @@ def read_run(path) -> tuple[dict, dict, object]:
     missing = [f for f in FILES + ("manifest.json",) if not (path / f).is_file()]
     if missing:
         raise RunError(f"run directory {str(path)!r} is incomplete: missing {', '.join(missing)}")
+    linked = [f for f in FILES + ("manifest.json",) if (path / f).is_symlink()]
+    if linked:
+        raise RunError(f"run directory {str(path)!r}: {', '.join(linked)} is a symbolic link; "
+                       "a run's files must be regular files inside it")
     try:
         manifest = json.loads((path / "manifest.json").read_text())
     except (json.JSONDecodeError, UnicodeDecodeError) as e:
@@ -183,9 +212,13 @@ def read_run(path) -> tuple[dict, dict, object]:
         if manifest.get(f) != _sha256(path / f):
             raise RunError(f"run directory {str(path)!r}: {f} does not match its checksum in "
                            "manifest.json (modified or corrupted)")
-    config = json.loads((path / "config.json").read_text())
-    with np.load(path / "arrays.npz", allow_pickle=False) as z:
-        arrays = {k: z[k] for k in z.files}
+    try:
+        config = json.loads((path / "config.json").read_text())
+        with np.load(path / "arrays.npz", allow_pickle=False) as z:
+            arrays = {k: z[k] for k in z.files}
+    except ValueError as e:  # JSON errors; object (pickled) arrays refused by allow_pickle=False
+        raise RunError(f"run directory {str(path)!r}: unreadable or unsafe content "
+                       f"({str(e).splitlines()[0]})") from None
     return config, arrays, diagnostics.load_idata(path / "idata.nc")
 
 

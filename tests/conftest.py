@@ -33,3 +33,33 @@ FIRST = ("test_notebooks.py", "test_gp.py", "test_runs_cli.py", "test_report_met
 def pytest_collection_modifyitems(items):
     rank = {name: i for i, name in enumerate(FIRST)}
     items.sort(key=lambda item: rank.get(item.path.name, len(FIRST)))
+
+
+#: hostile names used by the hardening tests (tests/test_cli_fuzz.py, test_crash_safety.py, ...)
+SCRIPT = "<script>alert(1)</script>"
+DATA_NAME = "<img src=x onerror=alert(2)>.csv"  # a legal file name on Linux
+
+
+@pytest.fixture(scope="session")
+def tiny_gp_run(tmp_path_factory):
+    """A directory with ``run/``: a GP regression fitted by ``bayeskern fit`` (tiny sampler
+    settings, 20 % held out) on features ``x1`` and :data:`SCRIPT` with six duplicated rows, read
+    from a file named :data:`DATA_NAME`; ``train.csv`` (the same rows, plain name) and
+    ``new.csv`` (5 rows of features). One fit per pytest worker, shared by the hardening tests.
+    """
+    import pandas as pd
+
+    from bayeskern.cli import main
+
+    d = tmp_path_factory.mktemp("tiny_gp_run")
+    r = np.random.default_rng(0)
+    x1, x2 = r.uniform(0, 5, 24), r.normal(size=24)
+    x1, x2 = np.r_[x1, x1[:6]], np.r_[x2, x2[:6]]
+    df = pd.DataFrame({"x1": x1, SCRIPT: x2, "y": np.sin(x1) + 0.1 * x2})
+    df.to_csv(d / DATA_NAME, index=False)
+    df.to_csv(d / "train.csv", index=False)
+    df.drop(columns="y").iloc[:5].to_csv(d / "new.csv", index=False)
+    assert main(["fit", str(d / DATA_NAME), "--target", "y", "--out", str(d / "run"),
+                 "--num-warmup", "10", "--num-samples", "10", "--num-chains", "1", "--quiet",
+                 "--holdout", "0.2"]) == 0
+    return d

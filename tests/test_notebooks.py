@@ -16,6 +16,9 @@ def test_notebooks_have_no_stored_outputs():
         nb = nbformat.read(path, as_version=4)
         for cell in nb.cells:
             assert not cell.get("outputs"), f"{path.name} has stored outputs; strip them"
+            if cell.cell_type == "code":
+                assert cell.get("execution_count") is None, \
+                    f"{path.name} has execution counts; clear them"
 
 
 # the GaBaSR notebook fits several spectral-mixture models; it runs in `make test-slow`

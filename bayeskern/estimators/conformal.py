@@ -126,7 +126,10 @@ class ConformalKernelClassifier(KernelSVC):
         self.gamma_ = self._resolve_gamma(self.gamma, X, "gamma")
         self.gamma1_ = (self.gamma_ if self.gamma1 is None
                         else self._resolve_gamma(self.gamma1, X, "gamma1"))
+        names = getattr(self, "feature_names_in_", None)  # validate_data on the array drops them
         super().fit(X, y)
+        if names is not None:
+            self.feature_names_in_ = names
         self.fisher_ratio_init_ = self.kernel_.fisher_ratio_init_
         self.fisher_ratio_ = self.kernel_.fisher_ratio_
         self.n_iter_ = int(np.max(self.svc_.n_iter_))

@@ -102,6 +102,20 @@ class _GPBase(BayesianEstimatorMixin, BaseEstimator):
                     dims[leaf._site(p)] = ["feature"]
         return dims
 
+    def _draw_map(self, name, per_draw):
+        """``per_draw(kernel_, x_scale)(draw, *args)`` mapped over the posterior draws
+        (``lax.map``, batches of 16), jitted once per fit and cached, so that repeated
+        ``predict`` calls (batched prediction of many rows) do not recompile. The cache is
+        keyed on the identity of the fitted ``kernel_`` and ``x_std_`` (new objects at every
+        fit) and is dropped when pickling."""
+        cache = self.__dict__.setdefault("_cache", {})
+        hit = cache.get(name)
+        if hit is None or hit[0] is not self.kernel_ or hit[1] is not self.x_std_:
+            fn = per_draw(self.kernel_, self.x_std_.scale)
+            jf = jax.jit(lambda d, *a: jax.lax.map(lambda x: fn(x, *a), d, batch_size=16))
+            hit = cache[name] = (self.kernel_, self.x_std_, jf)
+        return hit[2]
+
     def _sample(self, model, Xs, y_model, y_observed, X):
         coords = self._coords(len(Xs))
         coords["term"] = [term_name(t) for t in self.kernel_.terms()]
@@ -253,12 +267,14 @@ class GPRegressor(PredictiveRegressorMixin, RegressorMixin, _GPBase):
         Xs = jnp.asarray(self.x_std_.transform(X))
         Xtr = jnp.asarray(self.x_std_.transform(np.asarray(self.idata_.constant_data["X"])))
         ytr = jnp.asarray(self.y_std_.transform(np.asarray(self.idata_.observed_data["y"])))
-        kernel, x_scale = self.kernel_, self.x_std_.scale
-        fn = lambda d, Xn: regression_predictive(kernel, d, Xtr, ytr, Xn, x_scale)  # noqa: E731
+        fn = self._draw_map("regression", lambda kernel, x_scale: (
+            lambda d, Xt, yt, Xn: regression_predictive(kernel, d, Xt, yt, Xn, x_scale)))
+        draws = self._draws()
         locs, scales = [], []
         jitter_max = 0.0
-        for sl in _chunks(len(Xs), self.num_chains * self.num_samples):
-            mean, var, noise2, jit = map_draws(fn, self._draws(), Xs[sl])
+        # rows per chunk bounded by the draws and by the (16 draws x N_train x rows) blocks
+        for sl in _chunks(len(Xs), max(self.num_chains * self.num_samples, 16 * len(Xtr))):
+            mean, var, noise2, jit = fn(draws, Xtr, ytr, Xs[sl])
             locs.append(np.asarray(mean))
             scales.append(np.sqrt(np.asarray(var) + np.asarray(noise2)[:, None]))
             jitter_max = max(jitter_max, float(np.max(np.asarray(jit))))
@@ -305,12 +321,13 @@ class GPClassifier(ClassifierMixin, _GPBase):
         X = self._validate_predict(X)
         Xs = jnp.asarray(self.x_std_.transform(X))
         Xtr = jnp.asarray(self.x_std_.transform(np.asarray(self.idata_.constant_data["X"])))
-        kernel, x_scale = self.kernel_, self.x_std_.scale
-        fn = lambda d, Xn: classification_predictive(kernel, d, Xtr, Xn, x_scale)  # noqa: E731
+        fn = self._draw_map("classification", lambda kernel, x_scale: (
+            lambda d, Xt, Xn: classification_predictive(kernel, d, Xt, Xn, x_scale)))
+        draws = self._draws()
         means, vars_ = [], []
         jitter_max = 0.0
-        for sl in _chunks(len(Xs), self.num_chains * self.num_samples):
-            m, v, jit = map_draws(fn, self._draws(), Xs[sl])
+        for sl in _chunks(len(Xs), max(self.num_chains * self.num_samples, 16 * len(Xtr))):
+            m, v, jit = fn(draws, Xtr, Xs[sl])
             means.append(np.asarray(m))
             vars_.append(np.asarray(v))
             jitter_max = max(jitter_max, float(np.max(np.asarray(jit))))
@@ -359,3 +376,5 @@ def _report_jitter(jitter: float, est) -> None:
         warnings.warn(f"{type(est).__name__}: Cholesky needed jitter {jitter:.1e} on some "
                       "draws (ill-conditioned kernel matrix)", UserWarning, stacklevel=3)
     est.max_jitter_ = max(getattr(est, "max_jitter_", 0.0), jitter)
+    # recorded with the posterior too, so that the report and saved runs show it
+    diagnostics.set_attrs(est.idata_, max_jitter=float(est.max_jitter_))
