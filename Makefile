@@ -36,7 +36,7 @@ test: $(VENV)/.installed-test
 
 test-slow: $(VENV)/.installed-test
 	HYPOTHESIS_PROFILE=thorough $(BIN)/python -m pytest -q tests/test_kernel_properties.py && $(BIN)/python -m pytest -q -m slow
-	BAYESKERN_FUZZ_EXAMPLES=1000 $(BIN)/python -m pytest -q tests/test_cli_fuzz.py -k 'fuzz or real_process'
+	BAYESKERN_FUZZ_EXAMPLES=1000 $(BIN)/python -m pytest -q tests/test_cli_fuzz.py -m 'slow or not slow' -k 'test_fuzz_ or real_process'
 
 lint: $(VENV)/.installed-test
 	$(BIN)/python -m pip install --quiet ruff && $(BIN)/ruff check bayeskern models tests benchmarks

@@ -33,8 +33,9 @@ gradient-based (NUTS) formulation; the paper's own Gibbs/Metropolis-Hastings sam
   Fourier weights is :math:`1/s^2` (:math:`s` = ``snr``, the signal-to-noise ratio, sampled)
   instead of the paper's fixed :math:`10^{-6}`: with a vague fixed precision the
   posterior mean is an unregularized least-squares fit on :math:`2M` sinusoids, which
-  extrapolates wildly (the paper's diabetes R² of -869). The mean-function columns (trend)
-  keep the paper's vague precision :math:`10^{-6}`; :math:`a_0 = b_0 = 10^{-3}`.
+  extrapolates wildly (the paper's diabetes R² of -869). The constant and linear
+  mean-function columns keep the paper's vague precision :math:`10^{-6}`, quadratic columns
+  get :math:`N(0, 1)` (:func:`trend_precision`); :math:`a_0 = b_0 = 10^{-3}`.
 * **Classification** (eq. 11): Bernoulli-logit on :math:`B\\beta_0 + a\\,\\Phi z`,
   :math:`z \\sim N(0, I)` (non-centred weights), :math:`a \\sim \\mathrm{HalfNormal}(2)`,
   :math:`\\beta_0 \\sim N(0, 2.5^2)` on the mean-function columns :math:`B`.
@@ -80,6 +81,8 @@ __all__ = [
     "regression_predictive",
     "classification_logits",
     "TREND_PRECISION",
+    "QUADRATIC_PRECISION",
+    "trend_precision",
     "A0",
     "B0",
     "draw_params",
@@ -92,6 +95,8 @@ __all__ = [
 A0 = 1e-3
 B0 = 1e-3
 TREND_PRECISION = 1e-6
+#: prior precision of the quadratic trend coefficients (see :func:`trend_precision`)
+QUADRATIC_PRECISION = 1.0
 
 
 class SpectralSpec(NamedTuple):
@@ -243,8 +248,26 @@ def _design(X, params, spec, mean_basis):
     return Phi if mean_basis is None else jnp.concatenate([mean_basis, Phi], axis=1)
 
 
-def _precision(n_fourier, n_trend, snr, dtype):
-    return jnp.concatenate([jnp.full((n_trend,), TREND_PRECISION, dtype),
+def trend_precision(n_trend: int, d: int) -> np.ndarray:
+    """Prior precisions of the mean-function coefficients (standardized units).
+
+    The constant and linear coefficients keep the paper's vague precision
+    :math:`10^{-6}` (``TREND_PRECISION``). For the ``poly2`` basis :math:`[1, x, x^2]`
+    (``n_trend == 1 + 2d``) the :math:`d` quadratic coefficients get
+    :math:`\beta_{2,j} \sim N(0, 1)` (``QUADRATIC_PRECISION`` = 1): a curvature that moves
+    :math:`y` by one standard deviation over one robust standard deviation of :math:`x_j` is
+    allowed, while the square of a clipped outlier (up to :math:`8^2` robust units) cannot
+    be met by an unregularized coefficient. Like the Fourier weights, the coefficients are
+    integrated out in the evidence (eq. 10).
+    """
+    prec = np.full(n_trend, TREND_PRECISION)
+    if n_trend == 1 + 2 * d:
+        prec[1 + d:] = QUADRATIC_PRECISION
+    return prec
+
+
+def _precision(n_fourier, n_trend, snr, dtype, d):
+    return jnp.concatenate([jnp.asarray(trend_precision(n_trend, d), dtype),
                             jnp.full((n_fourier,), 1.0, dtype) / snr**2])
 
 
@@ -271,7 +294,7 @@ def gabasr_regression(X, y=None, *, spec: SpectralSpec, mean_basis=None, probe=N
     snr = numpyro.sample("snr", dist.LogNormal(1.0, 1.5))
     Phi = _design(X, params, spec, mean_basis)
     p = 0 if mean_basis is None else mean_basis.shape[1]
-    prec = _precision(Phi.shape[1] - p, p, snr, Phi.dtype)
+    prec = _precision(Phi.shape[1] - p, p, snr, Phi.dtype, X.shape[1])
     lm, post = nig_log_marginal_diag(feature_stats(Phi, y), prec)
     numpyro.factor("evidence", lm)
     numpyro.deterministic("log_marginal", lm)
@@ -339,7 +362,7 @@ def regression_predictive(draw: dict, X, y, Xnew, *, spec, mean_basis=None, mean
     params = draw_params(draw, spec) if params is None else params
     Phi = _design(X, params, spec, mean_basis)
     p = 0 if mean_basis is None else mean_basis.shape[1]
-    prec = _precision(Phi.shape[1] - p, p, draw["snr"], Phi.dtype)
+    prec = _precision(Phi.shape[1] - p, p, draw["snr"], Phi.dtype, X.shape[1])
     post = nig_posterior(feature_stats(Phi, y), prec, A0, B0)
     Pn = _design(Xnew, params, spec, mean_new)
     v = jsl.solve_triangular(post.L, Pn.T, lower=True)
@@ -352,7 +375,7 @@ def regression_loo(draw: dict, X, y, *, spec, mean_basis=None):
     params = draw_params(draw, spec)
     Phi = _design(X, params, spec, mean_basis)
     p = 0 if mean_basis is None else mean_basis.shape[1]
-    prec = _precision(Phi.shape[1] - p, p, draw["snr"], Phi.dtype)
+    prec = _precision(Phi.shape[1] - p, p, draw["snr"], Phi.dtype, X.shape[1])
     post = nig_posterior(feature_stats(Phi, y), prec, A0, B0)
     return nig_loo_logpdf(Phi, y, post)
 

@@ -94,6 +94,20 @@ def test_nig_evidence_equals_dense_student_t():
     assert np.isclose(float(lm), ref, rtol=1e-10, atol=1e-8)
 
 
+def test_trend_precision_quadratic_columns_unit_normal():
+    """poly2 basis [1, x, x²]: vague precision on 1 and x, N(0, 1) on the d squares."""
+    from bayeskern.estimators.gabasr import mean_basis
+
+    d = 3
+    Z = np.random.default_rng(4).normal(size=(6, d))
+    p_lin, p_quad = mean_basis(Z, "linear").shape[1], mean_basis(Z, "poly2").shape[1]
+    assert np.all(G.trend_precision(p_lin, d) == G.TREND_PRECISION)
+    prec = G.trend_precision(p_quad, d)
+    assert np.all(prec[: 1 + d] == G.TREND_PRECISION) and np.all(prec[1 + d:] == 1.0)
+    assert GaBaSRRegressor().mean_function == "poly2"
+    assert GaBaSRClassifier().mean_function == "linear"
+
+
 def test_nig_loo_equals_refit():
     """Rank-one LOO formula equals the NIG predictive refitted without the row."""
     rng = np.random.default_rng(3)
