@@ -87,6 +87,13 @@ def add_group(idata, group, data: dict, *, dims=None, coords=None, sample_dims=T
     return idata
 
 
+def add_coords(idata, group: str, **coords) -> None:
+    """Attach dimension coordinates to ``group`` even where no variable uses them (e.g. the input
+    feature names of a model whose posterior is over basis functions)."""
+    setattr(idata, group, getattr(idata, group).assign_coords(
+        {k: np.asarray(v) for k, v in coords.items()}))
+
+
 def set_attrs(idata, **attrs) -> None:
     """Record settings (sampler, seed, versions...) in ``posterior.attrs``."""
     for k, v in attrs.items():

@@ -206,6 +206,10 @@ def predict_in_batches(estimator, X, *, prob: float = 0.9, batch_size: int = 20_
     :math:`O(S N)` for :math:`S` posterior draws. The numbers equal the unbatched ones
     (each row's predictive distribution depends on that row only).
 
+    Known issue (JAX 0.10.2, CPU): with ``GPRegressor`` the compiled per-draw predictor was
+    seen to block forever after 10-40 batches of 5 000 rows (threads idle in XLA's
+    ``BlockUntilReady``); ``benchmarks/scale_predict.py`` reproduces it. Cause not yet found.
+
     Returns
     -------
     dict with ``mean``, ``std``, ``lower``, ``upper`` (each ``(N,)``, data units).

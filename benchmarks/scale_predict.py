@@ -7,6 +7,9 @@ process (``--model both`` starts one subprocess per model) so that the peak RSS
 unless ``--no-write``; prints one ``RESULT {...}`` JSON line.
 
     timeout 3600 .venv/bin/python benchmarks/scale_predict.py --model both
+
+Status (2026-11-21): the GP run hangs inside XLA:CPU after 10-40 batches (see
+``bayeskern.sharding.predict_in_batches``); run it under ``timeout``.
 """
 
 from __future__ import annotations

@@ -144,12 +144,12 @@ def test_constant_feature_duplicates_string_labels_pandas_names(name):
     assert list(est.feature_names_in_) == list(df.columns)
     with pytest.raises(ValueError, match="feature names"):  # renamed columns are caught
         est.predict(df.rename(columns={"x 2": "other"}).iloc[:5])
-    # Bayesian: the names are the InferenceData's feature coords. LAB-RBF's InferenceData holds
-    # its last layer only (its "feature" coords are intercept, sv0, ...: the basis), so its
-    # input names live in feature_names_in_ and in the saved run's config.json
-    if hasattr(est, "idata_") and name != "LABRBFRegressor":
-        feats = [list(map(str, g.coords["feature"].values)) for g in
-                 (getattr(est.idata_, k) for k in est.idata_.groups()) if "feature" in g.coords]
+    # Bayesian: the names are the InferenceData's feature coords. LAB-RBF's posterior is over
+    # its last layer (its "feature" coords are intercept, sv0, ...): "input_feature" there
+    if hasattr(est, "idata_"):
+        dim = "input_feature" if name == "LABRBFRegressor" else "feature"
+        feats = [list(map(str, g.coords[dim].values)) for g in
+                 (getattr(est.idata_, k) for k in est.idata_.groups()) if dim in g.coords]
         assert feats and all(f == list(df.columns) for f in feats)
 
 

@@ -295,6 +295,8 @@ validation_fraction, n_iter_no_change, eval_every, dtype
         diagnostics.set_attrs(idata, inference="exact NIG draws (Bayesian last layer)",
                               random_seed=seed, model="LABRBFRegressor",
                               prior_precision=self.prior_precision_)
+        # the inputs' names (pandas columns) too, though the posterior is over the basis
+        diagnostics.add_coords(idata, "posterior", input_feature=self._coords(0)["feature"])
         self.idata_ = idata
         self.convergence_ = diagnostics.convergence_report(
             idata, var_names=["noise", "weight_norm"], warn=False)
