@@ -245,22 +245,22 @@ def _write_parquet(tmp, frames) -> None:
 
 
 def _write_netcdf(tmp, frames) -> None:
-    """One variable per column along an unlimited ``row`` dimension, appended per batch."""
-    try:
-        import netCDF4
-    except ImportError as e:  # pragma: no cover
-        raise UserError(f"writing netCDF needs the netCDF4 package: {e}") from None
-    with netCDF4.Dataset(tmp, "w", format="NETCDF4") as nc:
-        nc.createDimension("row", None)
+    """One variable per column along an unlimited ``row`` dimension, appended per batch
+    (written with h5netcdf, a runtime dependency; readable by xarray and netCDF4)."""
+    import h5netcdf
+
+    with h5netcdf.File(tmp, "w") as nc:
+        nc.dimensions = {"row": None}
         start = 0
         for out in frames:
             stop = start + len(out)
+            nc.resize_dimension("row", stop)
             for col in out.columns:
                 v = out[col].to_numpy()
+                text = v.dtype.kind in "OUS"
                 if col not in nc.variables:
-                    dtype = str if v.dtype.kind in "OUS" else v.dtype
-                    nc.createVariable(col, dtype, ("row",))
-                nc.variables[col][start:stop] = v.astype(str) if v.dtype.kind in "OUS" else v
+                    nc.create_variable(col, ("row",), dtype=str if text else v.dtype)
+                nc.variables[col][start:stop] = v.astype(str) if text else v
             start = stop
 
 

@@ -249,7 +249,7 @@ def _design(X, params, spec, mean_basis):
 
 
 def trend_precision(n_trend: int, d: int) -> np.ndarray:
-    """Prior precisions of the mean-function coefficients (standardized units).
+    r"""Prior precisions of the mean-function coefficients (standardized units).
 
     The constant and linear coefficients keep the paper's vague precision
     :math:`10^{-6}` (``TREND_PRECISION``). For the ``poly2`` basis :math:`[1, x, x^2]`
