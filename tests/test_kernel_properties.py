@@ -10,7 +10,7 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 import pytest
-from hypothesis import given, settings
+from hypothesis import example, given, settings
 from hypothesis import strategies as st
 from hypothesis.extra.numpy import arrays
 
@@ -27,7 +27,9 @@ from bayeskern.kernels import (
 )
 from bayeskern.kernels.labrbf import labrbf_gram
 
-settings.register_profile("default", max_examples=20, deadline=None)
+# the default suite is deterministic (same examples on every machine, CI included); the
+# thorough profile of `make test-slow` explores new random examples on every run
+settings.register_profile("default", max_examples=20, deadline=None, derandomize=True)
 settings.register_profile("thorough", max_examples=500, deadline=None)
 settings.load_profile(__import__("os").environ.get("HYPOTHESIS_PROFILE", "default"))
 
@@ -112,8 +114,21 @@ def labelled(draw):
     return X + 1e-9 * rng.normal(size=X.shape) * max(1.0, np.abs(X).max()), rng.permutation(y)
 
 
+#: failures hypothesis found on a fresh machine (kept as fixed examples): CkRBF on rows of
+#: size 1e-9 (two nearly singular cells: K(X) was symmetric only to 2e-7), and Conformal on
+#: rows equal to rounding (N0 = 0: the Fisher ratio is 0/0)
+TINY_ROWS = np.array([[3.45584192e-10, 8.21618144e-10, 3.30437076e-10],
+                      [-1.30315723e-09, 9.05355867e-10, 4.46374572e-10],
+                      [-5.36953235e-10, 5.81118104e-10, 3.64572396e-10],
+                      [2.94132497e-10, 2.84222413e-11, 5.46712987e-10],
+                      [-7.36454087e-10, -1.62909948e-10, -4.82119313e-10],
+                      [5.98846213e-10, 3.97221075e-11, -2.92456751e-10]])
+
+
 @settings(max_examples=max(5, settings.default.max_examples // 4))
 @given(data=labelled())
+@example(data=(TINY_ROWS, np.array([1, 1, 0, 0, 0, 1])))
+@example(data=(np.ones((6, 1)), np.array([1, 1, 0, 0, 1, 0])))
 def test_data_dependent_kernels_symmetric_psd(data):
     X, y = data
     fitted = {

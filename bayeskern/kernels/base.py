@@ -143,7 +143,7 @@ class Kernel:
         """
         k = name_leaves(self)
         X1 = jnp.atleast_2d(jnp.asarray(X1, dtype=float))
-        X2 = X1 if X2 is None else jnp.atleast_2d(jnp.asarray(X2, dtype=float))
+        X2 = None if X2 is None else jnp.atleast_2d(jnp.asarray(X2, dtype=float))
         return gram(k, X1, X2, default_theta(k, np.ones(X1.shape[1])))
 
     # ----------------------------------------------------------------- data-dependent kernels
@@ -367,10 +367,13 @@ def gram(
 
     Rows of ``X1`` are processed in blocks of ``batch_size`` (``lax.map``) so that the
     intermediate arrays of large inputs stay bounded; the result itself is ``(n1, n2)``.
-    ``theta`` defaults to :func:`default_theta` with unit scales.
+    ``theta`` defaults to :func:`default_theta` with unit scales. With ``X2`` omitted (or the
+    same object as ``X1``) the kernel sees one array twice, so kernels that symmetrize
+    ``K(X, X)`` against rounding can do so.
     """
+    same = X2 is None or X2 is X1
     X1 = jnp.atleast_2d(jnp.asarray(X1))
-    X2 = X1 if X2 is None else jnp.atleast_2d(jnp.asarray(X2))
+    X2 = X1 if same else jnp.atleast_2d(jnp.asarray(X2))
     if X1.shape[1] != X2.shape[1]:
         raise ValueError(f"X1 has {X1.shape[1]} columns but X2 has {X2.shape[1]}")
     if kernel.leaves() and kernel.leaves()[0].name_ is None:

@@ -42,6 +42,7 @@ points, since :math:`K_1` has :math:`N + 1` columns), hence :math:`\mu > 0` by d
 from __future__ import annotations
 
 import copy
+import warnings
 
 import jax
 import jax.numpy as jnp
@@ -371,7 +372,8 @@ class Conformal(Kernel):
             rng = np.random.default_rng(self.random_state)
             k.expansion_ = X[np.sort(rng.choice(n, self.n_expansion, replace=False))]
         if self.factor_kernel is None:
-            g = 1.0 / (X.shape[1] * X.var()) if self.gamma1 == "scale" else float(self.gamma1)
+            v = X.shape[1] * X.var()
+            g = (1.0 / v if v > 0 else np.inf) if self.gamma1 == "scale" else float(self.gamma1)
             k.gamma1_ = np.asarray(g if np.isfinite(g) and g > 0 else 1.0)
         else:
             k.gamma1_ = np.asarray(np.nan)
@@ -380,8 +382,16 @@ class Conformal(Kernel):
         M0, N0 = scatter_matrices(K0, K1, y)
         mu = self.mu * max(np.trace(N0), 0.0) / len(N0)
         e0 = np.eye(len(M0))[0]
-        k.fisher_ratio_init_ = fisher_ratio(e0, M0, N0, mu)
-        if self.optimizer == "eigen":
+        degenerate = not np.trace(N0) > 1e-12 * max(np.trace(K1.T @ K1), 1e-300)
+        k.fisher_ratio_init_ = float("nan") if degenerate else fisher_ratio(e0, M0, N0, mu)
+        if degenerate:
+            # no within-class spread in the factor features (for example all rows of X equal
+            # to rounding): J is 0/0, nothing to learn; keep q = 1, i.e. the base kernel
+            warnings.warn("Conformal: the within-class scatter N0 is zero (the inputs do not "
+                          "vary within the classes); the Fisher ratio is undefined, so the "
+                          "conformal factor is left at q = 1 (the base kernel)", stacklevel=2)
+            alpha = e0
+        elif self.optimizer == "eigen":
             alpha, _ = fisher_eigen(M0, N0, mu)
         else:
             alpha, k.history_ = fisher_gradient_ascent(
@@ -396,7 +406,7 @@ class Conformal(Kernel):
             raise FloatingPointError("the learned conformal factor q is zero or not finite on "
                                      "the training data; increase mu")
         k.alpha_ = alpha / rms
-        k.fisher_ratio_ = fisher_ratio(alpha, M0, N0, mu)
+        k.fisher_ratio_ = float("nan") if degenerate else fisher_ratio(alpha, M0, N0, mu)
         den = alpha @ N0 @ alpha
         k.raw_fisher_ratio_ = float(alpha @ M0 @ alpha / den) if den > 0 else float("inf")
         k.positive_fraction_ = float(np.mean(q > 0))

@@ -223,7 +223,10 @@ class NaiveBayesScaling(Scaling):
         s = copy.copy(self)
         s.classes_ = nb.classes_
         s.theta_ = nb.theta_
-        s.var_ = nb.var_
+        # GaussianNB smooths by a fraction of the largest variance, which is 0 when every
+        # feature is constant: fall back to that fraction of the squared scale of the values
+        s.var_ = np.where(nb.var_ > 0, nb.var_,
+                          max(self.var_smoothing, 1e-12) * max(float(np.max(Xc**2)), 1.0))
         s.class_log_prior_ = np.log(nb.class_prior_)
         s.n_outputs_ = 1
         return s
