@@ -54,10 +54,29 @@ def flat_draws(idata, var_names) -> dict[str, np.ndarray]:
     return out
 
 
+def batched_map(f, xs, batch_size: int = 16):
+    """``jax.lax.map(f, xs, batch_size=batch_size)`` with the leading axis padded to a
+    multiple of ``batch_size`` (the last item repeated, the padding's results dropped).
+
+    Equal to ``lax.map`` in value. The padding avoids ``lax.map``'s remainder branch: on
+    XLA:CPU (jax 0.10.2) a jitted ``lax.map`` whose batch size does not divide the number of
+    items, over a body with an LU factorization (``inv``, ``solve``), blocks forever in
+    ``BlockUntilReady`` within a few hundred calls (all threads idle); with no remainder it
+    does not (reproduced in ``tests/test_numerics.py``).
+    """
+    n = jax.tree_util.tree_leaves(xs)[0].shape[0]
+    pad = -n % batch_size
+    if pad:
+        xs = jax.tree_util.tree_map(
+            lambda a: jnp.concatenate([a, jnp.repeat(a[-1:], pad, axis=0)]), xs)
+    out = jax.lax.map(f, xs, batch_size=min(batch_size, n + pad))
+    return jax.tree_util.tree_map(lambda a: a[:n], out) if pad else out
+
+
 def map_draws(fn, draws: dict, *args, batch_size: int = 16):
-    """Apply ``fn(draw, *args)`` to every posterior draw with ``lax.map`` in batches (jitted)."""
+    """Apply ``fn(draw, *args)`` to every posterior draw with :func:`batched_map` (jitted)."""
     jdraws = {k: jnp.asarray(v) for k, v in draws.items()}
-    return jax.jit(lambda d, *a: jax.lax.map(lambda x: fn(x, *a), d, batch_size=batch_size))(
+    return jax.jit(lambda d, *a: batched_map(lambda x: fn(x, *a), d, batch_size))(
         jdraws, *args
     )
 

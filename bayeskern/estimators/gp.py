@@ -23,6 +23,7 @@ from bayeskern.estimators.base import (
     BayesianEstimatorMixin,
     PredictiveRegressorMixin,
     Standardizer,
+    batched_map,
     flat_draws,
     map_draws,
     validate_binary,
@@ -104,7 +105,7 @@ class _GPBase(BayesianEstimatorMixin, BaseEstimator):
 
     def _draw_map(self, name, per_draw):
         """``per_draw(kernel_, x_scale)(draw, *args)`` mapped over the posterior draws
-        (``lax.map``, batches of 16), jitted once per fit and cached, so that repeated
+        (:func:`~bayeskern.estimators.base.batched_map`, batches of 16), jitted once per fit and cached, so that repeated
         ``predict`` calls (batched prediction of many rows) do not recompile. The cache is
         keyed on the identity of the fitted ``kernel_`` and ``x_std_`` (new objects at every
         fit) and is dropped when pickling."""
@@ -112,7 +113,7 @@ class _GPBase(BayesianEstimatorMixin, BaseEstimator):
         hit = cache.get(name)
         if hit is None or hit[0] is not self.kernel_ or hit[1] is not self.x_std_:
             fn = per_draw(self.kernel_, self.x_std_.scale)
-            jf = jax.jit(lambda d, *a: jax.lax.map(lambda x: fn(x, *a), d, batch_size=16))
+            jf = jax.jit(lambda d, *a: batched_map(lambda x: fn(x, *a), d, 16))
             hit = cache[name] = (self.kernel_, self.x_std_, jf)
         return hit[2]
 
