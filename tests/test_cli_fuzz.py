@@ -237,8 +237,3 @@ def test_one_gigabyte_file_is_streamed(files, tmp_path):
     assert peaks["big"] - peaks["small"] < 256 * 1024
     n = sum(1 for _ in open(tmp_path / "pred_big.csv")) - 1
     assert n == 1000 * n_blocks
-
-
-# new in this change and not yet timed under the 10-minute default-suite budget: run in
-# `make test-slow` until measured (see the closing note of issues 9 and 10)
-pytestmark = [*globals().get("pytestmark", []), pytest.mark.slow]

@@ -226,8 +226,3 @@ def test_loaded_run_never_unpickles(d, monkeypatch):
     monkeypatch.setattr(pickle, "loads", boom)
     est = bk.load_run(d / "run")
     assert np.isfinite(est.predict(pd.read_csv(d / "new.csv"))).all()
-
-
-# new in this change and not yet timed under the 10-minute default-suite budget: run in
-# `make test-slow` until measured (see the closing note of issues 9 and 10)
-pytestmark = [*globals().get("pytestmark", []), pytest.mark.slow]

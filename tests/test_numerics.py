@@ -154,8 +154,3 @@ def test_converged_run_does_not_warn():
         warnings.simplefilter("error")
         rep = diagnostics.convergence_report(_idata(4))
     assert rep.ok and rep.verdict.startswith("Converged")
-
-
-# new in this change and not yet timed under the 10-minute default-suite budget: run in
-# `make test-slow` until measured (see the closing note of issues 9 and 10)
-pytestmark = [*globals().get("pytestmark", []), pytest.mark.slow]

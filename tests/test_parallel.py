@@ -208,8 +208,3 @@ def test_grids_on_dask_worker_processes_equal_serial():
     assert ref["score"].nunique() > 1  # the grid is not flat, so equality means something
     np.testing.assert_array_equal(out["score"].to_numpy(), ref["score"].to_numpy())
     np.testing.assert_array_equal(out_pf["score"].to_numpy(), ref_pf["score"].to_numpy())
-
-
-# new in this change and not yet timed under the 10-minute default-suite budget: run in
-# `make test-slow` until measured (see the closing note of issues 9 and 10)
-pytestmark = [*globals().get("pytestmark", []), pytest.mark.slow]

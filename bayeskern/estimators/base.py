@@ -18,7 +18,8 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 from sklearn.utils import check_random_state
-from sklearn.utils.validation import check_is_fitted, validate_data
+from sklearn.utils.validation import check_is_fitted
+from sklearn.utils.validation import validate_data as _sk_validate_data
 
 from bayeskern import diagnostics
 from bayeskern.inference import check_sampler_counts
@@ -54,6 +55,56 @@ def flat_draws(idata, var_names) -> dict[str, np.ndarray]:
     return out
 
 
+def _non_numeric(name: str, A) -> str | None:
+    """A message naming ``name`` and its non-numeric columns/values, or ``None``."""
+    if isinstance(A, str) or A is None:
+        return None
+    try:
+        np.asarray(A, dtype=np.float64)
+        return None
+    except (TypeError, ValueError):
+        pass
+    columns = getattr(A, "columns", None)
+    if columns is not None:  # a DataFrame: name the offending columns
+        import pandas as pd
+
+        bad = [str(c) for c in columns
+               if pd.to_numeric(A[c], errors="coerce").isna().sum() > A[c].isna().sum()]
+        return (f"{name} has non-numeric column(s) {bad[:10]}: encode them as numbers first "
+                "(for example sklearn.preprocessing.OneHotEncoder) or drop them")
+    flat = np.asarray(A, dtype=object).ravel()
+    for v in flat:
+        try:
+            float(v)
+        except (TypeError, ValueError):
+            return (f"{name} contains a non-numeric value ({v!r}); encode text as numbers "
+                    "first (for example sklearn.preprocessing.OneHotEncoder)")
+    return f"{name} could not be converted to float64"
+
+
+def check_numeric(X, y="no_validation", *, y_numeric: bool = False) -> None:
+    """Refuse non-numeric input with an error naming the argument (``X``, or ``y`` when it
+    must be numeric) and, for a DataFrame, its text columns."""
+    msg = _non_numeric("X", X) or (_non_numeric("y", y) if y_numeric else None)
+    if msg is not None:
+        raise ValueError(msg)
+
+
+def validate_data(estimator, X="no_validation", y="no_validation", **kwargs):
+    """scikit-learn's ``validate_data``, with :func:`check_numeric`'s errors for text input."""
+    y_numeric = kwargs.get("y_numeric", False)
+    try:
+        out = _sk_validate_data(estimator, X, y, **kwargs)
+    except ValueError as e:
+        if "convert" not in str(e) and "numeric" not in str(e):
+            raise
+        check_numeric(X, y, y_numeric=y_numeric)
+        raise
+    if y_numeric:  # scikit-learn lets a NumPy string y through
+        check_numeric(None, y, y_numeric=True)
+    return out
+
+
 def batched_map(f, xs, batch_size: int = 16):
     """``jax.lax.map(f, xs, batch_size=batch_size)`` with the leading axis padded to a
     multiple of ``batch_size`` (the last item repeated, the padding's results dropped).
@@ -62,7 +113,7 @@ def batched_map(f, xs, batch_size: int = 16):
     XLA:CPU (jax 0.10.2) a jitted ``lax.map`` whose batch size does not divide the number of
     items, over a body with an LU factorization (``inv``, ``solve``), blocks forever in
     ``BlockUntilReady`` within a few hundred calls (all threads idle); with no remainder it
-    does not (reproduced in ``tests/test_numerics.py``).
+    does not (``tests/test_batched_map.py``).
     """
     n = jax.tree_util.tree_leaves(xs)[0].shape[0]
     pad = -n % batch_size

@@ -21,9 +21,10 @@ from sklearn.cluster import KMeans
 from sklearn.svm import SVC
 from sklearn.utils.metaestimators import available_if
 from sklearn.utils.multiclass import check_classification_targets
-from sklearn.utils.validation import check_is_fitted, validate_data
+from sklearn.utils.validation import check_is_fitted
 from threadpoolctl import threadpool_limits
 
+from bayeskern.estimators.base import validate_data
 from bayeskern.estimators.svm import KernelSVC
 from bayeskern.kernels.ckrbf import PARTITIONS, CkRBF
 

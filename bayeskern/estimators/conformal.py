@@ -15,8 +15,9 @@ import numpy as np
 from sklearn.svm import SVC
 from sklearn.utils.metaestimators import available_if
 from sklearn.utils.multiclass import check_classification_targets
-from sklearn.utils.validation import check_is_fitted, validate_data
+from sklearn.utils.validation import check_is_fitted
 
+from bayeskern.estimators.base import validate_data
 from bayeskern.estimators.svm import KernelSVC
 from bayeskern.kernels.conformal import Conformal, SquaredExponential, check_class_labels
 

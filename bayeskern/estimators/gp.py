@@ -24,6 +24,7 @@ from bayeskern.estimators.base import (
     PredictiveRegressorMixin,
     Standardizer,
     batched_map,
+    check_numeric,
     flat_draws,
     map_draws,
     validate_binary,
@@ -166,6 +167,7 @@ class _GPBase(BayesianEstimatorMixin, BaseEstimator):
         if n_draws < 1:
             raise ValueError(f"n_draws must be >= 1, got {n_draws}")
         classifier = isinstance(self, ClassifierMixin)
+        check_numeric(X, y, y_numeric=not classifier)
         X, y = check_X_y(X, y, dtype=np.float64, ensure_min_samples=2, y_numeric=not classifier)
         xs = Standardizer.fit(X)
         if classifier:

@@ -31,10 +31,14 @@ import numpy as np
 from scipy import stats
 from scipy.linalg import solve_triangular
 from sklearn.base import BaseEstimator, RegressorMixin
-from sklearn.utils.validation import check_is_fitted, validate_data
+from sklearn.utils.validation import check_is_fitted
 
 from bayeskern import blr, diagnostics
-from bayeskern.estimators.base import BayesianEstimatorMixin, PredictiveRegressorMixin
+from bayeskern.estimators.base import (
+    BayesianEstimatorMixin,
+    PredictiveRegressorMixin,
+    validate_data,
+)
 from bayeskern.kernels.labrbf import LABRBF
 from bayeskern.predictive import MixturePredictive
 from bayeskern.runs import register_estimator

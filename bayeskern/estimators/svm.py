@@ -15,8 +15,9 @@ from sklearn.base import BaseEstimator, ClassifierMixin
 from sklearn.svm import SVC
 from sklearn.utils.metaestimators import available_if
 from sklearn.utils.multiclass import check_classification_targets
-from sklearn.utils.validation import check_is_fitted, validate_data
+from sklearn.utils.validation import check_is_fitted
 
+from bayeskern.estimators.base import validate_data
 from bayeskern.kernels import gram, name_leaves
 from bayeskern.kernels.base import Kernel, default_theta
 

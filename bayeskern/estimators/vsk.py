@@ -34,9 +34,9 @@ from sklearn.preprocessing import MinMaxScaler
 from sklearn.svm import SVC
 from sklearn.utils import check_random_state
 from sklearn.utils.multiclass import check_classification_targets, type_of_target
-from sklearn.utils.validation import check_is_fitted, validate_data
+from sklearn.utils.validation import check_is_fitted
 
-from bayeskern.estimators.base import validate_binary
+from bayeskern.estimators.base import validate_binary, validate_data
 from bayeskern.kernels.conditioning import condition_number, krn_fit
 from bayeskern.kernels.vsk import VSK, NaiveBayesScaling, make_scaling
 
