@@ -8,8 +8,8 @@ unless ``--no-write``; prints one ``RESULT {...}`` JSON line.
 
     timeout 3600 .venv/bin/python benchmarks/scale_predict.py --model both
 
-Status (2026-11-21): the GP run hangs inside XLA:CPU after 10-40 batches (see
-``bayeskern.sharding.predict_in_batches``); run it under ``timeout``.
+The GP run used to hang inside XLA:CPU after 10-40 batches; fixed by
+``bayeskern.estimators.base.batched_map`` (lax.map without a remainder batch).
 """
 
 from __future__ import annotations
