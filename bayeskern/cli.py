@@ -310,7 +310,7 @@ def cmd_demo(args) -> int:
     Xtr, ytr, Xte, yte = bk.datasets.co2_split()
     kernel = bk.kernels.Linear() + bk.kernels.RBF() + bk.kernels.RBF() * bk.kernels.Periodic(
         period=1.0)
-    settings = dict(num_warmup=30, num_samples=30, num_chains=2) if args.quick else {}
+    settings = dict(num_warmup=20, num_samples=20, num_chains=2) if args.quick else {}
     print("bayeskern demo: Bayesian GP regression of Mauna Loa CO2 (train < 1994, "
           "test 1994-2001)")
     print(f"kernel: {kernel!r}")

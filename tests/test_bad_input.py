@@ -185,8 +185,9 @@ def _ill_conditioned():
     return Xi, np.repeat(Y_REG[:8], 3), np.repeat(Y_CLF[:8], 3)
 
 
-@pytest.mark.parametrize("name", [
-    pytest.param(n, marks=pytest.mark.slow) if n in SLOW_FIT else n for n in ESTIMATORS])
+@pytest.mark.parametrize("name", [  # the GP's ill-conditioning: tests/test_numerics.py
+    pytest.param(n, marks=pytest.mark.slow) if n in SLOW_FIT | {"GPClassifier"} else n
+    for n in ESTIMATORS])
 def test_ill_conditioned_inputs_predict_finite_or_raise(name):
     """No silent NaN: an ill-conditioned problem gives finite predictions or a clear error."""
     Xi, yr, yc = _ill_conditioned()

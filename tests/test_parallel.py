@@ -67,6 +67,7 @@ def multi_device():
     return json.loads(line[len("RESULT"):])
 
 
+@pytest.mark.slow  # ~15-30 s of compilation: make test-slow
 def test_chain_methods_agree_on_two_host_devices(multi_device):
     r = multi_device
     assert r["devices"] == 2

@@ -160,6 +160,7 @@ def test_random_feature_model_batched_prediction_equals_unbatched(reg_data):
     _check_batched(_fit(est, X, y), Xn)
 
 
+@pytest.mark.slow  # ~15-30 s of compilation: make test-slow
 def test_gp_prediction_cache_follows_refit(gp, reg_data):
     """The compiled per-draw predictor is cached per fit: a refit must not reuse it."""
     X, y, Xn = reg_data
