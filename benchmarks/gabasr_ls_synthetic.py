@@ -89,7 +89,8 @@ def main():
                     num_samples=args.samples, num_chains=args.chains, sampler=args.sampler)
     rows = [r for s in args.seeds for r in run(s, args.n, settings, args.curvature)]
     RESULTS.mkdir(exist_ok=True)
-    (RESULTS / f"gabasr_ls_synthetic_{args.sampler}_c{args.curvature:g}.json").write_text(json.dumps(
+    out = RESULTS / f"gabasr_ls_synthetic_{args.sampler}_c{args.curvature:g}.json"
+    out.write_text(json.dumps(
         {"rows": rows, "settings": settings, "n": args.n, "load": os.getloadavg()}, indent=1))
 
 

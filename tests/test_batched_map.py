@@ -22,7 +22,7 @@ def test_equals_lax_map_on_pytrees(n_items, batch):
 
     got = jax.jit(lambda xs: batched_map(f, xs, batch))(xs)
     want = jax.vmap(f)(xs)
-    for g, w in zip(got, want):
+    for g, w in zip(got, want, strict=True):
         assert g.shape == w.shape
         np.testing.assert_allclose(np.asarray(g), np.asarray(w), rtol=1e-14)
 

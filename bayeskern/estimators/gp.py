@@ -106,9 +106,9 @@ class _GPBase(BayesianEstimatorMixin, BaseEstimator):
 
     def _draw_map(self, name, per_draw):
         """``per_draw(kernel_, x_scale)(draw, *args)`` mapped over the posterior draws
-        (:func:`~bayeskern.estimators.base.batched_map`, batches of 16), jitted once per fit and cached, so that repeated
-        ``predict`` calls (batched prediction of many rows) do not recompile. The cache is
-        keyed on the identity of the fitted ``kernel_`` and ``x_std_`` (new objects at every
+        (:func:`~bayeskern.estimators.base.batched_map`, batches of 16), jitted once per fit
+        and cached, so that repeated ``predict`` calls (batched prediction of many rows) do
+        not recompile. The cache is keyed on the identity of the fitted ``kernel_`` and ``x_std_`` (new objects at every
         fit) and is dropped when pickling."""
         cache = self.__dict__.setdefault("_cache", {})
         hit = cache.get(name)
