@@ -108,8 +108,8 @@ class _GPBase(BayesianEstimatorMixin, BaseEstimator):
         """``per_draw(kernel_, x_scale)(draw, *args)`` mapped over the posterior draws
         (:func:`~bayeskern.estimators.base.batched_map`, batches of 16), jitted once per fit
         and cached, so that repeated ``predict`` calls (batched prediction of many rows) do
-        not recompile. The cache is keyed on the identity of the fitted ``kernel_`` and ``x_std_`` (new objects at every
-        fit) and is dropped when pickling."""
+        not recompile. The cache is keyed on the identity of the fitted ``kernel_`` and
+        ``x_std_`` (new objects at every fit) and is dropped when pickling."""
         cache = self.__dict__.setdefault("_cache", {})
         hit = cache.get(name)
         if hit is None or hit[0] is not self.kernel_ or hit[1] is not self.x_std_:
