@@ -314,3 +314,31 @@ def test_bad_data():
         gg.gibbs_sample(0, X, np.arange(10.0), task="classification", n_features=4)
     with pytest.raises(TypeError, match="numeric"):
         gg.gibbs_sample(0, np.array([["a", "b"]] * 10), np.zeros(10), n_features=4)
+
+
+@pytest.mark.parametrize("task", ["reg", pytest.param("clf", marks=pytest.mark.slow)])
+def test_gibbs_fitted_estimators_report_convergence_and_save(tmp_path, task):
+    """A Gibbs fit has a convergence report on log ml, noise and alpha, and round-trips
+    through a saved run (it used to lack the data groups that loading needs)."""
+    import bayeskern as bk
+    from bayeskern.estimators.gabasr import GaBaSRClassifier, GaBaSRRegressor
+
+    rng = np.random.default_rng(0)
+    x = rng.uniform(0, 10, (50, 1))
+    y = np.sin(2 * x[:, 0]) + 0.1 * rng.normal(size=50)
+    kw = dict(sampler="gibbs", num_warmup=2, num_samples=6, num_chains=2, n_features=8,
+              progress_bar=False, random_state=0)
+    if task == "reg":
+        est = GaBaSRRegressor(**kw).fit(x, y)
+        assert est.convergence_vars_ == ["log_marginal", "noise", "alpha"]
+        assert np.isfinite(est.convergence_.max_rhat)
+    else:
+        est = GaBaSRClassifier(**kw).fit(x, np.where(y > 0, "up", "down"))
+    est.save(tmp_path / task)
+    back = bk.load_run(tmp_path / task)
+    if task == "reg":
+        np.testing.assert_allclose(back.predictive(x[:5]).std(), est.predictive(x[:5]).std())
+        np.testing.assert_allclose(back.predict(x[:5]), est.predict(x[:5]))
+    else:
+        np.testing.assert_allclose(back.predict_proba(x), est.predict_proba(x))
+        assert set(back.predict(x)) <= {"up", "down"}

@@ -339,7 +339,7 @@ class _GaBaSRBase(BayesianEstimatorMixin, BaseEstimator):
         self.convergence_ = diagnostics.convergence_report(
             self.idata_, var_names=var_names, warn=self.num_samples >= 100)
 
-    def _gibbs(self, Zs, target, B):
+    def _gibbs(self, Zs, target, B, y_observed, X):
         from bayeskern.gabasr_gibbs import GibbsPrior, gibbs_sample
 
         res = gibbs_sample(
@@ -353,6 +353,14 @@ class _GaBaSRBase(BayesianEstimatorMixin, BaseEstimator):
         self.idata_ = diagnostics.from_samples(samples, sample_stats=res.sample_stats)
         diagnostics.set_attrs(self.idata_, sampler="gibbs", num_warmup=self.num_warmup,
                               num_samples=self.num_samples, num_chains=self.num_chains)
+        # the data, as the NUTS path stores it (a saved Gibbs run is reloaded from these)
+        coords = self._coords(len(X))
+        diagnostics.add_group(self.idata_, "observed_data", {"y": y_observed},
+                              dims={"y": ["obs"]}, coords=coords, sample_dims=False)
+        diagnostics.add_group(self.idata_, "constant_data", {"X": X},
+                              dims={"X": ["obs", "feature"]}, coords=coords, sample_dims=False)
+        # convergence on permutation-invariant quantities, as for NUTS
+        self._finish(["log_marginal", "noise", "alpha"])
 
     def _draws(self, names):
         return flat_draws(self.idata_, [n for n in names if n in self.idata_.posterior])
@@ -506,7 +514,7 @@ class GaBaSRRegressor(PredictiveRegressorMixin, RegressorMixin, _GaBaSRBase):
             self.y_std_ = Standardizer.fit(y)
             ys = self.y_std_.transform(y)
             if self.sampler == "gibbs":
-                self._gibbs(Z, ys, B)
+                self._gibbs(Z, ys, B, y, X)
             else:
                 kw = dict(X=jnp.asarray(Z), y=jnp.asarray(ys), spec=self.spec_,
                           mean_basis=None if B is None else jnp.asarray(B), probe=self._probe(Z))
@@ -601,7 +609,7 @@ class GaBaSRClassifier(ClassifierMixin, _GaBaSRBase):
             Z, B = self._setup(X)
             self._Ztrain = Z
             if self.sampler == "gibbs":
-                self._gibbs(Z, y01.astype(float), B)
+                self._gibbs(Z, y01.astype(float), B, y, X)
             else:
                 self._fit_nuts(Z, B, y01, y, X)
             self._add_loglik(Z, y01)
