@@ -16,7 +16,6 @@ from __future__ import annotations
 
 import argparse
 import json
-import os
 import resource
 import subprocess
 import sys
@@ -92,11 +91,11 @@ def main():
         print(line)
     if args.no_write:
         return
-    cpu = next((ln.split(":", 1)[1].strip() for ln in open("/proc/cpuinfo")
-                if ln.startswith("model name")), "unknown CPU")
+    from peer_common import machine
+
     lines = [f"## Batched prediction of {args.n_new:,} new rows (mean, sd, 90 % interval)", "",
              f"Command: `timeout 3600 .venv/bin/python {' '.join(sys.argv)}`  ",
-             f"Machine: {os.cpu_count()}-core {cpu}, no GPU; one process per model; "
+             f"Machine: {machine()}; one process per model; "
              f"`predict_in_batches(batch_size={args.batch})`; {args.draws} posterior draws "
              f"(1 chain, {args.warmup} warm-up), {args.n_train} training rows.", "",
              "| model | fit s | predict s | peak RSS GB (whole process) | RSS after fit GB | "

@@ -39,6 +39,7 @@ import time  # noqa: E402
 import jax  # noqa: E402
 import jax.numpy as jnp  # noqa: E402
 import numpy as np  # noqa: E402
+from peer_common import cpu_name  # noqa: E402
 
 import bayeskern  # noqa: E402,F401  (float64, one BLAS thread)
 from bayeskern.blr import nig_log_marginal, nig_posterior  # noqa: E402
@@ -99,7 +100,7 @@ def main():
                w_norm=float(jnp.linalg.norm(post.w)), load_start=load0, load_end=load1)
     for k, v in res.items():
         print(f"{k}: {v}")
-    machine = f"{platform.machine()} {os.cpu_count()} cores ({_cpu_name()}), no GPU"
+    machine = f"{platform.machine()} {os.cpu_count()} cores ({cpu_name()}), no GPU"
     cmd = " ".join(["timeout 1800 .venv/bin/python", *sys.argv])
     lines = [
         f"## N = {args.n:,}, M = {args.m} frequencies ({2 * args.m} features), d = {args.d}, "
@@ -125,16 +126,6 @@ def main():
     with open(args.out, "a") as f:
         f.write("\n".join(lines) + "\n")
     print(f"appended to {args.out}")
-
-
-def _cpu_name():
-    try:
-        for ln in open("/proc/cpuinfo"):
-            if ln.startswith("model name"):
-                return ln.split(":", 1)[1].strip()
-    except OSError:
-        pass
-    return platform.processor() or "unknown CPU"
 
 
 if __name__ == "__main__":
