@@ -120,7 +120,7 @@ def batched_map(f, xs, batch_size: int = 16):
     if pad:
         xs = jax.tree_util.tree_map(
             lambda a: jnp.concatenate([a, jnp.repeat(a[-1:], pad, axis=0)]), xs)
-    out = jax.lax.map(f, xs, batch_size=min(batch_size, n + pad))
+    out = jax.lax.map(f, xs, batch_size=batch_size)
     return jax.tree_util.tree_map(lambda a: a[:n], out) if pad else out
 
 

@@ -382,7 +382,7 @@ class Conformal(Kernel):
         M0, N0 = scatter_matrices(K0, K1, y)
         mu = self.mu * max(np.trace(N0), 0.0) / len(N0)
         e0 = np.eye(len(M0))[0]
-        degenerate = not np.trace(N0) > 1e-12 * max(np.trace(K1.T @ K1), 1e-300)
+        degenerate = not np.trace(N0) > 1e-12 * max(np.sum(K1 * K1), 1e-300)  # tr K1'K1
         k.fisher_ratio_init_ = float("nan") if degenerate else fisher_ratio(e0, M0, N0, mu)
         if degenerate:
             # no within-class spread in the factor features (for example all rows of X equal
