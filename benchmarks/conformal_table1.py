@@ -78,7 +78,10 @@ def load(name: str, seed: int):
 
 
 def conformal(optimizer: str, C: float, gamma: float, seed: int) -> ConformalKernelClassifier:
-    return ConformalKernelClassifier(C=C, gamma=gamma, optimizer=optimizer, random_state=seed)
+    # the seed's setup (K1 shares gamma with K0) and the fixed mu of issue 7; the estimator's
+    # defaults (gamma1="scale", mu="auto") are benchmarked in defaults_kernel_learners.py
+    return ConformalKernelClassifier(C=C, gamma=gamma, gamma1=None, mu=1e-3, optimizer=optimizer,
+                                     random_state=seed)
 
 
 def cv_select(model: str, X, y, seed: int) -> tuple[dict, float]:
@@ -100,6 +103,7 @@ def cv_select(model: str, X, y, seed: int) -> tuple[dict, float]:
             if g["gamma"] not in grams:  # the learned kernel does not depend on C
                 est = conformal(model.split("_")[1], 1.0, g["gamma"], seed)
                 est.gamma_ = est.gamma1_ = g["gamma"]
+                est.mu_ = est.mu
                 k = name_leaves(name_leaves(est._make_kernel()).fit(Xtr, y[tr]))
                 grams[g["gamma"]] = (kernel_gram(k, Xtr), kernel_gram(k, Xva, Xtr))
             Ktr, Kva = grams[g["gamma"]]

@@ -313,7 +313,9 @@ def test_classifier_on_two_geometries():
 def test_classifier_bad_parameters():
     X, y = _blobs(30, 2), np.arange(30) % 2
     with pytest.raises(ValueError, match="gamma"):
-        CkRBFClassifier(gamma="auto").fit(X, y)
+        CkRBFClassifier(gamma="wide").fit(X, y)
+    with pytest.raises(ValueError, match="gamma"):
+        MkRBFClassifier(gamma="auto").fit(X, y)
     with pytest.raises(ValueError, match="partition"):
         CkRBFClassifier(partition="dbscan").fit(X, y)
     with pytest.raises(ValueError, match="X_unlabeled must have shape"):
@@ -380,3 +382,21 @@ def test_bayesian_ckrbf_loo_against_rbf_and_mahalanobis():
     assert np.all(np.isfinite(table["elpd_loo"]))
     for est in fitted.values():
         assert est.convergence_.max_rhat < 1.2
+
+
+def test_gamma_auto_picks_the_best_internal_cv_candidate():
+    """gamma="auto": internal 3-fold CV over GAMMA_FACTORS / d, ties to the one nearest 1/d."""
+    from bayeskern.estimators.ckrbf import GAMMA_FACTORS
+
+    X = _blobs(90, 3, seed=23)
+    y = (X[:, 0] + 0.3 * np.random.default_rng(23).normal(size=90) > np.median(X[:, 0]))
+    clf = CkRBFClassifier(random_state=0).fit(X, y.astype(int))
+    d = X.shape[1]
+    assert set(clf.gamma_scores_) == {f / d for f in GAMMA_FACTORS}
+    best = max(clf.gamma_scores_.values())
+    assert clf.gamma_scores_[clf.gamma_] == best
+    ties = [g for g, a in clf.gamma_scores_.items() if a == best]
+    assert clf.gamma_ == min(ties, key=lambda g: abs(np.log(g * d)))
+    assert clf.kernel_.gamma == clf.gamma_
+    fixed = CkRBFClassifier(gamma=0.7, random_state=0).fit(X, y.astype(int))
+    assert fixed.gamma_ == 0.7 and fixed.gamma_scores_ == {}

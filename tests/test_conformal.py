@@ -274,7 +274,9 @@ def test_classifier_uses_test_vs_train_gram():
     """The seed's experiment failed at prediction: the Gram must be K(X_new, X_train)."""
     X, y = blobs(seed=5, shift=3.0)
     Xte, yte = blobs(seed=6, shift=3.0)
-    est = ConformalKernelClassifier(C=1.0, gamma=0.2, random_state=0).fit(X, y)
+    # the seed's setup: K1 shares gamma with K0 (gamma1=None), a fixed mu
+    est = ConformalKernelClassifier(C=1.0, gamma=0.2, gamma1=None, mu=1e-3,
+                                    random_state=0).fit(X, y)
     assert est.gamma_ == 0.2 and est.gamma1_ == 0.2
     Ktr = kernel_gram(est.kernel_, X)
     Kte = kernel_gram(est.kernel_, Xte, X)

@@ -16,6 +16,7 @@ from bayeskern.kernels.labrbf import (
     LABRBFFeatures,
     _gram_fast,
     _masked_fit,
+    bandwidth_floor,
     initial_support,
     krr_f1,
     krr_f2,
@@ -23,9 +24,20 @@ from bayeskern.kernels.labrbf import (
     select_worst,
 )
 
-#: tiny training settings shared by the fast tests
+#: tiny training settings shared by the fast tests (kernel arguments)
 FAST = dict(max_support=12, n_init_support=6, n_iter_round=20, n_iter_final=40, eval_every=20,
             batch_size=32)
+
+
+def _est(n_estimators=1, **kw):
+    """A fast LABRBFRegressor: FAST's named settings, the rest through kernel_params."""
+    named = {k: FAST[k] for k in ("max_support", "n_iter_round", "n_iter_final")}
+    extra = {k: v for k, v in FAST.items() if k not in named}
+    for k in list(kw):
+        if k in ("support_init", "dtype", "n_init_support", "eval_every", "batch_size"):
+            extra[k] = kw.pop(k)
+    return LABRBFRegressor(**{**named, **kw}, kernel_params=extra, n_estimators=n_estimators,
+                           progress_bar=False)
 
 
 def _toy(n=120, seed=0, noise=0.1):
@@ -188,22 +200,36 @@ def test_non_finite_bandwidths_raise():
 def test_bad_parameters_named(bad, match):
     X, y = _toy(40)
     with pytest.raises(ValueError, match=match):
-        LABRBFRegressor(**{**FAST, **bad}, progress_bar=False).fit(X, y)
+        _est(**bad).fit(X, y)
+
+
+@pytest.mark.parametrize("bad, match", [
+    (dict(kernel_params={"max_support": 5}), "kernel_params must not repeat"),
+    (dict(kernel_params={"bandwidth": 5}), "kernel_params has an argument"),
+    (dict(kernel_params=[1]), "kernel_params must be a dict"),
+    (dict(n_estimators=0), "n_estimators"),
+    (dict(n_estimators=6, calibration_fraction=0.1), "n_estimators \\* calibration_fraction"),
+])
+def test_bad_estimator_parameters_named(bad, match):
+    X, y = _toy(40)
+    with pytest.raises(ValueError, match=match):
+        LABRBFRegressor(**bad, progress_bar=False).fit(X, y)
 
 
 def test_bad_data_rejected():
     X, y = _toy(40)
     X[3, 0] = np.nan
     with pytest.raises(ValueError, match="NaN"):
-        LABRBFRegressor(**FAST, progress_bar=False).fit(X, y)
+        _est().fit(X, y)
 
 
 # --------------------------------------------------------------------------- estimator
 @pytest.fixture(scope="module")
 def fitted():
     X, y = _toy(200, seed=10)
-    est = LABRBFRegressor(max_support=40, n_init_support=20, n_iter_round=50, n_iter_final=200,
-                          eval_every=50, progress_bar=False, random_state=0).fit(X, y)
+    est = LABRBFRegressor(max_support=40, n_iter_round=50, n_iter_final=200,
+                          kernel_params=dict(n_init_support=20, eval_every=50),
+                          progress_bar=False, random_state=0).fit(X, y)
     return est, X, y
 
 
@@ -214,14 +240,18 @@ def test_estimator_learns_and_is_reproducible(fitted):
     assert r2 > 0.6
     again = LABRBFRegressor(**est.get_params()).fit(X, y)
     np.testing.assert_array_equal(again.predict(Xt), est.predict(Xt))
-    assert est.n_support_ == 40 and est.bandwidths_.shape == (40, 1)
+    # three cross-fitted models (the default), 40 support points each
+    assert len(est.kernels_) == 3 and est.n_support_ == 120 and est.bandwidths_.shape == (120, 1)
+    # disjoint calibration blocks of 10 % each, none of them seen by its own model
+    assert len(est.calibration_index_) == 60 == len(np.unique(est.calibration_index_))
 
 
 def test_support_bandwidths_in_data_units(fitted):
     est, X, _ = fitted
     K = np.exp(-np.linalg.norm(est.bandwidths_[None] * (X[:5, None] - est.support_vectors_[None]),
                                axis=-1))
-    np.testing.assert_allclose(est.kernel_.support_gram(X[:5]), K, rtol=1e-10)
+    np.testing.assert_allclose(np.hstack([k.support_gram(X[:5]) for k in est.kernels_]), K,
+                               rtol=1e-10)
     f1 = est.intercept_ + K @ est.dual_coef_
     np.testing.assert_allclose(est.predict_krr(X[:5]), f1, rtol=1e-10)
 
@@ -231,11 +261,12 @@ def test_f2_uses_own_bandwidth_on_support_points(fitted):
     k = est.kernel_
     Z, Th = k.support_, k.bandwidths_
     Kxx = np.asarray(labrbf_gram(Z, Z, Th, 1))
-    y_sv = est.intercept_ + Kxx @ est.dual_coef_ + est.kernel_.alpha_ * est.dual_coef_  # eq. (8)
+    y_sv = k.intercept_ + Kxx @ k.dual_coef_ + k.alpha_ * k.dual_coef_  # eq. (8)
     # on support points K(X_sv, t) = K(X_sv, X_sv), so f2 solves the transposed system
-    f2_ref = est.intercept_ + Kxx.T @ np.linalg.solve(Kxx.T + est.kernel_.alpha_ * np.eye(len(Z)),
-                                                      y_sv - est.intercept_)
-    np.testing.assert_allclose(est.predict_krr(est.support_vectors_, "f2"), f2_ref, rtol=1e-8)
+    f2_ref = k.intercept_ + Kxx.T @ np.linalg.solve(Kxx.T + k.alpha_ * np.eye(len(Z)),
+                                                    y_sv - k.intercept_)
+    sv = Z * k.half_range_ + k.center_
+    np.testing.assert_allclose(k.predict_f2(sv), f2_ref, rtol=1e-8)
     # both regression functions nearly interpolate the support data (lambda = 1e-3)
     np.testing.assert_allclose(f2_ref, y_sv, atol=0.05 * np.ptp(y_sv))
 
@@ -307,9 +338,10 @@ def test_plot_bandwidths(fitted):
 
 # --------------------------------------------------------------------------- sklearn contract
 @parametrize_with_checks(
-    [LABRBFRegressor(max_support=8, n_init_support=4, theta0=1.0, n_iter_round=2,
-                     n_iter_final=4, eval_every=4, batch_size=16, num_samples=10, num_chains=2,
-                     progress_bar=False, random_state=0)]
+    [LABRBFRegressor(max_support=8, theta0=1.0, n_iter_round=2, n_iter_final=4,
+                     kernel_params=dict(n_init_support=4, eval_every=4, batch_size=16),
+                     n_estimators=1, num_samples=10, num_chains=2, progress_bar=False,
+                     random_state=0)]
 )
 def test_sklearn_contract(estimator, check):
     check(estimator)
@@ -349,3 +381,44 @@ def test_alpha_auto_picks_from_grid_and_larger_for_noisy_labels():
     noisy = LABRBF(**kw).fit(X, y + 0.8 * rng.standard_normal(len(y)))
     assert float(clean.alpha_) in (1e-3, 1e-2, 1e-1, 1.0)
     assert float(noisy.alpha_) >= float(clean.alpha_)
+
+
+# --------------------------------------------------------------------------- data-driven defaults
+def test_bandwidth_floor_formula_and_training_respects_it():
+    Z = np.array([[0.0], [1.0]])
+    rng = np.random.default_rng(0)
+    assert bandwidth_floor(Z, 1, rng) == pytest.approx(0.1)  # median distance 1
+    assert bandwidth_floor(Z, 2, rng) == pytest.approx(np.sqrt(0.1))
+    X, y = _toy(80, seed=20, noise=0.5)
+    k = LABRBF(**dict(FAST, n_iter_final=200), random_state=0).fit(X, y)
+    floor = float(k.min_bandwidth_)
+    assert floor > 0 and k.bandwidths_.min() >= floor * (1 - 1e-6)
+    assert float(k.theta0_) >= floor * (1 - 1e-6)
+    off = LABRBF(**dict(FAST, min_bandwidth=0.0), random_state=0).fit(X, y)
+    assert float(off.min_bandwidth_) == 0.0
+
+
+def test_max_support_auto_is_a_third_of_the_rows_capped():
+    X, y = _toy(90, seed=21)
+    k = LABRBF(**dict(FAST, max_support="auto", n_init_support=None, n_iter_round=1,
+                      n_iter_final=1), random_state=0).fit(X, y)
+    assert int(k.max_support_) == 30 and len(k.support_index_) == 30
+    from bayeskern.kernels.labrbf import _auto_support
+
+    assert _auto_support(5000) == 300
+
+
+def test_ensemble_interval_is_narrowed_by_the_models_spread(fitted):
+    """predictive(): scale^2 = max(s^2 - spread, s^2 / E) of the single-model scale s."""
+    est, X, _ = fitted
+    from bayeskern.estimators.labrbf import _nig_predictive_np
+
+    Xt, _ = _toy(50, seed=22)
+    _, s, _ = _nig_predictive_np(est.posterior_, est._features(Xt))
+    s = s * est.y_scale_
+    F = np.stack([k.predict_f1(Xt) for k in est.kernels_])
+    got = est.predictive(Xt).scale[0]
+    np.testing.assert_allclose(got, np.sqrt(np.maximum(s**2 - F.var(0), s**2 / 3)), rtol=1e-10)
+    np.testing.assert_allclose(est.predictive(Xt).loc[0] - F.mean(0),
+                               est.y_scale_ * (est._features(Xt) @ np.asarray(est.posterior_.w)),
+                               rtol=1e-8, atol=1e-10)

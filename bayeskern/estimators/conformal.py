@@ -18,10 +18,15 @@ from sklearn.utils.multiclass import check_classification_targets
 from sklearn.utils.validation import check_is_fitted
 
 from bayeskern.estimators.base import validate_data
-from bayeskern.estimators.svm import KernelSVC
+from bayeskern.estimators.svm import KernelSVC, kernel_gram
+from bayeskern.kernels import name_leaves
 from bayeskern.kernels.conformal import Conformal, SquaredExponential, check_class_labels
 
-__all__ = ["ConformalKernelClassifier"]
+__all__ = ["ConformalKernelClassifier", "MU_CANDIDATES"]
+
+#: candidates of ``mu="auto"`` (relative :math:`\mu` of eq. 63; ``inf`` keeps
+#: :math:`q \equiv 1`, i.e. the base RBF kernel)
+MU_CANDIDATES = (1e-3, 1e-1, float("inf"))
 
 
 class ConformalKernelClassifier(KernelSVC):
@@ -32,6 +37,10 @@ class ConformalKernelClassifier(KernelSVC):
     :math:`\alpha` maximizing the Fisher ratio :math:`J = \alpha^\top M_0\alpha /
     \alpha^\top (N_0 + \mu I)\alpha` (eqs. 52-63; see :mod:`bayeskern.kernels.conformal`).
     No scaling is applied to ``X`` (as in ``SVC``); standardize it first, e.g. in a pipeline.
+
+    The grid a user searches is the ``SVC`` one, ``{"C": [0.1, 1, 10, 100], "gamma": [0.01,
+    0.03, 0.1]}`` behind a ``StandardScaler``; everything conformal-specific adapts to the
+    training data (``gamma1="scale"``, ``mu="auto"``).
     With more than two classes, one kernel is learned from the c-class Fisher ratio (the
     class blocks of eqs. 58-59, one per class) and ``SVC`` runs one-vs-one on it.
 
@@ -44,13 +53,27 @@ class ConformalKernelClassifier(KernelSVC):
         :math:`\gamma` of the base kernel; ``"scale"`` is :math:`1/(d\,\mathrm{Var}(X))`,
         ``"auto"`` is :math:`1/d`, as in ``SVC``.
     gamma1 : float, {"scale", "auto"} or None
-        :math:`\gamma_1` of the factor kernel :math:`K_1`; ``None`` uses ``gamma`` (the
-        seed's setup: both kernels share :math:`\gamma`).
+        :math:`\gamma_1` of the factor kernel :math:`K_1`. Default ``"scale"``:
+        :math:`1/(d\,\mathrm{Var}(X))`, i.e. :math:`1/d` on standardized inputs, so that the
+        typical exponent :math:`\gamma_1\|x - e_j\|^2 \approx 2` whatever the number of
+        features. ``None`` uses ``gamma`` (the seed's setup: both kernels share
+        :math:`\gamma`); then a user's grid value such as :math:`\gamma = 0.1` on 30
+        standardized features makes :math:`K_1(x, e_j) \approx e^{-6}` for every pair but
+        :math:`x = e_j`, :math:`q` spikes at its own expansion points and the SVM overfits
+        (measured: WDBC mean accuracy 0.960 against 0.968 with ``"scale"``, stratified
+        70/30, seeds 0-4, the grid below).
     optimizer : {"eigen", "gradient"}
         Generalized eigenproblem (eq. 63) or the seed's gradient ascent (Algorithm 1).
-    mu : float
+    mu : "auto" or float
         Relative regularization of eq. 63 (absolute :math:`\mu = \text{mu}\cdot
-        \mathrm{tr}(N_0)/(m+1)`).
+        \mathrm{tr}(N_0)/(m+1)`; ``inf`` keeps :math:`q \equiv 1`, the base kernel).
+        Default ``"auto"``: chosen from :data:`MU_CANDIDATES` = (1e-3, 1e-1, inf) by 3-fold
+        stratified CV accuracy of this SVM on the training data (ties to the learned kernel).
+        Why: the Fisher-optimal :math:`q` has one coefficient per expansion point and can
+        overfit noisy classes (Pima, fixed ``mu=1e-3``: mean accuracy 0.728 against 0.758 for
+        the RBF SVC); the internal CV falls back to the base kernel where the learned one
+        does not help (Pima 0.749). Choosing ``mu`` by the held-out Fisher ratio instead was
+        measured too and did worse (WDBC 0.960, Pima 0.749). Cost: 9 extra kernel + SVC fits.
     n_expansion : int or None
         Number of expansion points of :math:`q`, subsampled from the training points
         (``None``: all, as in the seed; set it for large ``N``: the cost is
@@ -66,6 +89,8 @@ class ConformalKernelClassifier(KernelSVC):
     ----------
     kernel_ : the fitted, named :class:`~bayeskern.kernels.conformal.Conformal` kernel.
     gamma_, gamma1_ : the numeric :math:`\gamma`, :math:`\gamma_1` used.
+    mu_, mu_scores_ : the relative :math:`\mu` used and the internal CV accuracy of each
+        candidate (empty unless ``mu="auto"``).
     fisher_ratio_init_, fisher_ratio_ : Fisher ratio :math:`J_\mu` of the base kernel
         (:math:`q \equiv 1`) and of the learned kernel on the training data.
     svc_ : the fitted ``SVC(kernel="precomputed")``.
@@ -73,8 +98,8 @@ class ConformalKernelClassifier(KernelSVC):
     classes_ : class labels.
     """
 
-    def __init__(self, C: float = 1.0, gamma="scale", gamma1=None, optimizer: str = "eigen",
-                 mu: float = 1e-3, n_expansion=None, eta0: float = 0.01, n_iter: int = 1000,
+    def __init__(self, C: float = 1.0, gamma="scale", gamma1="scale", optimizer: str = "eigen",
+                 mu="auto", n_expansion=None, eta0: float = 0.01, n_iter: int = 1000,
                  class_weight=None, probability: bool = False, tol: float = 1e-3,
                  max_iter: int = -1, random_state=None):
         self.C = C
@@ -111,11 +136,12 @@ class ConformalKernelClassifier(KernelSVC):
         return SVC(C=self.C, kernel="precomputed", class_weight=self.class_weight, tol=self.tol,
                    max_iter=self.max_iter, random_state=self.random_state, **kw)
 
-    def _make_kernel(self) -> Conformal:
+    def _make_kernel(self, mu=None) -> Conformal:
         # SVC's exp(-gamma |x - z|^2) is the RBF with lengthscale 1/sqrt(2 gamma)
         base = SquaredExponential(lengthscale=float(1.0 / np.sqrt(2.0 * self.gamma_)))
         return Conformal(base_kernel=base,
-                         gamma1=self.gamma1_, optimizer=self.optimizer, mu=self.mu,
+                         gamma1=self.gamma1_, optimizer=self.optimizer,
+                         mu=self.mu_ if mu is None else mu,
                          n_expansion=self.n_expansion, eta0=self.eta0, n_iter=self.n_iter,
                          random_state=self.random_state)
 
@@ -127,6 +153,14 @@ class ConformalKernelClassifier(KernelSVC):
         self.gamma_ = self._resolve_gamma(self.gamma, X, "gamma")
         self.gamma1_ = (self.gamma_ if self.gamma1 is None
                         else self._resolve_gamma(self.gamma1, X, "gamma1"))
+        if not (np.isscalar(self.C) and self.C > 0):
+            raise ValueError(f"C must be a positive number, got {self.C!r}")
+        if isinstance(self.mu, str):
+            if self.mu != "auto":
+                raise ValueError(f"mu must be 'auto' or a non-negative number, got {self.mu!r}")
+            self.mu_, self.mu_scores_ = self._select_mu(X, y)
+        else:
+            self.mu_, self.mu_scores_ = self.mu, {}
         names = getattr(self, "feature_names_in_", None)  # validate_data on the array drops them
         super().fit(X, y)
         if names is not None:
@@ -135,6 +169,32 @@ class ConformalKernelClassifier(KernelSVC):
         self.fisher_ratio_ = self.kernel_.fisher_ratio_
         self.n_iter_ = int(np.max(self.svc_.n_iter_))
         return self
+
+    def _select_mu(self, X, y):
+        """``mu="auto"``: the candidate of :data:`MU_CANDIDATES` with the best 3-fold
+        stratified CV accuracy of the SVM (this ``C``, ``gamma``) on the training data; ties
+        go to the weaker regularization, i.e. to the learned kernel (``inf`` is
+        :math:`q \\equiv 1`, the base kernel, chosen only when it is strictly better).
+        Returns the choice and ``{mu: mean CV accuracy}``."""
+        from sklearn.model_selection import StratifiedKFold
+
+        if np.unique(y, return_counts=True)[1].min() < 3:
+            return MU_CANDIDATES[0], {}
+        folds = list(StratifiedKFold(3, shuffle=True, random_state=self._cv_seed()).split(X, y))
+        scores = {}
+        for mu in MU_CANDIDATES:
+            acc = []
+            for tr, va in folds:
+                k = name_leaves(name_leaves(self._make_kernel(mu)).fit(X[tr], y[tr]))
+                svc = self._svc().fit(kernel_gram(k, X[tr]), y[tr])
+                acc.append(svc.score(kernel_gram(k, X[va], X[tr]), y[va]))
+            scores[mu] = float(np.mean(acc))
+        best = max(scores.values())
+        return min(mu for mu, a in scores.items() if a >= best - 1e-12), scores
+
+    def _cv_seed(self) -> int:
+        rs = self.random_state
+        return int(rs) if isinstance(rs, (int, np.integer)) else 0
 
     # KernelSVC reads ``self.svc_`` before checking that the estimator is fitted (an
     # AttributeError instead of NotFittedError) and offers predict_proba unconditionally:

@@ -45,12 +45,10 @@ from bayeskern.runs import register_estimator
 
 __all__ = ["LABRBFRegressor"]
 
-_KERNEL_PARAMS = (
-    "p", "max_support", "n_init_support", "support_init", "n_add", "alpha", "theta0",
-    "learning_rate", "batch_size", "n_iter_round", "n_iter_final", "sgd_iter",
-    "sgd_learning_rate", "tol", "early_stopping", "validation_fraction", "n_iter_no_change",
-    "eval_every", "dtype",
-)
+#: LAB-RBF settings named in the estimator (the ones a user searches); the rest of
+#: :class:`~bayeskern.kernels.labrbf.LABRBF`'s arguments go in ``kernel_params``
+_NAMED = ("p", "max_support", "alpha", "theta0", "learning_rate", "n_iter_round",
+          "n_iter_final")
 
 
 def _nig_predictive_np(post: blr.NIGPosterior, Phi: np.ndarray):
@@ -71,19 +69,47 @@ class LABRBFRegressor(PredictiveRegressorMixin, BayesianEstimatorMixin, Regresso
     Seed 002 (He et al.), Algorithm 1 + eq. (8), with a conjugate Bayesian last layer on the
     learned features for calibrated predictive intervals (module docstring).
 
+    **Cross-fitted models (the default).** ``n_estimators = 3`` LAB-RBF models are trained,
+    each on all training rows except its own calibration block of ``calibration_fraction``
+    (10 %) of the rows; the blocks are disjoint. The point prediction is the mean of their
+    :math:`f_1`, so every training row enters it (each row is seen by at least two of the
+    three models); the Bayesian last layer is fitted on the *held-out* residuals of the
+    blocks (30 % of the rows), each from the model that did not see the row, so the
+    intervals are calibrated. Why: with one model, holding 10 % of the rows out for the
+    intervals cost 0.004-0.03 test R² on airfoil (seeds 0-4: 0.938-0.964 against
+    0.948-0.970 on all rows), and the training of one model is itself noisy (two random
+    seeds on the same rows differed by up to 0.016 R²). Averaging cross-fitted models
+    recovers the rows and damps that noise: airfoil seed 3, single models 0.941-0.952, mean
+    of two 0.954, of three 0.956 (all seeds: ``docs/results/kernel_learners.md``). It costs
+    ``n_estimators`` trainings (about 10 s each on airfoil, 2-core CPU).
+
     Parameters
     ----------
-    p, max_support, n_init_support, support_init, n_add, alpha, theta0, learning_rate, \
-batch_size, n_iter_round, n_iter_final, sgd_iter, sgd_learning_rate, tol, early_stopping, \
-validation_fraction, n_iter_no_change, eval_every, dtype
-        Training settings of :class:`~bayeskern.kernels.labrbf.LABRBF` (same meaning and
-        defaults; ``alpha`` is the ridge :math:`\lambda`, named as in scikit-learn's
-        ``KernelRidge``).
+    p : {1, 2}
+        Exponent of the norm in :math:`\exp(-\|\theta_i\odot(t-x_i)\|^p)` (1: the authors'
+        code, default; see :class:`~bayeskern.kernels.labrbf.LABRBF`).
+    max_support : int or "auto"
+        Support points per model; ``"auto"`` (default) is a third of the training rows of a
+        model, at most 300.
+    alpha : float or "auto"
+        Ridge :math:`\lambda` of the asymmetric KRR (scikit-learn's ``KernelRidge`` name).
+    theta0 : "auto" or float
+        Initial bandwidth (``"auto"``: chosen on a grid by the error of :math:`f_1`).
+    learning_rate, n_iter_round, n_iter_final
+        Adam step size, steps per round of Algorithm 1 and in the final phase.
+    kernel_params : dict or None
+        Any other argument of :class:`~bayeskern.kernels.labrbf.LABRBF` (``n_init_support``,
+        ``support_init``, ``n_add``, ``batch_size``, ``sgd_iter``, ``sgd_learning_rate``,
+        ``tol``, ``early_stopping``, ``validation_fraction``, ``n_iter_no_change``,
+        ``eval_every``, ``dtype``, ``min_bandwidth``), as in ``KernelRidge(kernel_params=...)``.
+    n_estimators : int
+        Number of cross-fitted LAB-RBF models averaged for the point prediction (default 2).
     calibration_fraction : float
-        Fraction of the rows held out from the bandwidth training to fit the Bayesian last
-        layer (default 0.1: calibrated intervals, measured 89-92 % coverage of 90 % intervals
-        on airfoil). ``0`` trains the bandwidths on every row, as the paper does (best
-        :math:`f_1`), and fits the last layer on the training residuals: over-confident.
+        Fraction of the rows in each model's held-out calibration block (default 0.1; the
+        blocks together hold ``n_estimators * calibration_fraction`` of the rows). ``0``
+        trains every model on every row, as the paper does, and fits the last layer on the
+        training residuals: over-confident (90 % intervals covered 64-71 % of the airfoil
+        test rows).
     prior_precision : "auto" or float
         :math:`\lambda_0` of the last layer; ``"auto"`` maximises the evidence on a grid.
     a0, b0 : float
@@ -94,18 +120,23 @@ validation_fraction, n_iter_no_change, eval_every, dtype
     progress_bar : bool
         tqdm bar over the rounds of Algorithm 1.
     random_state : int, numpy Generator or None
-        Seed of the minibatches, validation split and posterior draws.
+        Seed of the calibration blocks, minibatches and posterior draws.
+
+    A grid a user would search: ``{"alpha": [1e-3, 1e-2, 1e-1], "max_support": [100, 200,
+    300]}`` (``p`` and ``learning_rate`` rarely matter; the training is long, so search
+    little).
 
     Attributes
     ----------
-    kernel_ : fitted :class:`~bayeskern.kernels.labrbf.LABRBF`
-    support_vectors_ : (m, d) support points, data units.
+    kernels_ : list of fitted :class:`~bayeskern.kernels.labrbf.LABRBF`, one per model;
+        ``kernel_`` is the first.
+    support_vectors_ : (m, d) support points of all models, data units.
     support_index_ : (m,) their rows in the training data.
     bandwidths_ : (m, d) :math:`\theta_i` in data units:
         :math:`\mathcal K(t, x_i) = \exp(-\|\theta_i \odot (t - x_i)\|^p)` for raw inputs.
-    dual_coef_, intercept_ : coefficients of :math:`f_1` (data units of ``y``).
-    n_support_ : int
-    history_ : dict of per-round support size and training / validation MSE (scaled labels).
+    n_support_ : int, all models together.
+    calibration_index_ : rows whose held-out residuals fit the last layer.
+    history_ : dict of per-round support size and training / validation MSE (first model).
     posterior_ : :class:`bayeskern.blr.NIGPosterior` of the last layer (standardized units).
     prior_precision_ : float
     idata_ : ArviZ ``InferenceData`` (posterior ``noise``, ``weights``, ``weight_norm``;
@@ -124,24 +155,14 @@ validation_fraction, n_iter_no_change, eval_every, dtype
         self,
         *,
         p: int = 1,
-        max_support: int = 200,
-        n_init_support: int | None = None,
-        support_init: str = "sorted_y",
-        n_add: int | None = None,
+        max_support="auto",
         alpha: float = 1e-3,
         theta0="auto",
         learning_rate: float = 1e-2,
-        batch_size: int = 128,
         n_iter_round: int = 500,
         n_iter_final: int = 5000,
-        sgd_iter: int = 0,
-        sgd_learning_rate: float = 1e-3,
-        tol: float = 0.0,
-        early_stopping: bool = False,
-        validation_fraction: float = 0.1,
-        n_iter_no_change: int = 10,
-        eval_every: int = 100,
-        dtype: str = "float32",
+        kernel_params: dict | None = None,
+        n_estimators: int = 3,
         calibration_fraction: float = 0.1,
         prior_precision="auto",
         a0: float = 1e-3,
@@ -153,23 +174,13 @@ validation_fraction, n_iter_no_change, eval_every, dtype
     ):
         self.p = p
         self.max_support = max_support
-        self.n_init_support = n_init_support
-        self.support_init = support_init
-        self.n_add = n_add
         self.alpha = alpha
         self.theta0 = theta0
         self.learning_rate = learning_rate
-        self.batch_size = batch_size
         self.n_iter_round = n_iter_round
         self.n_iter_final = n_iter_final
-        self.sgd_iter = sgd_iter
-        self.sgd_learning_rate = sgd_learning_rate
-        self.tol = tol
-        self.early_stopping = early_stopping
-        self.validation_fraction = validation_fraction
-        self.n_iter_no_change = n_iter_no_change
-        self.eval_every = eval_every
-        self.dtype = dtype
+        self.kernel_params = kernel_params
+        self.n_estimators = n_estimators
         self.calibration_fraction = calibration_fraction
         self.prior_precision = prior_precision
         self.a0 = a0
@@ -181,13 +192,29 @@ validation_fraction, n_iter_no_change, eval_every, dtype
 
     # ------------------------------------------------------------------ fit
     def _make_kernel(self, seed: int) -> LABRBF:
-        kw = {name: getattr(self, name) for name in _KERNEL_PARAMS}
-        return LABRBF(**kw, random_state=seed, progress_bar=self.progress_bar)
+        extra = dict(self.kernel_params or {})
+        clash = sorted(set(extra) & set(_NAMED + ("random_state", "progress_bar")))
+        if clash:
+            raise ValueError(f"kernel_params must not repeat the estimator's own parameters "
+                             f"{clash}; set them directly")
+        kw = {name: getattr(self, name) for name in _NAMED}
+        try:
+            return LABRBF(**kw, **extra, random_state=seed, progress_bar=self.progress_bar)
+        except TypeError as e:
+            raise ValueError(f"kernel_params has an argument LABRBF does not take: {e}") from None
 
     def _check_bayes_params(self):
         cf = self.calibration_fraction
         if not (isinstance(cf, (int, float)) and 0.0 <= cf < 1.0):
             raise ValueError(f"calibration_fraction must be in [0, 1), got {cf!r}")
+        ne = self.n_estimators
+        if isinstance(ne, bool) or not isinstance(ne, (int, np.integer)) or ne < 1:
+            raise ValueError(f"n_estimators must be an integer >= 1, got {ne!r}")
+        if ne * cf > 0.5:
+            raise ValueError(f"n_estimators * calibration_fraction must be <= 0.5, got "
+                             f"{ne} * {cf}")
+        if self.kernel_params is not None and not isinstance(self.kernel_params, dict):
+            raise ValueError(f"kernel_params must be a dict or None, got {self.kernel_params!r}")
         for name in ("a0", "b0"):
             v = getattr(self, name)
             if not (isinstance(v, (int, float)) and np.isfinite(v) and v > 0):
@@ -202,46 +229,49 @@ validation_fraction, n_iter_no_change, eval_every, dtype
                 raise ValueError(f"{name} must be an integer >= 1, got {v!r}")
 
     def fit(self, X, y):
-        """Train the bandwidths (Algorithm 1), solve the KRR, fit the Bayesian last layer."""
+        """Train the cross-fitted LAB-RBF models (Algorithm 1) and the Bayesian last layer."""
         X, y = validate_data(self, X, y, dtype=np.float64, ensure_min_samples=4, y_numeric=True)
         y = np.asarray(y, dtype=float)
         self._check_bayes_params()
         seed = self._seed()
-        # Rows held out from the bandwidth training calibrate the last layer: the residuals
-        # of the rows the bandwidths were trained on are optimistic (measured on airfoil:
-        # 90 % intervals covered 64-71 % of the test rows when fitted on them).
-        n_cal = int(round(self.calibration_fraction * len(y)))
-        if self.calibration_fraction > 0 and n_cal >= 2 and len(y) - n_cal >= 4:
-            perm = np.random.default_rng(seed).permutation(len(y))
-            cal, fit_rows = np.sort(perm[:n_cal]), np.sort(perm[n_cal:])
+        n, E = len(y), int(self.n_estimators)
+        # Disjoint calibration blocks, one per model: each residual of the last layer comes
+        # from the model that did not see the row (the residuals of training rows are
+        # optimistic: 90 % intervals covered 64-71 % of the airfoil test rows).
+        n_cal = int(round(self.calibration_fraction * n))
+        perm = np.random.default_rng(seed).permutation(n)
+        if self.calibration_fraction > 0 and n_cal >= 2 and n - E * n_cal >= 4:
+            blocks = [np.sort(perm[j * n_cal:(j + 1) * n_cal]) for j in range(E)]
         else:
-            cal, fit_rows = None, np.arange(len(y))
-        self.kernel_ = self._make_kernel(seed).fit(X[fit_rows], y[fit_rows])
-        k = self.kernel_
-        k.support_index_ = fit_rows[k.support_index_]  # rows of the X given to fit
-        self.calibration_index_ = cal if cal is not None else np.zeros(0, dtype=int)
-        self.support_index_ = k.support_index_
-        self.support_vectors_ = X[k.support_index_]
-        self.bandwidths_ = k.bandwidths_ / k.half_range_
-        self.dual_coef_ = k.dual_coef_
-        self.intercept_ = float(k.intercept_)
-        self.n_support_ = len(k.support_index_)
-        self.theta0_ = float(k.theta0_)
-        self.history_ = k.history_
-        self.n_iter_ = k.n_iter_
+            blocks = [np.zeros(0, dtype=int)] * E
+        self.kernels_, fit_rows = [], []
+        for j, cal in enumerate(blocks):
+            rows = np.setdiff1d(np.arange(n), cal)
+            k = self._make_kernel(seed + j).fit(X[rows], y[rows])
+            k.support_index_ = rows[k.support_index_]  # rows of the X given to fit
+            self.kernels_.append(k)
+            fit_rows.append(rows)
+        self._set_fitted_views()
+        self.support_vectors_ = X[self.support_index_]
+        self.n_iter_ = int(sum(k.n_iter_ for k in self.kernels_))
 
-        # Bayesian last layer on held-out calibration rows. Without them (calibration_fraction
-        # = 0, tiny data) it uses the training rows outside the support, whose residuals are
-        # optimistic: 90 % intervals then covered 64-71 % of the airfoil test rows. (The
-        # leave-one-out residuals of the initial support points, LABRBF.loo_residuals, were
-        # measured too: far too wide, 100 % coverage, because the learned kernels are narrow.)
+        # Bayesian last layer on the held-out calibration rows. Without them
+        # (calibration_fraction = 0, tiny data) it uses the training rows outside the
+        # support, whose residuals are optimistic (64-71 % coverage of 90 % intervals on
+        # airfoil). (Leave-one-out residuals of the support points, LABRBF.loo_residuals,
+        # were measured too: far too wide, 100 % coverage, the learned kernels are narrow.)
         self.y_scale_ = float(np.std(y)) if np.std(y) > 0 else 1.0
-        if cal is not None:
-            rows = cal
+        if len(blocks[0]):
+            rows = np.concatenate(blocks)
+            r = np.concatenate([y[c] - k.predict_f1(X[c]) for k, c in zip(self.kernels_, blocks,
+                                                                          strict=True)])
         else:
-            rows = np.setdiff1d(np.arange(len(y)), k.support_index_)
-            rows = rows if len(rows) else np.arange(len(y))
-        r = y[rows] - k.predict_f1(X[rows])
+            rows = np.setdiff1d(np.arange(n), self.support_index_)
+            rows = rows if len(rows) else np.arange(n)
+            r = y[rows] - self.predict_krr_(X[rows])
+        order = np.argsort(rows)
+        rows, r = rows[order], r[order]
+        self.calibration_index_ = rows if len(blocks[0]) else np.zeros(0, dtype=int)
         Phi = self._features(X[rows])
         r = r / self.y_scale_
         # sufficient statistics in NumPy (blr.feature_stats would compile per row count)
@@ -262,9 +292,25 @@ validation_fraction, n_iter_no_change, eval_every, dtype
         self._build_idata(Phi, r * self.y_scale_, rows, seed)
         return self
 
+    def _set_fitted_views(self):
+        """Data-unit views of the fitted kernels (support points, bandwidths, f1 terms)."""
+        ks = self.kernels_
+        self.kernel_ = ks[0]
+        self.support_index_ = np.concatenate([k.support_index_ for k in ks])
+        self.bandwidths_ = np.vstack([k.bandwidths_ / k.half_range_ for k in ks])
+        self.dual_coef_ = np.concatenate([k.dual_coef_ for k in ks]) / len(ks)
+        self.intercept_ = float(np.mean([float(k.intercept_) for k in ks]))
+        self.n_support_ = len(self.support_index_)
+        self.theta0_ = float(np.mean([float(k.theta0_) for k in ks]))
+        self.history_ = ks[0].history_
+
+    def predict_krr_(self, X) -> np.ndarray:
+        """Mean of the models' :math:`f_1` (no input validation; internal)."""
+        return np.mean([k.predict_f1(X) for k in self.kernels_], axis=0)
+
     def _features(self, X):
-        """Last-layer features :math:`[1, K(x, X_{sv})]`."""
-        K = self.kernel_.support_gram_np(X)
+        """Last-layer features :math:`[1, K_1(x, X_{sv,1}), \\dots, K_E(x, X_{sv,E})]/E`."""
+        K = np.hstack([k.support_gram_np(X) for k in self.kernels_]) / len(self.kernels_)
         return np.hstack([np.ones((len(K), 1)), K])
 
     def _build_idata(self, Phi, resid, rows, seed):
@@ -311,24 +357,36 @@ validation_fraction, n_iter_no_change, eval_every, dtype
         return validate_data(self, X, reset=False, dtype=np.float64)
 
     def predict_krr(self, X, regressor: str = "f1") -> np.ndarray:
-        """The paper's point prediction: ``"f1"`` (eq. 8) or ``"f2"`` (eq. 6, test bandwidth
-        from the nearest support point)."""
+        """The paper's point prediction, averaged over the models: ``"f1"`` (eq. 8) or
+        ``"f2"`` (eq. 6, test bandwidth from the nearest support point)."""
+        if regressor not in ("f1", "f2"):
+            raise ValueError(f"regressor must be 'f1' or 'f2', got {regressor!r}")
         X = self._check_X(X)
         if regressor == "f1":
-            return self.kernel_.predict_f1(X)
-        if regressor == "f2":
-            return self.kernel_.predict_f2(X)
-        raise ValueError(f"regressor must be 'f1' or 'f2', got {regressor!r}")
+            return self.predict_krr_(X)
+        return np.mean([k.predict_f2(X) for k in self.kernels_], axis=0)
 
     def predictive(self, X) -> MixturePredictive:
-        """Student-t posterior predictive of new observations (one exact component)."""
+        r"""Student-t posterior predictive of new observations (one exact component).
+
+        Location :math:`\bar f_1(t) + \phi(t)^\top w_N`. The last layer is fitted on the
+        held-out residuals of *single* models, so its squared scale :math:`s^2(t)` estimates
+        the error of one model; the mean of the models errs less by their spread
+        :math:`a(t) = \frac1E\sum_j (f_{1,j}(t) - \bar f_1(t))^2`, exactly
+        (ambiguity decomposition, Krogh & Vedelsby 1995:
+        :math:`(\bar f - y)^2 = \frac1E\sum_j (f_j - y)^2 - a`). The scale used is
+        :math:`\sqrt{\max(s^2(t) - a(t),\ s^2(t)/E)}` (the floor: errors of the models
+        are not negatively correlated). Without the correction, 90 % intervals covered 95 %
+        of the parkinsons test rows.
+        """
         X = self._check_X(X)
         Phi = self._features(X)
         loc, scale, df = _nig_predictive_np(self.posterior_, Phi)
-        loc = self.kernel_.predict_f1(X) + self.y_scale_ * loc
-        scale = self.y_scale_ * scale
+        F = np.stack([k.predict_f1(X) for k in self.kernels_])
+        loc = F.mean(axis=0) + self.y_scale_ * loc
+        s2 = (self.y_scale_ * scale) ** 2
+        scale = np.sqrt(np.maximum(s2 - F.var(axis=0), s2 / len(F)))
         return MixturePredictive(loc[None, :], scale[None, :], np.asarray([df]))
-
 
     # ------------------------------------------------------------------ saving (no pickle)
     _SCALARS = ("intercept_", "y_scale_", "prior_precision_", "n_support_", "theta0_", "n_iter_")
@@ -337,14 +395,16 @@ validation_fraction, n_iter_no_change, eval_every, dtype
         """Fitted state for :func:`bayeskern.runs.save_run` (JSON metadata + arrays)."""
         check_is_fitted(self)
         meta = {"n_features_in": int(self.n_features_in_),
-                "kernel": self.kernel_.get_config(), "history": self.history_,
+                "kernels": [k.get_config() for k in self.kernels_], "history": self.history_,
                 **{k: getattr(self, k) for k in self._SCALARS}}
         if hasattr(self, "feature_names_in_"):
             meta["feature_names_in"] = [str(c) for c in self.feature_names_in_]
-        arrays = {f"kernel/{k}": v for k, v in self.kernel_.get_state().items()}
+        arrays = {f"kernel{j}/{k}": v for j, kern in enumerate(self.kernels_)
+                  for k, v in kern.get_state().items()}
         arrays.update({f"posterior/{k}": np.asarray(v)
                        for k, v in self.posterior_._asdict().items()})
         arrays["support_vectors"] = self.support_vectors_
+        arrays["calibration_index"] = self.calibration_index_
         return meta, arrays
 
     def _load_state(self, meta: dict, arrays: dict) -> None:
@@ -354,18 +414,19 @@ validation_fraction, n_iter_no_change, eval_every, dtype
         self.n_features_in_ = meta["n_features_in"]
         if "feature_names_in" in meta:
             self.feature_names_in_ = np.asarray(meta["feature_names_in"], dtype=object)
-        state = {k[len("kernel/"):]: v for k, v in arrays.items() if k.startswith("kernel/")}
-        self.kernel_ = kernel_from_config(meta["kernel"], state)
+        self.kernels_ = []
+        for j, config in enumerate(meta["kernels"]):
+            pre = f"kernel{j}/"
+            state = {k[len(pre):]: v for k, v in arrays.items() if k.startswith(pre)}
+            self.kernels_.append(kernel_from_config(config, state))
+        self._set_fitted_views()
         for k in self._SCALARS:
             setattr(self, k, meta[k])
         self.history_ = meta["history"]
         self.posterior_ = blr.NIGPosterior(
             *(arrays[f"posterior/{f}"] for f in blr.NIGPosterior._fields))
-        k = self.kernel_
-        self.support_index_ = k.support_index_
         self.support_vectors_ = arrays["support_vectors"]
-        self.bandwidths_ = k.bandwidths_ / k.half_range_
-        self.dual_coef_ = k.dual_coef_
+        self.calibration_index_ = arrays["calibration_index"]
         self.convergence_ = diagnostics.convergence_report(
             self.idata_, var_names=["noise", "weight_norm"], warn=False)
 

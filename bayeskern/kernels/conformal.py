@@ -65,6 +65,7 @@ __all__ = [
 _OPTIMIZERS = ("eigen", "gradient")
 
 
+
 class SquaredExponential(RBF):
     r"""The :class:`~bayeskern.kernels.RBF` kernel with a matrix-form Gram.
 
@@ -266,7 +267,9 @@ class Conformal(Kernel):
     mu : float
         Relative regularization of eq. 63: the absolute :math:`\mu` is
         ``mu * trace(N0) / (m + 1)``, so it does not depend on the scale of the kernels.
-        ``mu = 0`` requires a nonsingular :math:`N_0` (few expansion points).
+        ``mu = 0`` requires a nonsingular :math:`N_0` (few expansion points); ``mu = inf``
+        keeps :math:`q \equiv 1`, the base kernel (the fallback candidate of
+        ``ConformalKernelClassifier(mu="auto")``).
     n_expansion : int, optional
         Number of expansion points :math:`e_j`, drawn at random from the training points
         (``random_state``); ``None`` uses all of them, as the seed does.
@@ -335,8 +338,8 @@ class Conformal(Kernel):
                             f"got {self.factor_kernel!r}")
         if self.optimizer not in _OPTIMIZERS:
             raise ValueError(f"optimizer must be one of {_OPTIMIZERS}, got {self.optimizer!r}")
-        if not (np.isscalar(self.mu) and np.isfinite(self.mu) and self.mu >= 0):
-            raise ValueError(f"mu must be a non-negative number, got {self.mu!r}")
+        if not (np.isscalar(self.mu) and not isinstance(self.mu, str) and self.mu >= 0):
+            raise ValueError(f"mu must be a non-negative number (inf: q = 1), got {self.mu!r}")
         if not (isinstance(self.gamma1, str) and self.gamma1 == "scale") and not (
             np.isscalar(self.gamma1) and not isinstance(self.gamma1, str) and self.gamma1 > 0
         ):
@@ -363,39 +366,19 @@ class Conformal(Kernel):
         X = np.asarray(X, dtype=float)
         if X.ndim != 2 or not np.all(np.isfinite(X)):
             raise ValueError("X must be a finite 2-d array")
-        check_class_labels(y, X.shape[0])
+        _, codes = check_class_labels(y, X.shape[0])
         k = copy.copy(self)
-        n = X.shape[0]
-        if self.n_expansion is None or self.n_expansion >= n:
-            k.expansion_ = X.copy()
-        else:
-            rng = np.random.default_rng(self.random_state)
-            k.expansion_ = X[np.sort(rng.choice(n, self.n_expansion, replace=False))]
         if self.factor_kernel is None:
             v = X.shape[1] * X.var()
             g = (1.0 / v if v > 0 else np.inf) if self.gamma1 == "scale" else float(self.gamma1)
             k.gamma1_ = np.asarray(g if np.isfinite(g) and g > 0 else 1.0)
         else:
             k.gamma1_ = np.asarray(np.nan)
-        K0 = np.asarray(gram(self._base, X))
-        K1 = np.column_stack([np.ones(n), np.asarray(k._factor_gram(X))])
-        M0, N0 = scatter_matrices(K0, K1, y)
-        mu = self.mu * max(np.trace(N0), 0.0) / len(N0)
+        k.expansion_ = k._expansion(X, np.random.default_rng(self.random_state))
+        alpha, M0, N0, mu, degenerate = k._learn_alpha(X, codes, k.expansion_, float(self.mu),
+                                                       warn=True)
         e0 = np.eye(len(M0))[0]
-        degenerate = not np.trace(N0) > 1e-12 * max(np.sum(K1 * K1), 1e-300)  # tr K1'K1
-        k.fisher_ratio_init_ = float("nan") if degenerate else fisher_ratio(e0, M0, N0, mu)
-        if degenerate:
-            # no within-class spread in the factor features (for example all rows of X equal
-            # to rounding): J is 0/0, nothing to learn; keep q = 1, i.e. the base kernel
-            warnings.warn("Conformal: the within-class scatter N0 is zero (the inputs do not "
-                          "vary within the classes); the Fisher ratio is undefined, so the "
-                          "conformal factor is left at q = 1 (the base kernel)", stacklevel=2)
-            alpha = e0
-        elif self.optimizer == "eigen":
-            alpha, _ = fisher_eigen(M0, N0, mu)
-        else:
-            alpha, k.history_ = fisher_gradient_ascent(
-                M0, N0, mu, eta0=self.eta0, n_iter=self.n_iter, early_stop=self.early_stop)
+        K1 = k._design(X, k.expansion_)
         q = K1 @ alpha
         # J and K = QK0Q do not depend on the sign of alpha: pick the one with q > 0 on most
         # training points (a conformal factor proper), then make the rms of q one
@@ -406,11 +389,52 @@ class Conformal(Kernel):
             raise FloatingPointError("the learned conformal factor q is zero or not finite on "
                                      "the training data; increase mu")
         k.alpha_ = alpha / rms
+        k.fisher_ratio_init_ = float("nan") if degenerate else fisher_ratio(e0, M0, N0, mu)
         k.fisher_ratio_ = float("nan") if degenerate else fisher_ratio(alpha, M0, N0, mu)
         den = alpha @ N0 @ alpha
         k.raw_fisher_ratio_ = float(alpha @ M0 @ alpha / den) if den > 0 else float("inf")
         k.positive_fraction_ = float(np.mean(q > 0))
         return k
+
+    # ----------------------------------------------------------------- learning (eqs. 57-63)
+    def _expansion(self, X, rng) -> np.ndarray:
+        """Expansion points: all rows of ``X``, or ``n_expansion`` of them drawn by ``rng``."""
+        n = X.shape[0]
+        if self.n_expansion is None or self.n_expansion >= n:
+            return X.copy()
+        return X[np.sort(rng.choice(n, self.n_expansion, replace=False))]
+
+    def _design(self, X, E) -> np.ndarray:
+        """:math:`K_1 = [1, K_1(x_i, e_j)]` of eq. 55, shape ``(n, m + 1)``."""
+        return np.column_stack([np.ones(len(X)), np.asarray(gram(self._factor(), X, E))])
+
+    def _learn_alpha(self, X, codes, E, mu_rel, warn=False):
+        """Maximize :math:`J_\\mu` on ``(X, codes)`` with expansion points ``E``.
+
+        ``mu_rel = inf`` keeps :math:`q \\equiv 1` (the base kernel). Returns ``(alpha, M0,
+        N0, mu, degenerate)`` with the absolute :math:`\\mu`.
+        """
+        K0 = np.asarray(gram(self._base, X))
+        K1 = self._design(X, E)
+        M0, N0 = scatter_matrices(K0, K1, codes)
+        e0 = np.eye(len(M0))[0]
+        degenerate = not np.trace(N0) > 1e-12 * max(np.sum(K1 * K1), 1e-300)  # tr K1'K1
+        if degenerate or not np.isfinite(mu_rel):
+            if degenerate and warn:
+                # no within-class spread in the factor features (for example all rows of X
+                # equal to rounding): J is 0/0, nothing to learn; keep q = 1, the base kernel
+                warnings.warn("Conformal: the within-class scatter N0 is zero (the inputs do "
+                              "not vary within the classes); the Fisher ratio is undefined, so "
+                              "the conformal factor is left at q = 1 (the base kernel)",
+                              stacklevel=3)
+            return e0, M0, N0, 0.0, degenerate
+        mu = mu_rel * max(np.trace(N0), 0.0) / len(N0)
+        if self.optimizer == "eigen":
+            alpha, _ = fisher_eigen(M0, N0, mu)
+        else:
+            alpha, self.history_ = fisher_gradient_ascent(
+                M0, N0, mu, eta0=self.eta0, n_iter=self.n_iter, early_stop=self.early_stop)
+        return alpha, M0, N0, mu, False
 
     @property
     def is_fitted(self) -> bool:
