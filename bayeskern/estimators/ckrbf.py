@@ -73,6 +73,11 @@ class CkRBFClassifier(KernelSVC):
     scikit-learn's ``SVC(kernel="precomputed")``. New points get their cell from the fitted
     partition and the Gram matrix against the training points.
 
+    Used as a user would: ``make_pipeline(MinMaxScaler(), CkRBFClassifier())`` (the default
+    ``gamma="auto"`` adapts to the data), or a ``GridSearchCV`` over ``{"C": [0.1, 1, 10,
+    100], "gamma": [0.01, 0.1, 1, 10]}`` (:math:`\gamma` multiplies a Mahalanobis distance, so
+    the grid means the same for inputs of any units).
+
     Parameters
     ----------
     C : float, default 1.0
