@@ -15,6 +15,11 @@ from threadpoolctl import threadpool_limits as _threadpool_limits
 if _os.environ.get("BAYESKERN_X64", "1") != "0":
     _jax.config.update("jax_enable_x64", True)
 
+# one CPU device per MCMC chain, before anything initializes JAX's backend (bayeskern.devices)
+from bayeskern.devices import configure_cpu_devices as _configure_cpu_devices  # noqa: E402
+
+_configure_cpu_devices()
+
 # MCMC does many small factorizations; multi-threaded OpenBLAS spin-waits on them and, on a
 # busy machine, measured 100x slower (425 x 425 Cholesky: 700 ms vs 8 ms). One BLAS thread
 # per process by default; set BAYESKERN_BLAS_THREADS to change it.

@@ -27,6 +27,7 @@ from sklearn import metrics as skm
 
 __all__ = [
     "to_inference_data",
+    "from_mcmc",
     "set_attrs",
     "add_group",
     "summary",
@@ -51,6 +52,32 @@ InferenceData = az.InferenceData
 def to_inference_data(mcmc, *, dims=None, coords=None, observed=None, log_likelihood=False):
     """Convert a NumPyro ``MCMC`` run to ``InferenceData`` with named dims and coords."""
     idata = az.from_numpyro(mcmc, dims=dims, coords=coords, log_likelihood=log_likelihood)
+    if observed:
+        add_group(idata, "observed_data", observed, dims=dims, coords=coords, sample_dims=False)
+    return idata
+
+
+def from_mcmc(samples: dict, stats: dict, *, dims=None, coords=None, observed=None):
+    """``InferenceData`` from NUTS draws ``(chain, draw, ...)`` and NumPyro's per-draw fields.
+
+    The sampler statistics get ArviZ's names (as ``az.from_numpyro`` gives them):
+    ``num_steps`` -> ``n_steps`` (with ``tree_depth`` = floor(log2 n_steps) + 1),
+    ``accept_prob`` -> ``acceptance_rate``, ``potential_energy`` -> ``lp`` (negated: the log
+    density), ``adapt_state.step_size`` -> ``step_size``; ``diverging``, ``energy`` as is.
+    """
+    rename = {"num_steps": "n_steps", "accept_prob": "acceptance_rate",
+              "adapt_state.step_size": "step_size"}
+    ss = {}
+    for name, value in stats.items():
+        value = np.asarray(value)
+        if name == "potential_energy":
+            ss["lp"] = -value
+            continue
+        ss[rename.get(name, name)] = value
+        if name == "num_steps":
+            ss["tree_depth"] = np.log2(np.maximum(value, 1)).astype(int) + 1
+    idata = az.from_dict(posterior={k: np.asarray(v) for k, v in samples.items()},
+                         sample_stats=ss, dims=dims, coords=coords)
     if observed:
         add_group(idata, "observed_data", observed, dims=dims, coords=coords, sample_dims=False)
     return idata

@@ -1,15 +1,27 @@
-"""Numerically careful linear algebra shared by the models and estimators."""
+"""Numerically careful linear algebra shared by the models and estimators.
+
+The Gaussian log density :func:`gaussian_logpdf` is the inner loop of every GP fit: NUTS
+evaluates it and its gradient at every leapfrog step. It costs one Cholesky factorization
+forward and one inverse from that factor backward (a custom VJP), instead of
+differentiating through the factorization.
+"""
 
 from __future__ import annotations
+
+import math
 
 import jax
 import jax.numpy as jnp
 import jax.scipy.linalg as jsl
 
-__all__ = ["JITTERS", "safe_cholesky", "cho_solve"]
+__all__ = ["JITTERS", "safe_cholesky", "cho_solve", "cholesky", "triangular_inverse",
+           "cholesky_inverse", "gaussian_logpdf"]
 
 #: relative jitters tried in order by :func:`safe_cholesky` (times the mean diagonal)
 JITTERS = (0.0, 1e-10, 1e-8, 1e-6, 1e-4, 1e-2)
+
+#: block size below which :func:`cholesky_inverse` hands a triangle to LAPACK's ``trsm``
+_INVERSE_BLOCK = 64
 
 
 def safe_cholesky(K: jax.Array) -> tuple[jax.Array, jax.Array]:
@@ -48,3 +60,117 @@ def safe_cholesky(K: jax.Array) -> tuple[jax.Array, jax.Array]:
 def cho_solve(L: jax.Array, b: jax.Array) -> jax.Array:
     """Solve :math:`(LL^\\top) x = b` given the lower Cholesky factor ``L``."""
     return jsl.cho_solve((L, True), b)
+
+
+def cholesky(K: jax.Array) -> jax.Array:
+    """Lower Cholesky factor of a symmetric ``K`` (LAPACK ``potrf``; NaN if not PD).
+
+    Unlike :func:`jax.numpy.linalg.cholesky` it does not symmetrize ``K`` first: every
+    caller here builds ``K`` symmetric.
+    """
+    return jax.lax.linalg.cholesky(K, symmetrize_input=False)
+
+
+def _lower_times(T: jax.Array, M: jax.Array) -> jax.Array:
+    """:math:`TM` for a lower-triangular ``T`` (BLAS ``trmm``), by block recursion so that the
+    zero upper triangle of ``T`` is not multiplied."""
+    m = T.shape[0]
+    if m <= _INVERSE_BLOCK:
+        return T @ M
+    h = m // 2
+    top = _lower_times(T[:h, :h], M[:h])
+    bottom = T[h:, :h] @ M[:h] + _lower_times(T[h:, h:], M[h:])
+    return jnp.concatenate([top, bottom], axis=0)
+
+
+def _times_lower(M: jax.Array, T: jax.Array) -> jax.Array:
+    """:math:`MT` for a lower-triangular ``T``, by block recursion (see :func:`_lower_times`)."""
+    m = T.shape[0]
+    if m <= _INVERSE_BLOCK:
+        return M @ T
+    h = m // 2
+    left = _times_lower(M[:, :h], T[:h, :h]) + M[:, h:] @ T[h:, :h]
+    right = _times_lower(M[:, h:], T[h:, h:])
+    return jnp.concatenate([left, right], axis=1)
+
+
+def triangular_inverse(L: jax.Array) -> jax.Array:
+    r""":math:`L^{-1}` of a lower-triangular ``L`` by 2×2 block recursion (LAPACK ``trtri``),
+    :math:`\begin{pmatrix}L_{11}&0\\L_{21}&L_{22}\end{pmatrix}^{-1} =
+    \begin{pmatrix}X_{11}&0\\-X_{22}L_{21}X_{11}&X_{22}\end{pmatrix}`."""
+    n = L.shape[-1]
+    if n <= _INVERSE_BLOCK:
+        return jsl.solve_triangular(L, jnp.eye(n, dtype=L.dtype), lower=True)
+    h = n // 2
+    X11 = triangular_inverse(L[:h, :h])
+    X22 = triangular_inverse(L[h:, h:])
+    X21 = -_lower_times(X22, _times_lower(L[h:, :h], X11))
+    return jnp.block([[X11, jnp.zeros((h, n - h), L.dtype)], [X21, X22]])
+
+
+def _lower_gram(A: jax.Array) -> jax.Array:
+    """:math:`A^\top A` of a lower-triangular ``A`` by block recursion (LAPACK ``lauum``):
+    the products skip the zero upper triangle."""
+    n = A.shape[-1]
+    if n <= _INVERSE_BLOCK:
+        return A.T @ A
+    h = n // 2
+    A21 = A[h:, :h]
+    top = _lower_gram(A[:h, :h]) + A21.T @ A21
+    off = _times_lower(A21.T, A[h:, h:])  # A21^T A22
+    return jnp.block([[top, off], [off.T, _lower_gram(A[h:, h:])]])
+
+
+def cholesky_inverse(L: jax.Array) -> jax.Array:
+    """:math:`K^{-1} = L^{-\\top}L^{-1}` from the lower Cholesky factor ``L`` of ``K``.
+
+    The LAPACK ``potri`` algorithm (triangular inverse, then :math:`A^\\top A` of the
+    triangle) written as block recursions of matrix products that skip the zero triangles
+    (JAX exposes no ``potri``): measured 2.2× one Cholesky at n = 425 on one core, where
+    ``cho_solve(L, I)`` takes 6×.
+    """
+    if L.ndim > 2:
+        return jax.vmap(cholesky_inverse)(L)
+    return _lower_gram(triangular_inverse(L))
+
+
+@jax.custom_vjp
+def gaussian_logpdf(y: jax.Array, K: jax.Array) -> jax.Array:
+    r"""Log density of :math:`y \sim N(0, K)` with a cheap exact gradient.
+
+    .. math:: \log p(y) = -\tfrac12 y^\top K^{-1} y - \tfrac12\log|K| - \tfrac n2\log 2\pi,
+       \qquad \frac{\partial \log p}{\partial K} = \tfrac12(\alpha\alpha^\top - K^{-1}),
+       \quad \alpha = K^{-1}y
+
+    (Rasmussen & Williams 2006, eqs. 2.30 and 5.9). The forward pass is one Cholesky
+    factorization; the backward pass forms :math:`K^{-1}` from that factor
+    (:func:`cholesky_inverse`) and hands :math:`\tfrac12(\alpha\alpha^\top - K^{-1})` to
+    whatever built ``K``, whose own derivative is elementwise. Differentiating through the
+    Cholesky factorization instead costs several triangular solves with ``n`` right-hand
+    sides. ``K`` must be symmetric; a ``K`` that is not positive definite gives ``nan``
+    (NUTS rejects the step).
+
+    Parameters
+    ----------
+    y : (n,) observations.
+    K : (n, n) symmetric covariance.
+    """
+    return _gaussian_fwd(y, K)[0]
+
+
+def _gaussian_fwd(y, K):
+    L = cholesky(K)
+    alpha = cho_solve(L, y)
+    n = y.shape[-1]
+    logp = (-0.5 * jnp.dot(y, alpha) - jnp.sum(jnp.log(jnp.diagonal(L)))
+            - 0.5 * n * math.log(2 * math.pi))
+    return logp, (L, alpha)
+
+
+def _gaussian_bwd(res, g):
+    L, alpha = res
+    W = 0.5 * (jnp.outer(alpha, alpha) - cholesky_inverse(L))
+    return -g * alpha, g * W
+
+
+gaussian_logpdf.defvjp(_gaussian_fwd, _gaussian_bwd)

@@ -10,29 +10,59 @@ for regression, ``y``), so the weakly-informative priors below have a fixed mean
 * regression noise standard deviation ``noise ~ HalfNormal(1)``.
 
 Regression uses the exact marginal likelihood :math:`y \\sim N(0, K_\\theta + \\sigma^2 I)`
-(Rasmussen & Williams 2006, eq. 2.30). Classification uses a latent GP in the whitened
-(non-centred) parameterization :math:`f = L\\eta,\\ \\eta \\sim N(0, I)`, :math:`LL^\\top = K`,
-with a Bernoulli-logit likelihood and a constant mean ``bias ~ Normal(0, 1.5)``.
+(Rasmussen & Williams 2006, eq. 2.30). Classification has a Bernoulli-logit likelihood on a
+latent GP :math:`f` with a constant mean ``bias ~ Normal(0, 1.5)``, in two forms of the same
+model:
+
+* :func:`gp_classification_laplace` (the default of :class:`~bayeskern.GPClassifier`)
+  integrates :math:`f` out by the embedded Laplace approximation (:mod:`bayeskern.laplace`);
+  the bias, a Gaussian, is integrated exactly as the constant kernel
+  :math:`1.5^2\\,\\mathbf 1\\mathbf 1^\\top`, so NUTS samples only the kernel's
+  hyper-parameters;
+* :func:`gp_classification` samples :math:`f` in the whitened (non-centred)
+  parameterization :math:`f = b + L\\eta,\\ \\eta \\sim N(0, I)`, :math:`LL^\\top = K`:
+  exact, with :math:`n` more dimensions for NUTS.
 """
 
 from __future__ import annotations
 
+from dataclasses import dataclass
+from functools import partial
+
 import jax
 import jax.numpy as jnp
 import jax.scipy.linalg as jsl
+import numpy as np
 import numpyro
 import numpyro.distributions as dist
+from numpyro.distributions import constraints
 
-from bayeskern.kernels.base import Kernel
-from bayeskern.linalg import cho_solve, safe_cholesky
+from bayeskern.kernels.base import Kernel, default_theta
+from bayeskern.laplace import (
+    laplace_log_marginal,
+    laplace_loo_logpdf,
+    laplace_mode,
+    laplace_predict,
+    mode_from_f,
+)
+from bayeskern.linalg import cho_solve, gaussian_logpdf, safe_cholesky
 
 __all__ = [
     "sample_kernel_hyperparameters",
+    "prepare_kernel",
+    "PackedGram",
     "kernel_matrix",
+    "ZeroMeanGaussian",
     "gp_regression",
     "gp_classification",
+    "gp_classification_laplace",
+    "LaplaceBernoulliGP",
+    "classification_covariance",
+    "BIAS_SD",
     "regression_predictive",
     "classification_predictive",
+    "laplace_classification_predictive",
+    "laplace_classification_loo",
     "theta_from_draw",
     "JITTER",
 ]
@@ -64,18 +94,125 @@ def sample_kernel_hyperparameters(kernel: Kernel, x_scale) -> dict:
     return theta
 
 
-def kernel_matrix(kernel: Kernel, theta: dict, amplitude, X1, X2) -> jax.Array:
-    r""":math:`K = \sum_t a_t^2\, k_t(X_1, X_2)` over the additive terms :math:`k_t`."""
+@partial(jax.tree_util.register_dataclass, data_fields=["caches", "rows", "cols", "index"],
+         meta_fields=["pairwise"])
+@dataclass(frozen=True)
+class PackedGram:
+    """What a symmetric Gram matrix ``K(X, X)`` needs per additive term, computed once per fit,
+    with only the lower triangle kept (:func:`prepare_kernel`).
+
+    Attributes
+    ----------
+    caches : per term, the :meth:`~bayeskern.kernels.Kernel.prepare` result, packed to the
+        :math:`n(n+1)/2` pairs ``(rows, cols)`` where the term's cache is pairwise.
+    rows, cols : the lower-triangle indices, ``rows >= cols``.
+    index : (n, n) position of pair ``(i, j)`` (or ``(j, i)``) in the packed axis.
+    pairwise : per term, whether its cache was packed.
+    """
+
+    caches: list
+    rows: jax.Array
+    cols: jax.Array
+    index: jax.Array
+    pairwise: tuple
+
+
+def prepare_kernel(kernel: Kernel, X1, X2, x_scale):
+    """Per additive term, what its Gram matrix between ``X1`` and ``X2`` needs that no
+    sampled hyper-parameter changes (:meth:`~bayeskern.kernels.Kernel.prepare`), computed once
+    per fit and passed to the models as ``prepared``.
+
+    For the symmetric ``K(X, X)`` (``X2 is X1``) the result is a :class:`PackedGram`: the terms
+    whose cache is pairwise are evaluated on the lower triangle only (half the elementwise
+    work, and no transposed copies of the caches), and :func:`kernel_matrix` unfolds the sum
+    once. Otherwise it is a list of per-term caches.
+    """
+    theta0 = default_theta(kernel, x_scale)
     terms = kernel.terms()
-    K = amplitude[0] ** 2 * terms[0].gram(theta, X1, X2)
-    for a, t in zip(amplitude[1:], terms[1:]):
-        K = K + a**2 * t.gram(theta, X1, X2)
+    if X2 is not X1:
+        return [t.prepare(theta0, X1, X2) for t in terms]
+    n = X1.shape[0]
+    rows, cols = np.tril_indices(n)
+    index = np.zeros((n, n), np.int32)
+    index[rows, cols] = index[cols, rows] = np.arange(len(rows))
+    rows, cols = jnp.asarray(rows), jnp.asarray(cols)
+    pairwise = tuple(t.pairwise_prepared() for t in terms)
+    caches = []
+    for t, pw in zip(terms, pairwise, strict=True):
+        c = t.prepare(theta0, X1, X1)
+        caches.append(jax.tree.map(lambda a: a[rows, cols], c) if pw else c)
+    return PackedGram(caches, rows, cols, jnp.asarray(index), pairwise)
+
+
+@jax.custom_vjp
+def _unpack(packed, rows, cols, index):
+    """The symmetric matrix whose lower triangle is ``packed``; its VJP folds the cotangent
+    of the upper triangle onto the lower one (a gather, not a scatter-add)."""
+    return packed[index]
+
+
+def _unpack_fwd(packed, rows, cols, index):
+    return packed[index], (rows, cols)
+
+
+def _unpack_bwd(res, W):
+    rows, cols = res
+    return W[rows, cols] + jnp.where(rows != cols, W[cols, rows], 0.0), None, None, None
+
+
+_unpack.defvjp(_unpack_fwd, _unpack_bwd)
+
+
+def kernel_matrix(kernel: Kernel, theta: dict, amplitude, X1=None, X2=None, *,
+                  prepared=None) -> jax.Array:
+    r""":math:`K = \sum_t a_t^2\, k_t(X_1, X_2)` over the additive terms :math:`k_t`.
+
+    With ``prepared`` (from :func:`prepare_kernel` on the same inputs) the terms start from
+    their cached parts and ``X1``, ``X2`` are not needed.
+    """
+    terms = kernel.terms()
+    if isinstance(prepared, PackedGram):
+        packed = 0.0
+        for a, t, c, pw in zip(amplitude, terms, prepared.caches, prepared.pairwise,
+                               strict=True):
+            g = t.gram_prepared(theta, c)
+            packed = packed + a**2 * (g if pw else g[prepared.rows, prepared.cols])
+        return _unpack(packed, prepared.rows, prepared.cols, prepared.index)
+    if prepared is None:
+        prepared = [t.prepare(theta, X1, X2) for t in terms]
+    K = amplitude[0] ** 2 * terms[0].gram_prepared(theta, prepared[0])
+    for a, t, p in zip(amplitude[1:], terms[1:], prepared[1:], strict=True):
+        K = K + a**2 * t.gram_prepared(theta, p)
     return K
+
+
+class ZeroMeanGaussian(dist.Distribution):
+    r""":math:`N(0, K)` whose log density is :func:`bayeskern.linalg.gaussian_logpdf`:
+    one Cholesky factorization forward, one inverse from it backward (Rasmussen & Williams
+    2006, eq. 5.9), instead of NumPyro's ``MultivariateNormal``, which differentiates through
+    the factorization. Same density; only the cost of its gradient differs."""
+
+    arg_constraints = {"covariance_matrix": constraints.positive_definite}
+    support = constraints.real_vector
+    reparametrized_params = ["covariance_matrix"]
+
+    def __init__(self, covariance_matrix, *, validate_args=None):
+        self.covariance_matrix = covariance_matrix
+        super().__init__(batch_shape=(), event_shape=covariance_matrix.shape[-1:],
+                         validate_args=validate_args)
+
+    def sample(self, key, sample_shape=()):
+        L = jnp.linalg.cholesky(self.covariance_matrix)
+        eps = jax.random.normal(key, sample_shape + self.event_shape, L.dtype)
+        return eps @ L.T
+
+    def log_prob(self, value):
+        return gaussian_logpdf(value, self.covariance_matrix)
 
 
 def kernel_diag(kernel: Kernel, theta: dict, amplitude, X) -> jax.Array:
     """Diagonal of :func:`kernel_matrix` ``(X, X)`` without forming the matrix."""
-    return sum(a**2 * t.diag(theta, X) for a, t in zip(amplitude, kernel.terms()))
+    return sum(a**2 * t.diag(theta, X) for a, t in zip(amplitude, kernel.terms(), strict=True))
 
 
 def _hyper(kernel: Kernel, x_scale):
@@ -85,7 +222,7 @@ def _hyper(kernel: Kernel, x_scale):
     return theta, amplitude
 
 
-def gp_regression(X, y=None, *, kernel: Kernel, x_scale):
+def gp_regression(X, y=None, *, kernel: Kernel, x_scale, prepared=None):
     """GP regression with the exact Gaussian marginal likelihood.
 
     Parameters
@@ -94,17 +231,17 @@ def gp_regression(X, y=None, *, kernel: Kernel, x_scale):
     y : (n,) standardized targets, or ``None`` for prior predictive sampling.
     kernel : a named (see :func:`bayeskern.kernels.name_leaves`), fitted kernel.
     x_scale : (d,) column scales of the raw inputs (translates fixed length values).
+    prepared : optional :func:`prepare_kernel` ``(kernel, X, X, x_scale)``, computed once
+        per fit so that the leapfrog steps of NUTS skip it.
     """
     theta, amplitude = _hyper(kernel, x_scale)
     noise = numpyro.sample("noise", dist.HalfNormal(1.0))
-    K = kernel_matrix(kernel, theta, amplitude, X, X)
+    K = kernel_matrix(kernel, theta, amplitude, X, X, prepared=prepared)
     K = K + (noise**2 + JITTER) * jnp.eye(X.shape[0])
-    numpyro.sample(
-        "y", dist.MultivariateNormal(jnp.zeros(X.shape[0]), covariance_matrix=K), obs=y
-    )
+    numpyro.sample("y", ZeroMeanGaussian(K), obs=y)
 
 
-def gp_classification(X, y=None, *, kernel: Kernel, x_scale):
+def gp_classification(X, y=None, *, kernel: Kernel, x_scale, prepared=None):
     """Binary GP classification, Bernoulli-logit likelihood, whitened latent GP.
 
     :math:`f = b + L\\eta`, :math:`\\eta \\sim N(0, I_n)`, :math:`y_i \\sim
@@ -112,13 +249,73 @@ def gp_classification(X, y=None, *, kernel: Kernel, x_scale):
     kernel hyper-parameters, which removes the funnel of the centred form (Murray & Adams 2010).
     """
     theta, amplitude = _hyper(kernel, x_scale)
-    bias = numpyro.sample("bias", dist.Normal(0.0, 1.5))
+    bias = numpyro.sample("bias", dist.Normal(0.0, BIAS_SD))
     n = X.shape[0]
-    K = kernel_matrix(kernel, theta, amplitude, X, X) + JITTER * jnp.eye(n)
+    K = kernel_matrix(kernel, theta, amplitude, X, X, prepared=prepared) + JITTER * jnp.eye(n)
     L = jnp.linalg.cholesky(K)
     eta = numpyro.sample("eta", dist.Normal(0.0, 1.0).expand([n]).to_event(1))
     f = numpyro.deterministic("f", bias + L @ eta)
     numpyro.sample("y", dist.Bernoulli(logits=f), obs=y)
+
+
+class LaplaceBernoulliGP(dist.Distribution):
+    r"""Labels :math:`y \in \{0, 1\}^n` of a Bernoulli-logit GP with the latent function
+    :math:`f \sim N(0, K)` integrated out.
+
+    ``log_prob`` is the embedded Laplace approximation of :math:`\log p(y \mid K)`
+    (:func:`bayeskern.laplace.laplace_log_marginal`, gradient by implicit differentiation of
+    the mode); ``sample`` draws exactly, :math:`f \sim N(0, K)` then
+    :math:`y_i \sim \mathrm{Bernoulli}(\sigma(f_i))` (prior predictive checks).
+    """
+
+    arg_constraints = {"covariance_matrix": constraints.positive_definite}
+    support = constraints.independent(constraints.boolean, 1)
+
+    def __init__(self, covariance_matrix, *, validate_args=None):
+        self.covariance_matrix = covariance_matrix
+        super().__init__(batch_shape=(), event_shape=covariance_matrix.shape[-1:],
+                         validate_args=validate_args)
+
+    def sample(self, key, sample_shape=()):
+        k_f, k_y = jax.random.split(key)
+        f = ZeroMeanGaussian(self.covariance_matrix).sample(k_f, sample_shape)
+        return dist.Bernoulli(logits=f).sample(k_y)
+
+    def log_prob(self, value):
+        return laplace_log_marginal(self.covariance_matrix, value)
+
+
+#: prior standard deviation of the classifier's constant mean (bias)
+BIAS_SD = 1.5
+
+
+def classification_covariance(kernel: Kernel, theta, amplitude, X1=None, X2=None, *,
+                              prepared=None):
+    """Prior covariance of the classifier's latent function with the bias integrated out,
+    :math:`K + 1.5^2\\,\\mathbf 1\\mathbf 1^\\top` (a ``Normal(0, 1.5)`` constant mean)."""
+    return kernel_matrix(kernel, theta, amplitude, X1, X2, prepared=prepared) + BIAS_SD**2
+
+
+def gp_classification_laplace(X, y=None, *, kernel: Kernel, x_scale, prepared=None):
+    """Binary GP classification with the latent function integrated out (embedded Laplace).
+
+    .. math:: y \\mid \\theta \\sim \\int \\prod_i \\mathrm{Bernoulli}(y_i \\mid \\sigma(f_i))
+              \\, N(f \\mid 0, K_\\theta + 1.5^2\\mathbf 1\\mathbf 1^\\top)\\,df
+
+    by the Laplace approximation at the mode (:class:`LaplaceBernoulliGP`), so NUTS samples
+    the kernel's hyper-parameters only. The same model as :func:`gp_classification`, whose
+    ``bias ~ Normal(0, 1.5)`` is here the constant kernel term. The mode :math:`\\hat f` of
+    each posterior draw is kept as the deterministic site ``f`` (for predictions and LOO).
+    """
+    theta, amplitude = _hyper(kernel, x_scale)
+    n = X.shape[0]
+    K = classification_covariance(kernel, theta, amplitude, X, X, prepared=prepared)
+    K = K + JITTER * jnp.eye(n)
+    if y is not None:
+        # recomputed only when the posterior draws are collected (the log density does not
+        # use it, so it is not part of the gradient NUTS evaluates)
+        numpyro.deterministic("f", laplace_mode(K, y).f)
+    numpyro.sample("y", LaplaceBernoulliGP(K), obs=y)
 
 
 def _cross(kernel, theta, amplitude, X, Xnew):
@@ -162,6 +359,36 @@ def classification_predictive(kernel: Kernel, draw: dict, X, Xnew, x_scale):
     mean = draw["bias"] + v.T @ draw["eta"]
     var = jnp.maximum(kss - jnp.sum(v * v, axis=0), 0.0)
     return mean, var, jitter
+
+
+def _laplace_factors(kernel: Kernel, draw: dict, X, y, x_scale):
+    theta = theta_from_draw(kernel, draw, x_scale)
+    K = classification_covariance(kernel, theta, draw["amplitude"], X, X)
+    K = K + JITTER * jnp.eye(X.shape[0])
+    return theta, K, mode_from_f(K, y, draw["f"])
+
+
+def laplace_classification_predictive(kernel: Kernel, draw: dict, X, y, Xnew, x_scale):
+    """Latent mean and variance at ``Xnew`` for one draw of the Laplace classifier.
+
+    From the stored mode :math:`\\hat f` of the draw (R&W Algorithm 3.2):
+    :math:`\\mu_* = k_*^\\top(y - \\sigma(\\hat f))`,
+    :math:`v_* = k_{**} - \\|L^{-1}W^{1/2}k_*\\|^2`, :math:`LL^\\top = I + W^{1/2}KW^{1/2}`,
+    with the bias variance in every covariance. Returns ``(mean, variance, 0.0)`` (no jitter:
+    :math:`B` has eigenvalues of at least one).
+    """
+    theta, _, mode = _laplace_factors(kernel, draw, X, y, x_scale)
+    Ks = classification_covariance(kernel, theta, draw["amplitude"], X, Xnew)
+    kss = kernel_diag(kernel, theta, draw["amplitude"], Xnew) + BIAS_SD**2
+    mean, var = laplace_predict(mode, Ks, kss)
+    return mean, var, jnp.zeros((), mean.dtype)
+
+
+def laplace_classification_loo(kernel: Kernel, draw: dict, X, y, x_scale):
+    """:math:`\\log p(y_i \\mid y_{-i}, \\theta)` for one draw of the Laplace classifier
+    (:func:`bayeskern.laplace.laplace_loo_logpdf`): the pointwise terms of PSIS-LOO."""
+    _, K, mode = _laplace_factors(kernel, draw, X, y, x_scale)
+    return laplace_loo_logpdf(mode, K, y)
 
 
 def theta_from_draw(kernel: Kernel, draw: dict, x_scale) -> dict:

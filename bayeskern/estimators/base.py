@@ -124,12 +124,32 @@ def batched_map(f, xs, batch_size: int = 16):
     return jax.tree_util.tree_map(lambda a: a[:n], out) if pad else out
 
 
-def map_draws(fn, draws: dict, *args, batch_size: int = 16):
-    """Apply ``fn(draw, *args)`` to every posterior draw with :func:`batched_map` (jitted)."""
+def map_draws(fn, draws: dict, *args, batch_size: int = 1):
+    """Apply ``fn(draw, *args)`` to every posterior draw with :func:`batched_map`, the draws
+    split over the CPU devices (``pmap``, one share per device, see :mod:`bayeskern.devices`)
+    when there are several.
+
+    ``batch_size`` stays 1 for bodies with linear algebra: batches of draws put batched
+    LAPACK calls (Cholesky, triangular solves) inside ``lax.map``'s loop, and that blocks
+    forever in XLA:CPU (jax 0.10.2), with or without a remainder batch: measured on the GP's
+    leave-one-out body, 2000 draws in batches of 16 hung, one at a time never did
+    (``tests/test_batched_map.py``).
+    """
     jdraws = {k: jnp.asarray(v) for k, v in draws.items()}
-    return jax.jit(lambda d, *a: batched_map(lambda x: fn(x, *a), d, batch_size))(
-        jdraws, *args
-    )
+    n = jax.tree_util.tree_leaves(jdraws)[0].shape[0]
+    n_dev = min(jax.local_device_count(), n)
+
+    def per_device(d, *a):
+        return batched_map(lambda x: fn(x, *a), d, batch_size)
+
+    if n_dev < 2:
+        return jax.jit(per_device)(jdraws, *args)
+    pad = -n % n_dev
+    shards = jax.tree_util.tree_map(
+        lambda a: jnp.concatenate([a, jnp.repeat(a[-1:], pad, axis=0)]).reshape(
+            (n_dev, (n + pad) // n_dev) + a.shape[1:]), jdraws)
+    out = jax.pmap(per_device, in_axes=(0,) + (None,) * len(args))(shards, *args)
+    return jax.tree_util.tree_map(lambda a: a.reshape((n + pad,) + a.shape[2:])[:n], out)
 
 
 def validate_binary(y) -> tuple[np.ndarray, np.ndarray]:

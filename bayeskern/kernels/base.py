@@ -19,8 +19,9 @@ from __future__ import annotations
 
 import copy
 import inspect
+from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Any, Callable
+from typing import Any
 
 import jax
 import jax.numpy as jnp
@@ -100,16 +101,17 @@ class Kernel:
         """Hyper-parameters of this leaf kernel, by parameter name."""
         return {}
 
-    def leaves(self) -> list["Kernel"]:
+    def leaves(self) -> list[Kernel]:
         """The leaf kernels of this tree, left to right."""
         return [self]
 
-    def children(self) -> list["Kernel"]:
+    def children(self) -> list[Kernel]:
         """The kernels this node is built from (none for a leaf; see :func:`kernel_nodes`)."""
         return []
 
-    def terms(self) -> list["Kernel"]:
-        """The additive terms of this kernel (a :class:`Sum` flattens; anything else is one term)."""
+    def terms(self) -> list[Kernel]:
+        """The additive terms of this kernel (a :class:`Sum` flattens; anything else is one
+        term)."""
         return [self]
 
     def _site(self, param: str) -> str:
@@ -135,6 +137,43 @@ class Kernel:
         """``k(x_i, x_i)`` for every row of ``X``."""
         return jax.vmap(self.evaluate, in_axes=(None, 0, 0))(theta, X, X)
 
+    # ----------------------------------------------------------------- work done once per fit
+    def is_constant(self) -> bool:
+        """``True`` when no hyper-parameter of this kernel (or of a kernel it wraps) is
+        sampled: its Gram matrix is then the same at every posterior draw."""
+        return all(h.value is not None for k in [self, *self.leaves()]
+                   for h in k.hyperparameters().values())
+
+    def prepare(self, theta: dict, X1: jax.Array, X2: jax.Array):
+        """Everything in ``gram(theta, X1, X2)`` that does not depend on the sampled
+        hyper-parameters, computed once per fit instead of once per leapfrog step.
+
+        ``theta`` needs only the fixed hyper-parameters (e.g. :func:`default_theta`); the
+        result is a pytree for :meth:`gram_prepared`. A kernel with nothing to sample is
+        constant: its whole Gram matrix is the cache. Subclasses cache what they can
+        (squared distances, the sin² matrix of a fixed period, fitted feature maps); the
+        default keeps the inputs, so that ``gram_prepared`` is ``gram``.
+        """
+        if self.is_constant():
+            return self.gram(theta, X1, X2)
+        return (X1, X2)
+
+    def gram_prepared(self, theta: dict, prepared) -> jax.Array:
+        """``gram(theta, X1, X2)`` from ``prepared = prepare(theta, X1, X2)``."""
+        if self.is_constant():
+            return prepared
+        return self.gram(theta, *prepared)
+
+    def pairwise_prepared(self) -> bool:
+        """``True`` when :meth:`prepare` returns arrays whose leading axes run over the pairs
+        of points ``(n1, n2, ...)`` and :meth:`gram_prepared` works elementwise over them.
+
+        The models then keep only the lower triangle of a symmetric Gram matrix, packed into
+        one axis of :math:`n(n+1)/2` pairs, and do half the elementwise work per leapfrog
+        step (:func:`bayeskern.models.gp.prepare_kernel`).
+        """
+        return self.is_constant()
+
     def __call__(self, X1: ArrayLike, X2: ArrayLike | None = None) -> jax.Array:
         """Gram matrix with every hyper-parameter at its fixed value or default.
 
@@ -147,7 +186,7 @@ class Kernel:
         return gram(k, X1, X2, default_theta(k, np.ones(X1.shape[1])))
 
     # ----------------------------------------------------------------- data-dependent kernels
-    def fit(self, X: np.ndarray, y: np.ndarray | None = None) -> "Kernel":
+    def fit(self, X: np.ndarray, y: np.ndarray | None = None) -> Kernel:
         """Learn data-dependent parts of the kernel; the base kernels learn nothing."""
         return self
 
@@ -235,6 +274,9 @@ class Constant(Kernel):
     def evaluate(self, theta, x1, x2):
         return jnp.asarray(self.value, dtype=x1.dtype)
 
+    def gram(self, theta, X1, X2):
+        return jnp.full((X1.shape[0], X2.shape[0]), self.value, dtype=X1.dtype)
+
 
 class _Binary(Kernel):
     op: Callable
@@ -261,6 +303,16 @@ class _Binary(Kernel):
 
     def diag(self, theta, X):
         return self.op(self.k1.diag(theta, X), self.k2.diag(theta, X))
+
+    def prepare(self, theta, X1, X2):
+        return (self.k1.prepare(theta, X1, X2), self.k2.prepare(theta, X1, X2))
+
+    def gram_prepared(self, theta, prepared):
+        return self.op(self.k1.gram_prepared(theta, prepared[0]),
+                       self.k2.gram_prepared(theta, prepared[1]))
+
+    def pairwise_prepared(self):
+        return self.k1.pairwise_prepared() and self.k2.pairwise_prepared()
 
     def fit(self, X, y=None):
         return type(self)(self.k1.fit(X, y), self.k2.fit(X, y))

@@ -15,11 +15,18 @@ import numpyro.distributions as dist
 
 from .base import Hyper, Kernel
 
-__all__ = ["RBF", "Laplacian", "Linear", "Periodic", "MahalanobisRBF", "safe_norm"]
+__all__ = ["RBF", "Laplacian", "Linear", "Periodic", "MahalanobisRBF", "safe_norm", "sqdist"]
 
 
 def _lengthscale_prior():
     return dist.LogNormal(0.0, 1.0)
+
+
+def sqdist(A, B):
+    r"""Matrix of squared Euclidean distances between the rows of ``A`` and ``B`` (clipped at
+    zero against rounding), :math:`\|a\|^2 + \|b\|^2 - 2a^\top b`."""
+    sq = jnp.sum(A * A, 1)[:, None] + jnp.sum(B * B, 1)[None, :] - 2.0 * A @ B.T
+    return jnp.maximum(sq, 0.0)
 
 
 def safe_norm(d, axis=-1):
@@ -48,9 +55,24 @@ class _Stationary(Kernel):
         """Matrix of scaled squared distances (matrix form: XLA's batched tiny dot products
         under a double ``vmap`` are slow on CPU)."""
         ls = self._p(theta, "lengthscale")
-        A, B = X1 / ls, X2 / ls
-        sq = jnp.sum(A * A, 1)[:, None] + jnp.sum(B * B, 1)[None, :] - 2.0 * A @ B.T
-        return jnp.maximum(sq, 0.0)
+        return sqdist(X1 / ls, X2 / ls)
+
+    def prepare(self, theta, X1, X2):
+        """Unscaled squared distances when one length-scale is sampled for all columns."""
+        if self.ard or self.is_constant():
+            return super().prepare(theta, X1, X2)
+        return sqdist(X1, X2)
+
+    def gram_prepared(self, theta, prepared):
+        if self.ard or self.is_constant():
+            return super().gram_prepared(theta, prepared)
+        return self._from_sqdist(prepared / self._p(theta, "lengthscale") ** 2)
+
+    def pairwise_prepared(self):
+        return not self.ard or self.is_constant()
+
+    def gram(self, theta, X1, X2):
+        return self._from_sqdist(self._sqdist(theta, X1, X2))
 
 
 class RBF(_Stationary):
@@ -70,8 +92,9 @@ class RBF(_Stationary):
         r = self._scaled(theta, x1, x2)
         return jnp.exp(-0.5 * jnp.sum(r * r))
 
-    def gram(self, theta, X1, X2):
-        return jnp.exp(-0.5 * self._sqdist(theta, X1, X2))
+    @staticmethod
+    def _from_sqdist(sq):
+        return jnp.exp(-0.5 * sq)
 
     def diag(self, theta, X):
         return jnp.ones(X.shape[0], dtype=X.dtype)
@@ -86,8 +109,8 @@ class Laplacian(_Stationary):
     def evaluate(self, theta, x1, x2):
         return jnp.exp(-safe_norm(self._scaled(theta, x1, x2)))
 
-    def gram(self, theta, X1, X2):
-        sq = self._sqdist(theta, X1, X2)
+    @staticmethod
+    def _from_sqdist(sq):
         nz = sq > 0
         return jnp.exp(-jnp.where(nz, jnp.sqrt(jnp.where(nz, sq, 1.0)), 0.0))
 
@@ -140,10 +163,26 @@ class Periodic(Kernel):
         s = jnp.sin(jnp.pi * (x1 - x2) / self._p(theta, "period"))
         return jnp.exp(-2.0 * jnp.sum(s * s) / self._p(theta, "lengthscale") ** 2)
 
+    def _sin2(self, theta, X1, X2):
+        s = jnp.sin(jnp.pi * (X1[:, None, :] - X2[None, :, :]) / self._p(theta, "period"))
+        return jnp.sum(s * s, axis=-1)
+
     def gram(self, theta, X1, X2):
-        d = (X1[:, None, :] - X2[None, :, :]) / self._p(theta, "period")
-        s = jnp.sin(jnp.pi * d)
-        return jnp.exp(-2.0 * jnp.sum(s * s, axis=-1) / self._p(theta, "lengthscale") ** 2)
+        return jnp.exp(-2.0 * self._sin2(theta, X1, X2) / self._p(theta, "lengthscale") ** 2)
+
+    def prepare(self, theta, X1, X2):
+        """The sin² matrix when the period is fixed (the usual case: a known season)."""
+        if self.period is None or self.is_constant():
+            return super().prepare(theta, X1, X2)
+        return self._sin2(theta, X1, X2)
+
+    def gram_prepared(self, theta, prepared):
+        if self.period is None or self.is_constant():
+            return super().gram_prepared(theta, prepared)
+        return jnp.exp(-2.0 * prepared / self._p(theta, "lengthscale") ** 2)
+
+    def pairwise_prepared(self):
+        return self.period is not None or self.is_constant()
 
     def diag(self, theta, X):
         return jnp.ones(X.shape[0], dtype=X.dtype)
@@ -195,12 +234,23 @@ class MahalanobisRBF(Kernel):
         q = d @ jnp.asarray(self.precision_) @ d
         return jnp.exp(-0.5 * q / self._p(theta, "lengthscale") ** 2)
 
-    def gram(self, theta, X1, X2):
+    def _whitened_sqdist(self, X1, X2):
         # whiten with the Cholesky factor of the precision, then squared distances
         W = jnp.linalg.cholesky(jnp.asarray(self.precision_))
-        A, B = X1 @ W, X2 @ W
-        sq = jnp.sum(A * A, 1)[:, None] + jnp.sum(B * B, 1)[None, :] - 2.0 * A @ B.T
-        return jnp.exp(-0.5 * jnp.maximum(sq, 0.0) / self._p(theta, "lengthscale") ** 2)
+        return sqdist(X1 @ W, X2 @ W)
+
+    def gram(self, theta, X1, X2):
+        return self.gram_prepared(theta, self._whitened_sqdist(X1, X2))
+
+    def prepare(self, theta, X1, X2):
+        """The Mahalanobis squared distances (the precision is fitted, not sampled)."""
+        return self._whitened_sqdist(X1, X2)
+
+    def gram_prepared(self, theta, prepared):
+        return jnp.exp(-0.5 * prepared / self._p(theta, "lengthscale") ** 2)
+
+    def pairwise_prepared(self):
+        return True
 
     def diag(self, theta, X):
         return jnp.ones(X.shape[0], dtype=X.dtype)

@@ -1,0 +1,20 @@
+"""The inference layer: every MCMC run of bayeskern goes through here.
+
+* :mod:`bayeskern.inference.nuts` — NUTS (NumPyro) for the GP and spectral models: the mode
+  search and Laplace-approximation start, the dense mass matrix, chains on all CPU devices.
+"""
+
+from bayeskern.inference.nuts import (
+    MapResult,
+    ModelFunctions,
+    as_key,
+    check_sampler_counts,
+    choose_chain_method,
+    find_map,
+    laplace_inits,
+    model_functions,
+    run_nuts,
+)
+
+__all__ = ["run_nuts", "find_map", "laplace_inits", "model_functions", "MapResult",
+           "ModelFunctions", "choose_chain_method", "check_sampler_counts", "as_key"]
