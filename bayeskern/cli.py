@@ -185,7 +185,6 @@ def _make_estimator(args, classification: bool):
 
 
 def cmd_predict(args) -> int:
-    import numpy as np
     import pandas as pd
 
     from bayeskern.runs import atomic_write, load_run, predict_table
@@ -201,12 +200,12 @@ def cmd_predict(args) -> int:
     feats = [str(c) for c in getattr(est, "feature_names_in_", [])]
     if not feats:
         feats = [f"x{j}" for j in range(est.n_features_in_)]
-    rng = np.random.default_rng(args.seed)
     # read once, streaming: the first batch is parsed (and checked) before anything is written
     chunks = _read_table(args.data, chunksize=args.batch_size)
     frames = (predict_table(est, pd.DataFrame(_features(c, feats, args.data), columns=feats),
-                            interval=args.interval, draws=args.draws, random_state=rng)
-              for c in chunks)
+                            interval=args.interval, draws=args.draws, random_state=args.seed,
+                            row_offset=i * args.batch_size)
+              for i, c in enumerate(chunks))
     atomic_write(args.out, lambda tmp: _WRITERS[out_fmt](tmp, frames), suffix=Path(args.out).suffix)
     if not args.quiet:
         print(f"wrote predictions to {args.out}")

@@ -4,7 +4,7 @@ For a Bayesian model the predictive distribution of a new observation is
 :math:`p(y_* \\mid \\mathcal D) \\approx \\frac1S \\sum_s p(y_* \\mid \\theta_s)`. For GP
 regression each component is Gaussian; for the normal-inverse-gamma random-feature models
 (GaBaSR, Bayesian last layers) it is Student-t. :class:`MixturePredictive` gives the mean,
-standard deviation, exact mixture quantiles (by bisection on the mixture CDF, so intervals
+standard deviation, exact mixture quantiles (safeguarded Newton on the mixture CDF, so intervals
 carry no Monte Carlo noise), log density (for NLPD) and draws.
 """
 
@@ -15,7 +15,43 @@ from dataclasses import dataclass
 import numpy as np
 from scipy import special, stats
 
-__all__ = ["MixturePredictive"]
+__all__ = ["MixturePredictive", "row_uniforms", "draw_seed"]
+
+_GOLDEN = np.uint64(0x9E3779B97F4A7C15)
+
+
+def draw_seed(random_state) -> int:
+    """An integer seed from ``random_state`` (``None`` → 0, an int, or a NumPy ``Generator``,
+    from which one 63-bit integer is drawn)."""
+    if random_state is None:
+        return 0
+    if isinstance(random_state, np.random.Generator):
+        return int(random_state.integers(2**63))
+    if isinstance(random_state, bool) or not isinstance(random_state, (int, np.integer)) \
+            or random_state < 0:
+        raise ValueError(f"random_state must be a non-negative int, a numpy Generator or "
+                         f"None, got {random_state!r}")
+    return int(random_state)
+
+
+def row_uniforms(seed: int, rows, n_draws: int, stream: int = 0) -> np.ndarray:
+    """Counter-based uniforms on (0, 1), shape ``(n_draws, len(rows))``: a function of
+    ``(seed, row, draw, stream)`` only.
+
+    Each value is SplitMix64 (Steele, Lea & Flood 2014) of the counter
+    :math:`c = ((\\text{row} \\cdot n_{\\text{draws}} + j) \\cdot 4 + \\text{stream})` mixed
+    with the seed, scaled as :math:`(\\lfloor z / 2^{11} \\rfloor + 1/2)\\, 2^{-53}`. Used
+    so that predictive draws of a row are the same whatever the batch it is predicted in.
+    """
+    rows = np.asarray(rows, dtype=np.uint64)
+    j = np.arange(n_draws, dtype=np.uint64)[:, None]
+    z = ((rows[None, :] * np.uint64(n_draws) + j) * np.uint64(4) + np.uint64(stream)) \
+        ^ np.uint64(seed * 0x9E3779B97F4A7C15 % 2**64)
+    z = z + _GOLDEN
+    z = (z ^ (z >> np.uint64(30))) * np.uint64(0xBF58476D1CE4E5B9)
+    z = (z ^ (z >> np.uint64(27))) * np.uint64(0x94D049BB133111EB)
+    z = z ^ (z >> np.uint64(31))
+    return ((z >> np.uint64(11)).astype(np.float64) + 0.5) * 2.0**-53
 
 
 @dataclass
@@ -38,8 +74,10 @@ class MixturePredictive:
         self.loc = np.asarray(self.loc, dtype=float)
         self.scale = np.asarray(self.scale, dtype=float)
         if self.df is not None:
-            self.df = np.broadcast_to(np.asarray(self.df, dtype=float).reshape(
-                (-1,) + (1,) * (self.loc.ndim - 1)), self.loc.shape)
+            df = np.asarray(self.df, dtype=float)
+            if df.ndim != self.loc.ndim:  # one df per draw
+                df = df.reshape((-1,) + (1,) * (self.loc.ndim - 1))
+            self.df = np.broadcast_to(df, self.loc.shape)
         if not (np.all(np.isfinite(self.loc)) and np.all(np.isfinite(self.scale))):
             raise FloatingPointError(
                 "the predictive distribution has non-finite values; the kernel matrix is "
@@ -77,24 +115,55 @@ class MixturePredictive:
         lp = self._dist().logpdf(np.asarray(y, dtype=float))
         return special.logsumexp(lp, axis=0) - np.log(lp.shape[0])
 
-    def quantile(self, q: float, tol: float = 1e-9) -> np.ndarray:
-        """Mixture quantile by bisection on the CDF (exact up to ``tol`` × the spread)."""
+    def _cdf_pdf(self, x, cols):
+        """Component CDFs and densities at ``x`` (per point) for the points ``cols``."""
+        loc, scale = self.loc[:, cols], self.scale[:, cols]
+        z = (x - loc) / scale
+        if self.df is None:
+            return special.ndtr(z), np.exp(-0.5 * z * z) / (np.sqrt(2 * np.pi) * scale)
+        df = self.df[:, cols]
+        logc = special.gammaln(0.5 * (df + 1)) - special.gammaln(0.5 * df) \
+            - 0.5 * np.log(np.pi * df)
+        return special.stdtr(df, z), np.exp(logc - 0.5 * (df + 1) * np.log1p(z * z / df)) / scale
+
+    def quantile(self, q: float, tol: float = 1e-12) -> np.ndarray:
+        """Mixture quantile :math:`F^{-1}(q)`, :math:`F(y) = \\frac1S\\sum_s F_s(y)`.
+
+        Safeguarded Newton on :math:`F(y) - q` inside a bracket that always holds the root
+        (a bisection step whenever Newton leaves it), iterated per point until the step is
+        below ``tol`` × (1 + |y|): a handful of CDF evaluations instead of dozens of bisection
+        steps, and each point's answer depends on that point only (so batched prediction
+        gives the same numbers as unbatched).
+        """
         if not 0.0 < q < 1.0:
             raise ValueError(f"q must be in (0, 1), got {q}")
-        d = self._dist()
-        lo = (self.loc - 40 * self.scale).min(axis=0)
-        hi = (self.loc + 40 * self.scale).max(axis=0)
-        if self.df is not None:
-            lo = np.minimum(lo, d.ppf(q).min(axis=0))
-            hi = np.maximum(hi, d.ppf(q).max(axis=0))
+        if self.df is None:
+            comp = self.loc + self.scale * special.ndtri(q)
+        else:
+            comp = self.loc + self.scale * stats.t.ppf(q, self.df)
+        # F(min_s comp_s) <= q <= F(max_s comp_s): every component CDF is monotone
+        lo, hi = comp.min(axis=0), comp.max(axis=0)
+        x = comp.mean(axis=0)
+        step = hi - lo  # the step before last (rtsafe's dxold)
+        active = np.flatnonzero(hi > lo)
         for _ in range(200):
-            mid = 0.5 * (lo + hi)
-            below = d.cdf(mid).mean(axis=0) < q
-            lo = np.where(below, mid, lo)
-            hi = np.where(below, hi, mid)
-            if np.all(hi - lo <= tol * (1 + np.abs(mid))):
+            if active.size == 0:
                 break
-        return 0.5 * (lo + hi)
+            xa, la, ha, sa = x[active], lo[active], hi[active], step[active]
+            F, f = self._cdf_pdf(xa, active)
+            F, f = F.mean(axis=0) - q, f.mean(axis=0)
+            la, ha = np.where(F < 0, xa, la), np.where(F < 0, ha, xa)
+            with np.errstate(divide="ignore", invalid="ignore"):
+                xn = xa - F / f
+            # bisect when Newton leaves the bracket or does not halve the step (Numerical
+            # Recipes' rtsafe): a mixture CDF has plateaus where plain Newton oscillates
+            bisect = ~((xn > la) & (xn < ha)) | (np.abs(2 * F) > np.abs(sa * f))
+            xn = np.where(F == 0, xa, np.where(bisect, 0.5 * (la + ha), xn))
+            sa = np.abs(xn - xa)
+            done = (sa <= tol * (1 + np.abs(xa))) | (ha - la <= tol * (1 + np.abs(xa)))
+            x[active], lo[active], hi[active], step[active] = xn, la, ha, sa
+            active = active[~done]
+        return x
 
     def interval(self, prob: float = 0.9) -> tuple[np.ndarray, np.ndarray]:
         """Central predictive interval with probability ``prob``."""
@@ -103,14 +172,23 @@ class MixturePredictive:
         a = (1.0 - prob) / 2.0
         return self.quantile(a), self.quantile(1.0 - a)
 
-    def sample(self, n_draws: int, rng: np.random.Generator) -> np.ndarray:
-        """``n_draws`` predictive draws per point ``(n_draws, n)``: pick a posterior draw, then
-        sample its component (marginal draws, independent across points)."""
+    def sample(self, n_draws: int, random_state=None, row_offset: int = 0) -> np.ndarray:
+        """``n_draws`` predictive draws per point ``(n_draws, n)``: for each point and draw,
+        pick a posterior draw :math:`s` uniformly, then sample its component
+        (marginal draws, independent across points).
+
+        The randomness of point ``i`` comes from :func:`row_uniforms` at row
+        ``row_offset + i``, so the draws of a row do not depend on which other rows are
+        predicted with it (batched prediction writes the same draws as unbatched).
+        """
+        seed = draw_seed(random_state)
+        rows = row_offset + np.arange(self.loc.shape[1])
         S = self.loc.shape[0]
-        idx = rng.integers(0, S, size=n_draws)
-        z = (rng.standard_normal((n_draws,) + self.loc.shape[1:]) if self.df is None
-             else rng.standard_t(self.df[idx]))
-        return self.loc[idx] + self.scale[idx] * z
+        idx = np.minimum((row_uniforms(seed, rows, n_draws, 0) * S).astype(np.int64), S - 1)
+        u = row_uniforms(seed, rows, n_draws, 1)
+        cols = np.broadcast_to(np.arange(self.loc.shape[1]), idx.shape)
+        z = special.ndtri(u) if self.df is None else special.stdtrit(self.df[idx, cols], u)
+        return self.loc[idx, cols] + self.scale[idx, cols] * z
 
     def subset(self, sl) -> "MixturePredictive":
         """The mixture restricted to points ``sl``."""

@@ -242,15 +242,18 @@ def load_run(path):
     return est
 
 
-def predict_table(est, X, *, interval: float = 0.9, draws: int = 0, random_state=None):
+def predict_table(est, X, *, interval: float = 0.9, draws: int = 0, random_state=None,
+                  row_offset: int = 0):
     """Posterior-predictive summary of a fitted (or loaded) estimator as a ``DataFrame``.
 
     Regression: columns ``mean``, ``sd``, ``lower_<interval>``, ``upper_<interval>`` (the
     central interval, quantiles :math:`(1 \\mp p)/2` of the predictive mixture over posterior
     draws) and, with ``draws > 0``, ``draw_0 ... draw_{draws-1}``: predictive draws
     (marginal per row). Classification: ``prediction`` (the most probable class), ``p_<class>``
-    per class and optional label draws. The same ``random_state`` (int or
-    ``numpy.random.Generator``) gives the same draws; ``bayeskern predict`` writes this table.
+    per class and optional label draws. The same ``random_state`` (an int) gives the same
+    draws, and the draws of row ``i`` depend only on it and on ``row_offset + i``: a table
+    predicted in batches (``bayeskern predict --batch-size``, each batch with its
+    ``row_offset``) has the same draws as one predicted at once.
     """
     import pandas as pd
 
@@ -258,7 +261,6 @@ def predict_table(est, X, *, interval: float = 0.9, draws: int = 0, random_state
         raise ValueError(f"interval must be in (0, 1), got {interval}")
     if isinstance(draws, bool) or not isinstance(draws, (int, np.integer)) or draws < 0:
         raise ValueError(f"draws must be a non-negative int, got {draws!r}")
-    rng = np.random.default_rng(random_state)
     a = (1 - interval) / 2
     tag = f"{interval:g}"
     if hasattr(est, "predict_proba"):
@@ -267,7 +269,8 @@ def predict_table(est, X, *, interval: float = 0.9, draws: int = 0, random_state
         for j, c in enumerate(est.classes_):
             out[f"p_{c}"] = p[:, j]
         if draws:
-            lab = est.sample_posterior_predictive(X, draws, random_state=rng)
+            lab = est.sample_posterior_predictive(X, draws, random_state=random_state,
+                                                  row_offset=row_offset)
             out = pd.concat([out, pd.DataFrame(lab.T, columns=[f"draw_{i}" for i in
                                                                range(draws)])], axis=1)
         return out
@@ -275,7 +278,7 @@ def predict_table(est, X, *, interval: float = 0.9, draws: int = 0, random_state
     out = pd.DataFrame({"mean": pred.mean(), "sd": pred.std(),
                         f"lower_{tag}": pred.quantile(a), f"upper_{tag}": pred.quantile(1 - a)})
     if draws:
-        d = pred.sample(draws, rng)
+        d = pred.sample(draws, random_state, row_offset=row_offset)
         out = pd.concat([out, pd.DataFrame(d.T, columns=[f"draw_{i}" for i in range(draws)])],
                         axis=1)
     return out.astype(np.float64)

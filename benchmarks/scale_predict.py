@@ -75,11 +75,11 @@ def main():
     ap.add_argument("--no-write", action="store_true")
     ap.add_argument("--out", default="benchmarks/results/scaling_predict.md")
     args = ap.parse_args()
-    if args.model != "both":
+    if args.model != "both" and args.no_write:
         run_one(args)
         return
     results = []
-    for model in ("gp", "gabasr"):
+    for model in (("gp", "gabasr") if args.model == "both" else (args.model,)):
         cmd = [sys.executable, __file__, "--model", model, "--no-write"] + [
             f"--{k.replace('_', '-')}={v}" for k, v in vars(args).items()
             if k in ("n_new", "n_train", "draws", "warmup", "batch", "seed")]

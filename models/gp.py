@@ -45,7 +45,7 @@ from bayeskern.laplace import (
     laplace_predict,
     mode_from_f,
 )
-from bayeskern.linalg import cho_solve, gaussian_logpdf, safe_cholesky
+from bayeskern.linalg import gaussian_logpdf, safe_cholesky, triangular_inverse
 
 __all__ = [
     "sample_kernel_hyperparameters",
@@ -60,6 +60,8 @@ __all__ = [
     "classification_covariance",
     "BIAS_SD",
     "regression_predictive",
+    "regression_factors",
+    "predict_from_factors",
     "classification_predictive",
     "laplace_classification_predictive",
     "laplace_classification_loo",
@@ -324,6 +326,34 @@ def _cross(kernel, theta, amplitude, X, Xnew):
     return Ks, kss
 
 
+def regression_factors(kernel: Kernel, draw: dict, X, y, x_scale):
+    """The per-draw factors of GP regression prediction, computed once per fit.
+
+    With :math:`K_y = K + \\sigma^2 I = LL^\\top`: :math:`L^{-1}` (:func:`triangular_inverse`)
+    and :math:`\\alpha = K_y^{-1} y = L^{-\\top} L^{-1} y` (R&W Algorithm 2.1). Returns
+    ``(L^{-1}, alpha, jitter used)``; :func:`predict_from_factors` then needs only matrix
+    products per batch of new points.
+    """
+    theta = theta_from_draw(kernel, draw, x_scale)
+    K = kernel_matrix(kernel, theta, draw["amplitude"], X, X) \
+        + (draw["noise"] ** 2 + JITTER) * jnp.eye(X.shape[0])
+    L, jitter = safe_cholesky(K)
+    Linv = triangular_inverse(L)
+    return Linv, Linv.T @ (Linv @ y), jitter
+
+
+def predict_from_factors(kernel: Kernel, draw: dict, factors, X, Xnew, x_scale):
+    """Predictive mean, latent variance and noise variance at ``Xnew`` from
+    :func:`regression_factors`: :math:`\\mu_* = K_*^\\top\\alpha`,
+    :math:`v_* = k_{**} - \\lVert L^{-1} K_* \\rVert^2` (R&W eqs. 2.25-2.26), one matrix
+    product with the cached :math:`L^{-1}` instead of a triangular solve."""
+    Linv, alpha = factors[0], factors[1]
+    theta = theta_from_draw(kernel, draw, x_scale)
+    Ks, kss = _cross(kernel, theta, draw["amplitude"], X, Xnew)
+    v = Linv @ Ks
+    return Ks.T @ alpha, jnp.maximum(kss - jnp.sum(v * v, axis=0), 0.0), draw["noise"] ** 2
+
+
 def regression_predictive(kernel: Kernel, draw: dict, X, y, Xnew, x_scale):
     """Predictive mean and variance of the latent GP at ``Xnew`` for one posterior draw.
 
@@ -332,16 +362,8 @@ def regression_predictive(kernel: Kernel, draw: dict, X, y, Xnew, x_scale):
     Returns ``(mean, latent variance, noise variance, jitter used)``; add the noise variance
     for the predictive distribution of new observations.
     """
-    theta = theta_from_draw(kernel, draw, x_scale)
-    amplitude = draw["amplitude"]
-    noise2 = draw["noise"] ** 2
-    K = kernel_matrix(kernel, theta, amplitude, X, X) + (noise2 + JITTER) * jnp.eye(X.shape[0])
-    L, jitter = safe_cholesky(K)
-    alpha = cho_solve(L, y)
-    Ks, kss = _cross(kernel, theta, amplitude, X, Xnew)
-    v = jsl.solve_triangular(L, Ks, lower=True)
-    var = jnp.maximum(kss - jnp.sum(v * v, axis=0), 0.0)
-    return Ks.T @ alpha, var, noise2, jitter
+    factors = regression_factors(kernel, draw, X, y, x_scale)
+    return (*predict_from_factors(kernel, draw, factors, X, Xnew, x_scale), factors[2])
 
 
 def classification_predictive(kernel: Kernel, draw: dict, X, Xnew, x_scale):

@@ -46,10 +46,14 @@ def test_fit_predict_report_roundtrip(data_dir, capsys):
     main(["predict", str(d / "run"), str(d / "new.csv"), "--out", str(d / "p2.csv"),
           "--draws", "3", "--interval", "0.8", "--quiet"])
     pd.testing.assert_frame_equal(p, pd.read_csv(d / "p2.csv"))
-    # streaming in small batches gives the same numbers
+    # streaming in small batches gives the same numbers, predictive draws included
     main(["predict", str(d / "run"), str(d / "new.csv"), "--out", str(d / "p3.csv"),
-          "--interval", "0.8", "--batch-size", "3", "--quiet"])
-    np.testing.assert_allclose(pd.read_csv(d / "p3.csv")["mean"], p["mean"])
+          "--interval", "0.8", "--draws", "3", "--batch-size", "3", "--quiet"])
+    pd.testing.assert_frame_equal(pd.read_csv(d / "p3.csv"), p)
+    # another seed gives other draws (the draws are random, not fixed by the row)
+    main(["predict", str(d / "run"), str(d / "new.csv"), "--out", str(d / "p4.csv"),
+          "--interval", "0.8", "--draws", "3", "--seed", "1", "--quiet"])
+    assert not np.allclose(pd.read_csv(d / "p4.csv")["draw_0"], p["draw_0"])
     assert main(["report", str(d / "run"), "--out", str(d / "r.html"), "--quiet"]) == 0
     html = (d / "r.html").read_text()
     assert "Convergence" in html and "data:image/png;base64" in html
@@ -120,6 +124,11 @@ def test_cli_classification_and_help(data_dir):
     assert main(["predict", str(d / "crun"), str(d / "new.csv"), "--out", str(d / "cp.csv"),
                  "--quiet"]) == 0
     assert list(pd.read_csv(d / "cp.csv").columns) == ["prediction", "p_0", "p_1"]
+    # label draws do not depend on the batch size either
+    for name, extra in (("cd1.csv", []), ("cd2.csv", ["--batch-size", "2"])):
+        main(["predict", str(d / "crun"), str(d / "new.csv"), "--out", str(d / name),
+              "--draws", "4", "--quiet", *extra])
+    pd.testing.assert_frame_equal(pd.read_csv(d / "cd1.csv"), pd.read_csv(d / "cd2.csv"))
     out = subprocess.run([sys.executable, "-m", "bayeskern.cli", "--help"], capture_output=True,
                          text=True, check=True).stdout
     for cmd in ("demo", "fit", "predict", "report", "datasets"):
@@ -134,21 +143,35 @@ def test_demo_quick(tmp_path, capsys):
 
 def test_interrupted_fit_leaves_no_partial_output(data_dir, tmp_path):
     """SIGINT during `bayeskern fit` leaves no run directory (writes are atomic)."""
+    import os
+    import select
     import signal
     import time
 
     d = data_dir
     out = tmp_path / "interrupted"
+    # one chain with a progress bar: NumPyro then steps the sampler from Python, so the
+    # interrupt lands mid-fit (far more warm-up than the test waits for). NumPyro turns the
+    # bar off when it sees CI or PYTEST_XDIST_WORKER in the environment: not for this child.
+    env = {k: v for k, v in os.environ.items() if k not in ("CI", "PYTEST_XDIST_WORKER")}
     proc = subprocess.Popen(
         [sys.executable, "-m", "bayeskern.cli", "fit", str(d / "train.csv"), "--target", "y",
-         "--out", str(out), "--num-warmup", "5000", "--num-samples", "5000", "--quiet"],
-        stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+         "--out", str(out), "--num-warmup", "1000000", "--num-samples", "100",
+         "--num-chains", "1"],
+        stdout=subprocess.PIPE, stderr=subprocess.PIPE, bufsize=0,
+        env={**env, "PYTHONUNBUFFERED": "1"},
         # CI may start us with SIGINT ignored (background jobs of a non-interactive shell);
         # Python then installs no KeyboardInterrupt handler, so give the child the default.
         preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_DFL))
-    time.sleep(20)  # past start-up (imports) even on a loaded machine; the fit needs far longer
+    # wait for the sampler's progress bar (the fit has started)
+    seen, deadline = b"", time.monotonic() + 300
+    while b"warmup" not in seen and b"Running chain" not in seen:
+        assert time.monotonic() < deadline and proc.poll() is None, seen.decode(errors="replace")
+        if select.select([proc.stderr], [], [], 1.0)[0]:
+            seen += os.read(proc.stderr.fileno(), 4096)
     proc.send_signal(signal.SIGINT)
     _, err = proc.communicate(timeout=120)
+    err = err.decode(errors="replace")
     assert proc.returncode != 0
     assert "Traceback" not in err
     assert not out.exists()

@@ -198,3 +198,18 @@ def test_million_row_prediction_under_2gb(model):
     res = json.loads([ln for ln in out.splitlines() if ln.startswith("RESULT ")][-1][7:])
     assert res["n_new"] == 1_000_000 and res["all_finite"] and res["interval_ok"]
     assert res["peak_rss_gb"] < 2.0
+
+
+def test_gp_cached_factors_equal_per_chunk_factoring(gp, reg_data, monkeypatch):
+    """Prediction from the per-draw factors kept after the fit equals factoring per chunk
+    (the path taken when the factors exceed ``FACTOR_CACHE_BYTES``)."""
+    from bayeskern.estimators import gp as gp_module
+
+    Xn = reg_data[2]
+    cached = gp.predictive(Xn)
+    fresh = pickle.loads(pickle.dumps(gp))  # no cache
+    monkeypatch.setattr(gp_module, "FACTOR_CACHE_BYTES", 0)
+    direct = fresh.predictive(Xn)
+    assert "factors" not in fresh.__dict__.get("_cache", {})
+    np.testing.assert_allclose(cached.loc, direct.loc, rtol=1e-9, atol=1e-12)
+    np.testing.assert_allclose(cached.scale, direct.scale, rtol=1e-9, atol=1e-12)

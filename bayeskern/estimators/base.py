@@ -293,7 +293,12 @@ class PredictiveRegressorMixin:
         """Central posterior predictive interval ``(lower, upper)`` with probability ``prob``."""
         return self.predictive(X).interval(prob)
 
-    def sample_posterior_predictive(self, X, n_draws: int = 200, random_state=None):
-        """Posterior predictive draws ``(n_draws, n)`` at ``X`` (marginal per point)."""
-        rng = np.random.default_rng(self._seed() if random_state is None else random_state)
-        return self.predictive(X).sample(n_draws, rng)
+    def sample_posterior_predictive(self, X, n_draws: int = 200, random_state=None,
+                                    row_offset: int = 0):
+        """Posterior predictive draws ``(n_draws, n)`` at ``X`` (marginal per point).
+
+        The draws of row ``i`` depend only on the seed and on ``row_offset + i`` (counter-based,
+        :func:`bayeskern.predictive.row_uniforms`), not on the other rows of ``X``.
+        """
+        seed = self._seed() if random_state is None else random_state
+        return self.predictive(X).sample(n_draws, seed, row_offset=row_offset)

@@ -51,7 +51,7 @@ from bayeskern.estimators.base import (
 )
 from bayeskern.inference import as_key, run_nuts
 from bayeskern.models import gabasr as G
-from bayeskern.predictive import MixturePredictive
+from bayeskern.predictive import MixturePredictive, draw_seed, row_uniforms
 from bayeskern.runs import register_estimator
 
 __all__ = ["GaBaSRRegressor", "GaBaSRClassifier", "RobustScaler1"]
@@ -700,13 +700,22 @@ class GaBaSRClassifier(ClassifierMixin, _GaBaSRBase):
         """Most probable class."""
         return self.classes_[(self.predict_proba(X)[:, 1] >= 0.5).astype(int)]
 
-    def sample_posterior_predictive(self, X, n_draws: int = 200, random_state=None):
-        """Predictive label draws ``(n_draws, n)``."""
-        rng = np.random.default_rng(self._seed() if random_state is None else random_state)
+    def sample_posterior_predictive(self, X, n_draws: int = 200, random_state=None,
+                                    row_offset: int = 0):
+        """Predictive label draws ``(n_draws, n)``: per point and draw a posterior draw
+        :math:`s`, then a Bernoulli(:math:`p_s`) label.
+
+        The draws of row ``i`` depend only on the seed and on ``row_offset + i`` (counter-based,
+        :func:`bayeskern.predictive.row_uniforms`), not on the other rows of ``X``.
+        """
         X = self._validate_predict(X)
         P = self._proba_draws(self.x_scaler_.transform(X))
-        idx = rng.integers(0, P.shape[0], size=n_draws)
-        return self.classes_[(rng.random((n_draws, P.shape[1])) < P[idx]).astype(int)]
+        seed = draw_seed(self._seed() if random_state is None else random_state)
+        rows = row_offset + np.arange(P.shape[1])
+        idx = np.minimum((row_uniforms(seed, rows, n_draws, 0) * P.shape[0]).astype(np.int64),
+                         P.shape[0] - 1)
+        p = P[idx, np.broadcast_to(np.arange(P.shape[1]), idx.shape)]
+        return self.classes_[(row_uniforms(seed, rows, n_draws, 1) < p).astype(int)]
 
     def __sklearn_tags__(self):
         tags = super().__sklearn_tags__()
