@@ -1,0 +1,40 @@
+"""Smoke test of benchmarks/peer_gp_co2.py (issue 13, item 6): slow, run with ``-m slow``.
+
+The peers (PyMC, nutpie, tinygp) are the ``bench`` extra; the test is skipped without them.
+"""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parents[1]
+SCRIPT = ROOT / "benchmarks" / "peer_gp_co2.py"
+
+
+@pytest.mark.slow
+def test_peer_gp_co2_quick(tmp_path):
+    for mod in ("pymc", "nutpie", "tinygp"):
+        pytest.importorskip(mod)
+    out = tmp_path / "peers.md"
+    # the log-density check covers every peer; the quick fits the two JAX samplers
+    # (PyMC's C compilation makes its quick fit the slowest part)
+    r = subprocess.run([sys.executable, str(SCRIPT), "--quick", "--out", str(out),
+                        "--samplers", "tinygp", "bayeskern"],
+                       cwd=ROOT, capture_output=True, text=True, timeout=1200)
+    assert r.returncode == 0, r.stdout[-3000:] + r.stderr[-3000:]
+    assert "worst relative difference" in r.stdout
+    data = json.loads(out.with_suffix(".json").read_text())
+    assert [row["sampler"] for row in data["rows"]] == ["tinygp", "bayeskern"]
+    for row in data["rows"]:
+        assert row["wall"] > 0 and row["min_ess_bulk"] > 0 and row["steps_per_draw"] >= 1
+        assert 0 < row["metrics"]["rmse"] < 20
+    assert "| bayeskern | GPRegressor(), default sampler |" in out.read_text()
+    r = subprocess.run([sys.executable, str(SCRIPT), "--check-only"], cwd=ROOT,
+                       capture_output=True, text=True, timeout=1200)
+    assert r.returncode == 0, r.stdout[-3000:] + r.stderr[-3000:]
+    assert "PyMC (pymc and nutpie)" in r.stdout and "tinygp + NumPyro" in r.stdout
