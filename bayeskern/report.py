@@ -162,8 +162,11 @@ def render_report(est, *, X_test=None, y_test=None, title=None, data_name=None,
     cols = [c for c in ("r_hat", "ess_bulk", "ess_tail", "mcse_mean") if c in tab.columns]
     parts.append(_table([(i, *[tab.loc[i, c] for c in cols]) for i in tab.index[:40]],
                         ["quantity", *cols]))
+    steps = post.attrs.get("mean_steps_per_draw")
+    steps = (f"; mean leapfrog steps per draw: {float(steps):.1f}"
+             if steps is not None and np.isfinite(float(steps)) else "")
     parts.append(f"<p>divergent transitions: {conv.n_divergent} of {conv.n_draws} draws; "
-                 f"maximum tree depth reached: {conv.tree_depth_hits}</p>")
+                 f"maximum tree depth reached: {conv.tree_depth_hits}{_e(steps)}</p>")
     scalar_vars = [v for v in post.data_vars if post[v].ndim <= 3 and v not in ("f", "eta")]
     if scalar_vars:
         parts.append(_fig_html(plots.plot_trace(idata, scalar_vars), "trace plots"))

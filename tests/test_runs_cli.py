@@ -57,6 +57,7 @@ def test_fit_predict_report_roundtrip(data_dir, capsys):
     assert main(["report", str(d / "run"), "--out", str(d / "r.html"), "--quiet"]) == 0
     html = (d / "r.html").read_text()
     assert "Convergence" in html and "data:image/png;base64" in html
+    assert "mean leapfrog steps per draw" in html
     assert "http://" not in html and "https://" not in html  # nothing to fetch
 
 
