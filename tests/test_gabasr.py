@@ -174,6 +174,10 @@ def test_robust_scaler_and_frequency_scale():
     (dict(n_components=0), "n_components"),
     (dict(sampler="hmc"), "sampler"),
     (dict(mean_function="cubic"), "mean_function"),
+    (dict(model="gp"), "model"),
+    (dict(trend_degree=-1), "trend_degree"),
+    (dict(num_map_starts=0), "num_map_starts"),
+    (dict(model="exact", sampler="gibbs"), "model='exact'"),
     (dict(num_samples=0), "num_samples"),
 ])
 def test_bad_parameters(kw, msg):
@@ -205,7 +209,7 @@ def sm_data():
 def test_regressor_recovers_two_component_density(sm_data):
     X, y = sm_data
     est = GaBaSRRegressor(**{**TINY, "n_features": 32, "n_components": 3, "map_steps": 30,
-                             "num_warmup": 40, "num_samples": 40}).fit(X, y)
+                             "num_warmup": 40, "num_samples": 40, "model": "features"}).fit(X, y)
     grid, mean, lo, hi = est.spectral_density(np.linspace(0.5, 12, 300))
     # the periodic line (ω = 6 rad per unit of x) is the highest peak away from zero
     assert abs(grid[np.argmax(mean)] - 6.0) < 0.5
@@ -224,8 +228,8 @@ def test_regressor_recovers_two_component_density(sm_data):
 def test_regressor_same_seed_same_numbers(sm_data):
     X, y = sm_data
     X, y = X[:40], y[:40]
-    p1 = GaBaSRRegressor(**TINY).fit(X, y).predict(X[:5])
-    p2 = GaBaSRRegressor(**TINY).fit(X, y).predict(X[:5])
+    p1 = GaBaSRRegressor(**TINY, model="features").fit(X, y).predict(X[:5])
+    p2 = GaBaSRRegressor(**TINY, model="features").fit(X, y).predict(X[:5])
     assert np.array_equal(p1, p2)
 
 
@@ -265,7 +269,8 @@ def test_gibbs_sampler_wired(sm_data):
 
 @pytest.mark.slow
 @parametrize_with_checks(
-    [GaBaSRRegressor(**TINY), GaBaSRClassifier(**TINY)],
+    [GaBaSRRegressor(**TINY), GaBaSRRegressor(**TINY, model="features"),
+     GaBaSRClassifier(**TINY)],
     expected_failed_checks=lambda est: {},
 )
 def test_sklearn_contract(estimator, check):

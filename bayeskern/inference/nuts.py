@@ -302,6 +302,7 @@ def run_nuts(
     init_strategy=init_to_uniform,
     init: str = "prior",
     adapt_mass_matrix: bool = True,
+    num_map_starts: int = 4,
     dims: dict[str, list[str]] | None = None,
     coords: dict[str, Any] | None = None,
     observed: dict[str, np.ndarray] | None = None,
@@ -333,6 +334,8 @@ def run_nuts(
     adapt_mass_matrix
         Adapt the mass matrix during warm-up (Stan's windows); with ``init="map"`` and
         ``False`` the inverse Hessian is used throughout.
+    num_map_starts
+        With ``init="map"``: number of L-BFGS starts of the mode search (:func:`find_map`).
     dims, coords
         Named dimensions and coordinates for the ``InferenceData``.
     observed
@@ -357,7 +360,8 @@ def run_nuts(
     if init == "map":
         functions = model_functions(model, model_kwargs, k_start[None],
                                     init_to_median(num_samples=15))
-        mode = find_map(model, model_kwargs, k_map, functions=functions)
+        mode = find_map(model, model_kwargs, k_map, functions=functions,
+                        num_starts=num_map_starts)
         init_params, inverse_mass = laplace_inits(mode, k_init, num_chains)
         dense_mass = True
         map_info = dict(map_log_density=-mode.potential,

@@ -182,7 +182,20 @@ class SpectralMixture(Kernel):
         """
         post = est.idata_.posterior
         scale = np.asarray(est.x_scaler_.scale)
-        if "sigma" in post:  # NUTS: diagonal components
+        if "amplitude" in post and "weights" not in post:  # exact model (models/gabasr.py)
+            a2 = np.asarray(post["amplitude"]) ** 2
+            w = a2 / a2.sum(axis=-1, keepdims=True)
+            s0 = np.asarray(post["sigma0"])  # (C, S, d)
+            C, S_, d = s0.shape
+            if "mu" in post:
+                mu, sg = np.asarray(post["mu"]), np.asarray(post["sigma"])  # (C, S, K-1)
+            else:
+                mu = sg = np.zeros((C, S_, 0))
+            m = np.zeros((C, S_, w.shape[-1], d))
+            s = np.repeat(s0[:, :, None, :], w.shape[-1], axis=2)
+            m[:, :, 1:, 0] = mu
+            s[:, :, 1:, 0] = sg
+        elif "sigma" in post:  # NUTS: diagonal components
             w = np.asarray(post["weights"])
             m = np.asarray(post["mu"])
             s = np.asarray(post["sigma"])

@@ -1,0 +1,90 @@
+"""GaBaSRRegressor() with default arguments off CO2: a short 1-D series and diabetes.
+
+* ``series``: a synthetic 133-row, one-column series (weekly period 7, quadratic trend, AR(1)
+  noise; a period and a length unlike CO2's), last 20 % held out; reference
+  ``bk.GPRegressor()`` (RBF) in the same run.
+* ``diabetes``: scikit-learn's diabetes, 80/20 splits with seeds 0-2; reference
+  ``BayesianRidge`` on the same splits.
+
+Run:  .venv/bin/python benchmarks/gabasr_defaults.py [series] [diabetes] [--seeds 0 1 2]
+Prints one JSON line per fit, with the 1-minute load average before and after.
+"""
+
+import os
+
+os.environ.setdefault("OMP_NUM_THREADS", "1")
+
+import argparse  # noqa: E402
+import json  # noqa: E402
+import time  # noqa: E402
+import warnings  # noqa: E402
+
+import numpy as np  # noqa: E402
+from sklearn.datasets import load_diabetes  # noqa: E402
+from sklearn.linear_model import BayesianRidge  # noqa: E402
+from sklearn.metrics import r2_score  # noqa: E402
+from sklearn.model_selection import train_test_split  # noqa: E402
+
+import bayeskern as bk  # noqa: E402
+
+
+def _fit(est, X, y):
+    load0 = os.getloadavg()[0]
+    t = time.perf_counter()
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        est.fit(X, y)
+    return time.perf_counter() - t, load0
+
+
+def series(seed):
+    rng = np.random.default_rng(seed)
+    t = np.arange(133.0)
+    e = np.zeros(133)
+    for i in range(1, 133):
+        e[i] = 0.6 * e[i - 1] + 0.3 * rng.normal()
+    y = 10 + 0.02 * t + 2e-4 * t**2 + np.sin(2 * np.pi * t / 7) + e
+    X = t[:, None]
+    ntr = 106
+    out = []
+    for name, est in (("GaBaSRRegressor()", bk.GaBaSRRegressor(random_state=seed,
+                                                               progress_bar=False)),
+                      ("GPRegressor()", bk.GPRegressor(random_state=seed, progress_bar=False))):
+        fit_s, load0 = _fit(est, X[:ntr], y[:ntr])
+        m = bk.diagnostics.regression_metrics(y[ntr:], est.predictive(X[ntr:]))
+        row = dict(data="series133", seed=seed, model=name, fit_s=round(fit_s, 1),
+                   rmse=m["rmse"], coverage_95=m["coverage_95"], nlpd=m["nlpd"],
+                   ok=bool(est.convergence_.ok), load_before=load0,
+                   load_after=os.getloadavg()[0])
+        if hasattr(est, "n_components_"):
+            row["n_components"] = est.n_components_
+        out.append(row)
+    return out
+
+
+def diabetes(seed):
+    X, y = load_diabetes(return_X_y=True)
+    Xtr, Xte, ytr, yte = train_test_split(X, y, test_size=0.2, random_state=seed)
+    est = bk.GaBaSRRegressor(random_state=seed, progress_bar=False)
+    fit_s, load0 = _fit(est, Xtr, ytr)
+    m = bk.diagnostics.regression_metrics(yte, est.predictive(Xte))
+    br = r2_score(yte, BayesianRidge().fit(Xtr, ytr).predict(Xte))
+    return [dict(data="diabetes", seed=seed, model="GaBaSRRegressor()", fit_s=round(fit_s, 1),
+                 r2=r2_score(yte, est.predict(Xte)), r2_bayesian_ridge=br,
+                 coverage_95=m["coverage_95"], nlpd=m["nlpd"], ok=bool(est.convergence_.ok),
+                 load_before=load0, load_after=os.getloadavg()[0])]
+
+
+def main():
+    ap = argparse.ArgumentParser()
+    ap.add_argument("which", nargs="*", default=["series", "diabetes"])
+    ap.add_argument("--seeds", type=int, nargs="+", default=[0, 1, 2])
+    args = ap.parse_args()
+    for s in args.seeds:
+        for w in args.which:
+            for row in {"series": series, "diabetes": diabetes}[w](s):
+                print(json.dumps(row), flush=True)
+
+
+if __name__ == "__main__":
+    main()

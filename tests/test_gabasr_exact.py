@@ -1,0 +1,121 @@
+"""Tests of GaBaSR's exact form: the collapsed spectral-mixture GP (``models/gabasr.py``).
+
+Seed 003 (Pena-Llamas et al. 2023): the random-feature kernel's expectation is the
+spectral-mixture kernel; the exact model uses it with the trend and weights integrated out.
+"""
+
+import jax.numpy as jnp
+import numpy as np
+import pytest
+from bayeskern.models import gabasr as G
+from scipy import stats
+
+import bayeskern  # noqa: F401  (float64)
+from bayeskern.estimators.gabasr import GaBaSRRegressor
+from bayeskern.kernels.spectral import spectral_mixture_kernel
+
+FAST = dict(num_warmup=20, num_samples=20, num_chains=1, num_map_starts=2,
+            progress_bar=False, random_state=0)
+
+
+def _params(d=1, K=3):
+    return {"trend_amp": jnp.array([0.5, 0.3] + [0.2] * (d - 1) if d > 1 else [0.5, 0.3]),
+            "amplitude": jnp.linspace(0.4, 0.9, K), "sigma0": jnp.full(d, 0.8),
+            "mu": jnp.linspace(2.0, 5.0, K - 1), "sigma": jnp.linspace(0.1, 0.3, K - 1),
+            "noise": jnp.asarray(0.2)}
+
+
+def test_significant_peaks_finds_lines_and_rejects_noise():
+    rng = np.random.default_rng(0)
+    x = np.sort(rng.uniform(0, 20, 200))
+    band = dict(w_min=2 * 2 * np.pi / 20, w_max=np.pi / np.median(np.diff(x)))
+    y = np.sin(2 * np.pi * x / 3) + 0.5 * np.sin(2 * np.pi * x / 0.7) + 0.3 * rng.normal(size=200)
+    pk = np.sort(G.significant_peaks(x, y, **band)) / (2 * np.pi)
+    assert len(pk) == 2 and np.allclose(pk, [1 / 3, 1 / 0.7], rtol=0.02)
+    assert len(G.significant_peaks(x, rng.normal(size=200), **band)) == 0
+    # a random walk (red noise) is smooth variation, not a line
+    assert len(G.significant_peaks(x, np.cumsum(rng.normal(size=200)), **band)) == 0
+    assert len(G.significant_peaks(x[:5], y[:5], **band)) == 0
+    assert len(G.significant_peaks(x, np.zeros(200), **band)) == 0
+
+
+def test_exact_covariance_equals_dense_kernel():
+    rng = np.random.default_rng(1)
+    for d in (1, 2):
+        X = rng.normal(size=(12, d))
+        B = G.polynomial_basis(X, 2)
+        p = _params(d)
+        p["trend_amp"] = jnp.linspace(0.2, 0.6, B.shape[1])
+        K = np.asarray(G.exact_covariance(p, G.prepare_exact(X, B)))
+        tau = X[:, None, :] - X[None, :, :]
+        a2 = np.asarray(p["amplitude"]) ** 2
+        means = np.zeros((3, d))
+        means[1:, 0] = p["mu"]
+        scales = np.zeros((3, d))
+        scales[0] = p["sigma0"]
+        scales[1:, 0] = p["sigma"]
+        dense = (np.asarray(spectral_mixture_kernel(tau, a2, means, scales))
+                 + (B * np.asarray(p["trend_amp"]) ** 2) @ B.T
+                 + (0.2**2 + 1e-6) * np.eye(12))
+        np.testing.assert_allclose(K, dense, rtol=1e-10, atol=1e-12)
+        # the cross-covariance at the training points is the same matrix without noise
+        Ks, kss = G.exact_cross(p, jnp.asarray(X), jnp.asarray(B), jnp.asarray(X),
+                                jnp.asarray(B))
+        np.testing.assert_allclose(np.asarray(Ks), dense - (0.04 + 1e-6) * np.eye(12),
+                                   atol=1e-10)
+        np.testing.assert_allclose(np.asarray(kss), np.diag(np.asarray(Ks)), atol=1e-10)
+
+
+def test_exact_loo_equals_refit():
+    rng = np.random.default_rng(2)
+    X = np.sort(rng.uniform(0, 3, 15))[:, None]
+    y = np.sin(3 * X[:, 0]) + 0.1 * rng.normal(size=15)
+    B = G.polynomial_basis(X, 1)
+    p = _params()
+    loo = np.asarray(G.exact_loo(p, G.prepare_exact(X, B), jnp.asarray(y)))
+    for i in (0, 7, 14):
+        keep = np.arange(15) != i
+        mu, sd = G.exact_predictive(p, G.prepare_exact(X[keep], B[keep]), jnp.asarray(X[keep]),
+                                    jnp.asarray(B[keep]), jnp.asarray(y[keep]),
+                                    jnp.asarray(X[i:i + 1]), jnp.asarray(B[i:i + 1]))
+        # the noise jitter 1e-6 sits in K_y but not in the predictive variance
+        assert np.isclose(loo[i], stats.norm.logpdf(y[i], float(mu[0]), float(sd[0])), atol=1e-4)
+
+
+def test_default_regressor_is_exact_and_anchored():
+    rng = np.random.default_rng(3)
+    x = np.arange(120) / 12.0
+    y = 0.3 * x + np.sin(2 * np.pi * x) + 0.2 * rng.normal(size=120)
+    est = GaBaSRRegressor(**FAST).fit(x[:, None], y)
+    assert est.model_ == "exact" and est.trend_degree_ == 3
+    # one significant line at 1 cycle per unit of x, plus the zero-frequency component
+    assert est.n_components_ == 2
+    peak = float(est.exact_spec_.peaks[0]) / (2 * np.pi * est.x_scaler_.scale[0])
+    assert abs(peak - 1.0) < 0.02
+    pred = est.predictive(x[:, None] + 1.0)
+    assert pred.loc.shape == (20, 120) and np.all(pred.scale > 0)
+    assert est.idata_.log_likelihood["y"].shape[-1] == 120
+    grid, mean, lo, hi = est.spectral_density(np.linspace(0.5, 10, 50))
+    assert np.all(np.isfinite(mean)) and np.all(lo <= mean + 1e-12)
+    # same seed, same numbers
+    assert np.array_equal(est.predict(x[:5, None]),
+                          GaBaSRRegressor(**FAST).fit(x[:, None], y).predict(x[:5, None]))
+
+
+def test_exact_multicolumn_and_constant_series():
+    rng = np.random.default_rng(4)
+    X = rng.normal(size=(40, 3))
+    y = X[:, 0] + np.sin(2 * X[:, 1]) + 0.1 * rng.normal(size=40)
+    est = GaBaSRRegressor(**FAST).fit(X, y)
+    assert est.model_ == "exact" and est.n_components_ == 1 and est.trend_degree_ == 1
+    assert np.corrcoef(est.predict(X), y)[0, 1] > 0.9
+    # a constant series falls back to the zero-frequency component and predicts the constant
+    est = GaBaSRRegressor(**FAST).fit(X[:20, :1], np.full(20, 3.0))
+    assert est.n_components_ == 1 and np.allclose(est.predict(X[:3, :1]), 3.0, atol=1e-3)
+
+
+@pytest.mark.parametrize("n", [2, 5])
+def test_exact_too_few_rows(n):
+    X = np.arange(float(n))[:, None]
+    est = GaBaSRRegressor(**FAST).fit(X, np.sin(X[:, 0]))
+    assert est.n_components_ == 1 and np.all(np.isfinite(est.predict(X)))
