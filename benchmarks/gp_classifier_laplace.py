@@ -31,11 +31,6 @@ ROOT = Path(__file__).resolve().parents[1]
 OUT = ROOT / "docs" / "results" / "gp_classifier_laplace.md"
 
 
-def per_draw_proba(est, X):
-    m, v = est._latent(X)
-    return 1.0 / (1.0 + np.exp(-np.asarray(m) / np.sqrt(1.0 + np.pi * np.asarray(v) / 8.0)))
-
-
 def run(name, seed):
     X, y = bk.datasets.load_dataset(name)
     Xtr, Xte, ytr, yte = train_test_split(X, y, test_size=0.2, stratify=y, random_state=seed)
@@ -47,7 +42,7 @@ def run(name, seed):
             warnings.simplefilter("ignore")
             est.fit(Xtr, ytr)
         wall = time.perf_counter() - t
-        P = per_draw_proba(est, Xte)
+        P = est._proba_draws(Xte)
         p = est.predict_proba(Xte)[:, 1]
         ess = float(np.nanmin(est.convergence_.table["ess_bulk"]))
         yb = (yte == est.classes_[1]).astype(int)

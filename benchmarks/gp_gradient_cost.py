@@ -27,7 +27,13 @@ from peer_common import interleaved_medians, machine
 from peer_gp_co2 import bk_fitted_kernel, load_data
 
 from bayeskern.linalg import cholesky_inverse
-from bayeskern.models.gp import JITTER, gp_regression, kernel_matrix, prepare_kernel
+from bayeskern.models.gp import (
+    JITTER,
+    gp_regression,
+    kernel_matrix,
+    prepare_kernel,
+    theta_from_draw,
+)
 
 
 def main():
@@ -45,8 +51,6 @@ def main():
     vg = jax.jit(jax.value_and_grad(info.potential_fn))
     lp = jax.jit(info.potential_fn)
     # the kernel matrix at the same point
-    from bayeskern.models.gp import theta_from_draw
-
     draw = info.postprocess_fn(z)
     theta = theta_from_draw(kernel, draw, x_scale)
     K = np.asarray(kernel_matrix(kernel, theta, draw["amplitude"], X, X)

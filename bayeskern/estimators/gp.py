@@ -436,10 +436,15 @@ class GPClassifier(ClassifierMixin, _GPBase):
         _report_jitter(jitter_max, self)
         return np.concatenate(means, axis=1), np.concatenate(vars_, axis=1)
 
+    def _proba_draws(self, X):
+        """Per-draw :math:`P(y = 1)`, ``(draws, n)``: MacKay's probit approximation
+        :math:`\\sigma(\\mu_s/\\sqrt{1 + \\pi v_s/8})`."""
+        m, v = self._latent(X)
+        return np.asarray(jax.nn.sigmoid(m / np.sqrt(1.0 + np.pi * v / 8.0)))
+
     def predict_proba(self, X):
         """Posterior predictive class probabilities, shape ``(n, 2)``."""
-        m, v = self._latent(X)
-        p1 = np.asarray(jax.nn.sigmoid(m / np.sqrt(1.0 + np.pi * v / 8.0))).mean(axis=0)
+        p1 = self._proba_draws(X).mean(axis=0)
         return np.column_stack([1.0 - p1, p1])
 
     def predict(self, X):
