@@ -4,7 +4,7 @@ PYTHON ?= python3
 VENV := .venv
 BIN := $(VENV)/bin
 
-.PHONY: demo test test-slow lint clean
+.PHONY: demo test test-slow lint docs clean
 
 $(BIN)/python:
 	$(PYTHON) -m venv $(VENV)
@@ -16,6 +16,10 @@ $(VENV)/.installed: pyproject.toml | $(BIN)/python
 
 $(VENV)/.installed-test: pyproject.toml | $(BIN)/python
 	$(BIN)/python -m pip install --quiet -e ".[test]"
+	touch $(VENV)/.installed $@
+
+$(VENV)/.installed-docs: pyproject.toml | $(BIN)/python
+	$(BIN)/python -m pip install --quiet -e ".[docs]"
 	touch $(VENV)/.installed $@
 
 demo: $(VENV)/.installed
@@ -41,5 +45,11 @@ test-slow: $(VENV)/.installed-test
 lint: $(VENV)/.installed-test
 	$(BIN)/python -m pip install --quiet ruff && $(BIN)/ruff check bayeskern models tests benchmarks
 
+# API reference + notebooks (stored outputs, not executed) + results pages into docs/_build/html;
+# -E rebuilds everything so that no warning hides in a cached page, -W makes warnings errors
+docs: $(VENV)/.installed-docs
+	rm -rf docs/generated
+	$(BIN)/python -m sphinx -E -W --keep-going -q -b html docs docs/_build/html
+
 clean:
-	rm -rf $(VENV) bayeskern-demo .pytest_cache
+	rm -rf $(VENV) bayeskern-demo .pytest_cache docs/_build docs/generated docs/_generated docs/notebooks

@@ -131,9 +131,9 @@ class MixturePredictive:
 
         Safeguarded Newton on :math:`F(y) - q` inside a bracket that always holds the root
         (a bisection step whenever Newton leaves it), iterated per point until the step is
-        below ``tol`` × (1 + |y|): a handful of CDF evaluations instead of dozens of bisection
-        steps, and each point's answer depends on that point only (so batched prediction
-        gives the same numbers as unbatched).
+        below ``tol`` × (1 + :math:`|y|`): a handful of CDF evaluations instead of dozens of
+        bisection steps, and each point's answer depends on that point only (so batched
+        prediction gives the same numbers as unbatched).
         """
         if not 0.0 < q < 1.0:
             raise ValueError(f"q must be in (0, 1), got {q}")
