@@ -3,7 +3,7 @@
 LAB-RBF, Xiong's conformal kernel and CkRBF must work inside ``Pipeline``, ``GridSearchCV``,
 ``cross_val_score`` and ``clone`` with no special handling, and the grid each docstring
 documents must be made of their own ``get_params`` keys. The numbers of the issue (airfoil,
-WDBC, Pima...) are long runs: ``benchmarks/defaults_kernel_learners.py``.
+WDBC, Pima...) are long runs: ``benchmarks/defaults/defaults_kernel_learners.py``.
 """
 
 from __future__ import annotations

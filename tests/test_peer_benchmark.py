@@ -1,4 +1,4 @@
-"""Smoke test of benchmarks/peer_gp_co2.py (issue 13, item 6): slow, run with ``-m slow``.
+"""Smoke test of benchmarks/peers/peer_gp_co2.py (issue 13, item 6): slow, run with ``-m slow``.
 
 The peers (PyMC, nutpie, tinygp) are the ``bench`` extra; the test is skipped without them.
 """
@@ -13,7 +13,7 @@ from pathlib import Path
 import pytest
 
 ROOT = Path(__file__).resolve().parents[1]
-SCRIPT = ROOT / "benchmarks" / "peer_gp_co2.py"
+SCRIPT = ROOT / "benchmarks" / "peers" / "peer_gp_co2.py"
 
 
 @pytest.mark.slow

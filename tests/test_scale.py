@@ -2,7 +2,6 @@
 batched prediction equals unbatched; slow checks of peak memory at N = 10^6."""
 
 import json
-import os
 import pickle
 import subprocess
 import sys
@@ -175,15 +174,14 @@ def test_gp_prediction_cache_follows_refit(gp, reg_data):
 
 # --------------------------------------------------------------------------- slow: 10^6 rows
 def _run_json(cmd, timeout):
-    proc = subprocess.run(cmd, capture_output=True, text=True, timeout=timeout, cwd=ROOT,
-                          env={**os.environ, "PYTHONPATH": str(ROOT / "benchmarks")})
+    proc = subprocess.run(cmd, capture_output=True, text=True, timeout=timeout, cwd=ROOT)
     assert proc.returncode == 0, proc.stderr[-3000:]
     return proc.stdout
 
 
 @pytest.mark.slow
 def test_million_rows_sufficient_statistics_bounded_memory(tmp_path):
-    out = _run_json([sys.executable, "benchmarks/scale_sharded.py", "--repeats", "1",
+    out = _run_json([sys.executable, "benchmarks/scale/scale_sharded.py", "--repeats", "1",
                      "--out", str(tmp_path / "s.md")], timeout=1200)
     vals = dict(ln.split(": ", 1) for ln in out.splitlines() if ": " in ln)
     assert int(vals["n"]) == 1_000_000 and int(vals["features"]) == 512
@@ -193,7 +191,7 @@ def test_million_rows_sufficient_statistics_bounded_memory(tmp_path):
 @pytest.mark.slow
 @pytest.mark.parametrize("model", ["gp", "gabasr"])
 def test_million_row_prediction_under_2gb(model):
-    out = _run_json([sys.executable, "benchmarks/scale_predict.py", "--model", model,
+    out = _run_json([sys.executable, "benchmarks/scale/scale_predict.py", "--model", model,
                      "--draws", "10", "--warmup", "50", "--no-write"], timeout=1800)
     res = json.loads([ln for ln in out.splitlines() if ln.startswith("RESULT ")][-1][7:])
     assert res["n_new"] == 1_000_000 and res["all_finite"] and res["interval_ok"]

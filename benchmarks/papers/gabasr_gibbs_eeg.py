@@ -12,7 +12,7 @@ Speed: one rank-updated proposal (``_block_proposal`` + ``_apply_block``) agains
 evidence recomputed from scratch (``full_log_evidence``, what ``evidence="full"`` does per
 proposal), on the same training design in this one process; medians over repeats.
 
-    .venv/bin/python benchmarks/gabasr_gibbs_eeg.py [--seeds 0 1 2] [--quick]
+    .venv/bin/python benchmarks/papers/gabasr_gibbs_eeg.py [--seeds 0 1 2] [--quick]
 """
 
 from __future__ import annotations
@@ -20,7 +20,9 @@ from __future__ import annotations
 import argparse
 import os
 import platform
+import sys
 import time
+from pathlib import Path
 
 import jax
 import jax.numpy as jnp
@@ -31,6 +33,9 @@ from sklearn.preprocessing import QuantileTransformer
 
 import bayeskern as bk
 from bayeskern import gabasr_gibbs as gg
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # benchmarks/: common.py
+from common import RESULTS, write_text  # noqa: E402
 
 
 def load(seed, quick):
@@ -116,7 +121,7 @@ def main():
     ap.add_argument("--seeds", type=int, nargs="+", default=[0])
     ap.add_argument("--quick", action="store_true", help="2000 training rows, M = 100")
     ap.add_argument("--repeats", type=int, default=5)
-    ap.add_argument("--out", default="benchmarks/results/gabasr_gibbs_eeg.md")
+    ap.add_argument("--out", default=str(RESULTS / "gabasr_gibbs_eeg.md"))
     args = ap.parse_args()
     M = 100 if args.quick else 500
     rows = [run_fit(s, args.quick, M) for s in args.seeds]
@@ -143,12 +148,10 @@ def main():
     text = "\n".join([
         f"### EEG eye state, Gibbs sampler ({'quick' if args.quick else 'full'} run)", "",
         f"Machine: {platform.machine()}, {os.cpu_count()}-core CPU, no GPU, float64. "
-        f"Command: `.venv/bin/python benchmarks/gabasr_gibbs_eeg.py --seeds "
+        f"Command: `.venv/bin/python benchmarks/papers/gabasr_gibbs_eeg.py --seeds "
         f"{' '.join(map(str, args.seeds))}{' --quick' if args.quick else ''}`", "",
         *lines, *speed, ""])
-    os.makedirs(os.path.dirname(args.out), exist_ok=True)
-    with open(args.out, "w") as f:
-        f.write(text)
+    write_text(args.out, text)
 
 
 if __name__ == "__main__":

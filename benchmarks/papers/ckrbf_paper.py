@@ -14,10 +14,10 @@ training fold only, what ``CkRBFClassifier`` does by default), and GMM / DP-GMM 
 
 Usage::
 
-    .venv/bin/python benchmarks/ckrbf_paper.py                       # all datasets, seed 0
-    .venv/bin/python benchmarks/ckrbf_paper.py --datasets pima --seeds 0 1 2
-    .venv/bin/python benchmarks/ckrbf_paper.py --quick               # small grid, 3 folds
-    .venv/bin/python benchmarks/ckrbf_paper.py --report-only         # rebuild the Markdown
+    .venv/bin/python benchmarks/papers/ckrbf_paper.py                       # all datasets, seed 0
+    .venv/bin/python benchmarks/papers/ckrbf_paper.py --datasets pima --seeds 0 1 2
+    .venv/bin/python benchmarks/papers/ckrbf_paper.py --quick               # small grid, 3 folds
+    .venv/bin/python benchmarks/papers/ckrbf_paper.py --report-only         # rebuild the Markdown
 
 Grid scores are cached in ``benchmarks/results/ckrbf_grids/`` and the tables are written to
 ``benchmarks/results/ckrbf.md``.
@@ -45,8 +45,9 @@ import bayeskern as bk
 from bayeskern.kernels.ckrbf import CkRBF
 from bayeskern.tuning import pf_table, precomputed_grid_scores, window_wins
 
-HERE = Path(__file__).resolve().parent
-RESULTS = HERE / "results"
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # benchmarks/: common.py
+from common import RESULTS, write_text  # noqa: E402
+
 GRIDS = RESULTS / "ckrbf_grids"
 
 CS = [10.0**i for i in range(-2, 4)]
@@ -336,7 +337,7 @@ def write_report(cmd: str):
     for extra in ("ckrbf_pf_grid.md", "ckrbf_bayes.md", "ckrbf_notes.md"):
         if (RESULTS / extra).exists():
             md.append((RESULTS / extra).read_text())
-    (RESULTS / "ckrbf.md").write_text("\n".join(md))
+    write_text(RESULTS / "ckrbf.md", "\n".join(md))
     print(f"wrote {RESULTS / 'ckrbf.md'}")
 
 
@@ -352,19 +353,20 @@ def main(argv=None):
     ap.add_argument("--quick", action="store_true", help="4x4 grid, 3 folds, no cache")
     ap.add_argument("--report-only", action="store_true")
     args = ap.parse_args(argv)
-    cmd = ".venv/bin/python benchmarks/" + Path(__file__).name + (
+    cmd = ".venv/bin/python benchmarks/papers/" + Path(__file__).name + (
         " " + " ".join(argv if argv is not None else sys.argv[1:])).rstrip()
     if args.report_only:
-        write_report(".venv/bin/python benchmarks/ckrbf_paper.py --datasets pima --seeds 0\n"
-                     ".venv/bin/python benchmarks/ckrbf_paper.py --datasets wisconsin_original "
+        write_report(".venv/bin/python benchmarks/papers/ckrbf_paper.py --datasets pima --seeds 0\n"
+                     ".venv/bin/python benchmarks/papers/ckrbf_paper.py "
+                     "--datasets wisconsin_original "
                      "--seeds 0 --no-extras --max-iter 200000\n"
-                     ".venv/bin/python benchmarks/ckrbf_paper.py --datasets breast_cancer "
+                     ".venv/bin/python benchmarks/papers/ckrbf_paper.py --datasets breast_cancer "
                      "--seeds 0 --max-iter 200000\n"
-                     ".venv/bin/python benchmarks/ckrbf_pf_grid.py --datasets pima "
+                     ".venv/bin/python benchmarks/papers/ckrbf_pf_grid.py --datasets pima "
                      "wisconsin_original breast_cancer --seeds 0 1 2\n"
-                     ".venv/bin/python benchmarks/ckrbf_bayes.py --dataset pima --seeds 0 "
+                     ".venv/bin/python benchmarks/papers/ckrbf_bayes.py --dataset pima --seeds 0 "
                      "--n-train 150 --warmup 200 --samples 200 --chains 2\n"
-                     ".venv/bin/python benchmarks/ckrbf_paper.py --report-only")
+                     ".venv/bin/python benchmarks/papers/ckrbf_paper.py --report-only")
         return
     Cs, gammas, n_splits = CS, GAMMAS, 10
     if args.quick:

@@ -7,13 +7,15 @@ same kernel matrix by LAPACK (``scipy.linalg.cholesky``, ``dpotrf``), timed inte
 process (medians). Also shown: ``jnp.linalg.cholesky`` (XLA's call of the same LAPACK routine)
 and the pieces of a gradient that no implementation avoids (the inverse from the factor).
 
-    .venv/bin/python benchmarks/gp_gradient_cost.py [--repeats 200]
+    .venv/bin/python benchmarks/peers/gp_gradient_cost.py [--repeats 200]
 """
 
 from __future__ import annotations
 
 import argparse
 import os
+import sys
+from pathlib import Path
 
 # isort: off
 import bayeskern as bk  # noqa: F401  (float64, devices)
@@ -22,11 +24,6 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 import scipy.linalg as sl
-from numpyro.infer.util import initialize_model
-from peer_common import interleaved_medians, machine
-from peer_gp_co2 import bk_fitted_kernel, load_data
-
-from bayeskern.linalg import cholesky_inverse
 from bayeskern.models.gp import (
     JITTER,
     gp_regression,
@@ -34,6 +31,13 @@ from bayeskern.models.gp import (
     prepare_kernel,
     theta_from_draw,
 )
+from numpyro.infer.util import initialize_model
+from peer_gp_co2 import bk_fitted_kernel, load_data
+
+from bayeskern.linalg import cholesky_inverse
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # benchmarks/: common.py
+from common import interleaved_medians, machine  # noqa: E402
 
 
 def main():

@@ -43,8 +43,8 @@ coverage / NLPD (ppm) of the posterior predictive mixture: for bayeskern from it
 ``predictive`` (``bk.diagnostics.regression_metrics``), for every sampler (bayeskern too, as a
 cross-check) from one common predictive (R&W eqs. 2.25-2.26 per draw) applied to its draws.
 
-    timeout 7200 .venv/bin/python benchmarks/peer_gp_co2.py --seeds 0
-    .venv/bin/python benchmarks/peer_gp_co2.py --quick --no-write      # smoke test
+    timeout 7200 .venv/bin/python benchmarks/peers/peer_gp_co2.py --seeds 0
+    .venv/bin/python benchmarks/peers/peer_gp_co2.py --quick --no-write      # smoke test
 
 Results go to ``docs/results/peers_gp_co2.md`` and ``docs/results/peers_gp_co2.json``
 (not with ``--quick`` unless ``--out`` is given).
@@ -73,14 +73,13 @@ import jax.scipy.linalg as jsl
 import numpy as np
 from scipy import stats
 
-sys.path.insert(0, str(Path(__file__).resolve().parent))
-from peer_common import loadavg, machine  # noqa: E402
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # benchmarks/: common.py
+from common import DOCS_RESULTS, ROOT, interleaved_medians, loadavg, machine  # noqa: E402
 
 from bayeskern.estimators.base import Standardizer  # noqa: E402
 from bayeskern.predictive import MixturePredictive  # noqa: E402
 
-ROOT = Path(__file__).resolve().parents[1]
-OUT = ROOT / "docs" / "results" / "peers_gp_co2.md"
+OUT = DOCS_RESULTS / "peers_gp_co2.md"
 
 #: jitter on the diagonal, as in bayeskern.models.gp (JITTER) and PyMC (JITTER_DEFAULT)
 JITTER = 1e-6
@@ -464,7 +463,6 @@ def eval_costs(data, samplers, repeats) -> dict:
     each library, at its default initial point, timed interleaved in this process."""
     from bayeskern.models.gp import gp_regression, prepare_kernel
     from numpyro.infer.util import initialize_model
-    from peer_common import interleaved_medians
 
     fns = {}
     X, y = jnp.asarray(data["Xs"]), jnp.asarray(data["ys"])
@@ -683,7 +681,7 @@ def write_results(out, cmd, cfg, samplers, seeds, check, costs, rows, tab, load_
         f"{r['chain_method']}" for r in bk_rows)
     body = f"""# Peers on the CO2 GP posterior (issue 13, item 6)
 
-Written by `benchmarks/peer_gp_co2.py`; every number below comes from one run of
+Written by `benchmarks/peers/peer_gp_co2.py`; every number below comes from one run of
 
     {cmd}
 

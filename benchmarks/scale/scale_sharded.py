@@ -9,7 +9,7 @@ Reports: time of the first fit (with compilation), the median time per GaBaSR-st
 (new frequency set -> statistics -> NIG posterior + log marginal likelihood), peak RSS
 (``resource.getrusage``), the load average, and writes benchmarks/results/scaling_sharded.md.
 
-    timeout 1800 .venv/bin/python benchmarks/scale_sharded.py --devices 2
+    timeout 1800 .venv/bin/python benchmarks/scale/scale_sharded.py --devices 2
 """
 
 from __future__ import annotations
@@ -35,16 +35,19 @@ os.environ.setdefault("JAX_PLATFORMS", "cpu")
 import platform  # noqa: E402
 import resource  # noqa: E402
 import time  # noqa: E402
+from pathlib import Path  # noqa: E402
 
 import jax  # noqa: E402
 import jax.numpy as jnp  # noqa: E402
 import numpy as np  # noqa: E402
-from peer_common import cpu_name  # noqa: E402
 
 import bayeskern  # noqa: E402,F401  (float64, one BLAS thread)
 from bayeskern.blr import nig_log_marginal, nig_posterior  # noqa: E402
 from bayeskern.features import rff_features  # noqa: E402
 from bayeskern.sharding import chunked_feature_stats, sharded_feature_stats  # noqa: E402
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # benchmarks/: common.py
+from common import cpu_name  # noqa: E402
 
 
 def peak_rss_gb() -> float:

@@ -27,10 +27,11 @@ every fit and the reference (tuned RBF KRR / RBF SVC) measured in the same run, 
 
 Usage::
 
-    nice -n 10 .venv/bin/python benchmarks/defaults_kernel_learners.py labrbf
-    nice -n 10 .venv/bin/python benchmarks/defaults_kernel_learners.py labrbf --data airfoil
-    nice -n 10 .venv/bin/python benchmarks/defaults_kernel_learners.py conformal
-    nice -n 10 .venv/bin/python benchmarks/defaults_kernel_learners.py ckrbf
+    nice -n 10 .venv/bin/python benchmarks/defaults/defaults_kernel_learners.py labrbf
+    nice -n 10 .venv/bin/python benchmarks/defaults/defaults_kernel_learners.py labrbf \
+        --data airfoil
+    nice -n 10 .venv/bin/python benchmarks/defaults/defaults_kernel_learners.py conformal
+    nice -n 10 .venv/bin/python benchmarks/defaults/defaults_kernel_learners.py ckrbf
 """
 
 from __future__ import annotations
@@ -58,7 +59,9 @@ from sklearn.svm import SVC
 
 import bayeskern as bk
 
-RESULTS = Path(__file__).parent / "results"
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # benchmarks/: common.py
+from common import RESULTS, minmax, r2, write_text  # noqa: E402
+
 SYNTHETIC = {"sin": 0.4, "f1": 0.1, "f2": 0.1, "f3": 0.1}  # Appendix E noise levels
 #: seed 002 Table 1 (LAB-RBF R², mean ± sd over its splits)
 PAPER_LABRBF = {"airfoil": 0.9608, "parkinsons": 0.9950, "tecator": 0.9752}
@@ -67,15 +70,11 @@ GAMMA_CONFORMAL = [0.01, 0.03, 0.1]
 GAMMA_CKRBF = [0.01, 0.1, 1.0, 10.0]
 
 
-def r2(y, f):
-    return float(1.0 - np.sum((y - f) ** 2) / np.sum((y - np.mean(y)) ** 2))
-
-
 # ----------------------------------------------------------------------------- data
 def regression_data(name: str, seed: int):
     """(X_train, y_train, X_test, y_test, f_test or None) for one seed."""
     if name in SYNTHETIC:
-        sys.path.insert(0, str(Path(__file__).parent))
+        sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "papers"))
         from labrbf_paper import cherkassky
 
         rng = np.random.default_rng(seed)
@@ -103,13 +102,6 @@ def classification_data(name: str, seed: int):
 
 
 # ----------------------------------------------------------------------------- LAB-RBF
-def minmax(Xtr, *others):
-    lo, hi = Xtr.min(0), Xtr.max(0)
-    half = np.where(hi > lo, (hi - lo) / 2, 1.0)
-    mid = (hi + lo) / 2
-    return [(A - mid) / half for A in (Xtr, *others)]
-
-
 def tuned_rbf_krr(Xtr, ytr, Xte, seed):
     """RBF KRR on [-1, 1]-scaled data, (gamma, alpha) on a 20 % hold-out of the training rows."""
     Xtr_s, Xte_s = minmax(Xtr, Xte)
@@ -294,11 +286,11 @@ def main(argv=None):
     t = time.perf_counter()
     rows = run(args.data or names, args.seeds)
     out = Path(args.out) if args.out else RESULTS / f"defaults_{args.method}.json"
-    out.parent.mkdir(parents=True, exist_ok=True)
-    out.write_text(json.dumps(rows, indent=1))
+    write_text(out, json.dumps(rows, indent=1))
     load = os.getloadavg()
     print()
-    print(f"`{' '.join(['python', 'benchmarks/defaults_kernel_learners.py', *sys.argv[1:]])}`"
+    script = 'benchmarks/defaults/defaults_kernel_learners.py'
+    print(f"`{' '.join(['python', script, *sys.argv[1:]])}`"
           f" — total {time.perf_counter() - t:.0f} s, load average at the end "
           f"{load[0]:.2f} / {load[1]:.2f} / {load[2]:.2f}")
     print()

@@ -10,7 +10,7 @@ predictive is the Student-t mixture over draws (``predict_regression`` ->
 * diabetes: scikit-learn's 442 x 10, ``train_test_split(test_size=0.2, random_state=seed)``,
   seeds 0..4.
 
-    .venv/bin/python benchmarks/gabasr_gibbs_regression.py [--quick]
+    .venv/bin/python benchmarks/papers/gabasr_gibbs_regression.py [--quick]
 """
 
 from __future__ import annotations
@@ -18,7 +18,9 @@ from __future__ import annotations
 import argparse
 import os
 import platform
+import sys
 import time
+from pathlib import Path
 
 import numpy as np
 from sklearn.model_selection import train_test_split
@@ -26,6 +28,9 @@ from sklearn.model_selection import train_test_split
 import bayeskern as bk
 from bayeskern import gabasr_gibbs as gg
 from bayeskern.predictive import MixturePredictive
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # benchmarks/: common.py
+from common import RESULTS, write_text  # noqa: E402
 
 
 def fit_predict(seed, Xtr, ytr, Xte, M, warmup, samples, chains):
@@ -52,7 +57,7 @@ def main():
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--quick", action="store_true", help="fewer sweeps and seeds")
     ap.add_argument("--M", type=int, default=100)
-    ap.add_argument("--out", default="benchmarks/results/gabasr_gibbs_regression.md")
+    ap.add_argument("--out", default=str(RESULTS / "gabasr_gibbs_regression.md"))
     args = ap.parse_args()
     warmup, samples, chains = (30, 30, 2) if args.quick else (200, 200, 2)
     M = args.M
@@ -91,12 +96,10 @@ def main():
     text = "\n".join([
         f"### Regression with the Gibbs sampler ({'quick' if args.quick else 'full'} run)", "",
         f"Machine: {platform.machine()}, {os.cpu_count()}-core CPU, no GPU, float64. Command: "
-        f"`.venv/bin/python benchmarks/gabasr_gibbs_regression.py"
+        f"`.venv/bin/python benchmarks/papers/gabasr_gibbs_regression.py"
         f"{' --quick' if args.quick else ''}{'' if M == 100 else f' --M {M}'}`", "",
         *lines, ""])
-    os.makedirs(os.path.dirname(args.out), exist_ok=True)
-    with open(args.out, "w") as f:
-        f.write(text)
+    write_text(args.out, text)
 
 
 if __name__ == "__main__":

@@ -15,15 +15,17 @@ plus the naive-Bayes probability; not in the paper's tables, for reference).
 
 libsvm's iterations are capped at 1e6 (see MAX_ITER); otherwise as the authors' script.
 
-Run:  .venv/bin/python benchmarks/vsk_wisconsin.py            (seeds 1992 0)
-      .venv/bin/python benchmarks/vsk_wisconsin.py --quick    (seed 1992 only)
+Run:  .venv/bin/python benchmarks/papers/vsk_wisconsin.py            (seeds 1992 0)
+      .venv/bin/python benchmarks/papers/vsk_wisconsin.py --quick    (seed 1992 only)
 """
 
 from __future__ import annotations
 
 import argparse
+import sys
 import time
 import warnings
+from pathlib import Path
 
 import numpy as np
 from sklearn.exceptions import ConvergenceWarning
@@ -32,7 +34,6 @@ from sklearn.model_selection import GridSearchCV
 from sklearn.naive_bayes import GaussianNB
 from sklearn.preprocessing import MinMaxScaler
 from sklearn.svm import SVC
-from vsk_common import MACHINE, md_table, write_section
 
 from bayeskern.datasets import load_dataset
 from bayeskern.estimators.vsk import (
@@ -41,6 +42,9 @@ from bayeskern.estimators.vsk import (
     make_svm_selector,
     paper_param_grid,
 )
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # benchmarks/: common.py
+from common import MACHINE, md_table, write_vsk_section  # noqa: E402
 
 PAPER_T4 = {"NB": 0.965, "SVM lin.": 0.968, "SVM-S lin.": 0.959, "SVM RBF": 0.965,
             "SVM-S RBF": 0.953}
@@ -110,7 +114,7 @@ def main():
         print(f"seed {s} ({time.time() - ts:.0f} s): {res[s]}", flush=True)
     wall = time.time() - t0
 
-    cmd = "cd /work/main && .venv/bin/python benchmarks/vsk_wisconsin.py" + (
+    cmd = "cd /work/main && .venv/bin/python benchmarks/papers/vsk_wisconsin.py" + (
         " --quick" if args.quick else "")
     t4cols = ["NB", "SVM lin.", "SVM-S lin.", "SVM RBF", "SVM-S RBF", "SVM-VSK lin.",
               "SVM-VSK RBF", "best SVM-E lin.", "best SVM-E RBF"]
@@ -144,7 +148,7 @@ def main():
         f"measured **{best:.3f}** ({'met' if best >= 0.97 else 'missed'}).",
     ])
     print(text)
-    write_section("vsk_wisconsin", text)
+    write_vsk_section("vsk_wisconsin", text)
 
 
 if __name__ == "__main__":

@@ -2,7 +2,7 @@
 breast_cancer (AUC, stratified 80/20, 5 seeds), diabetes (R², 80/20, 5 seeds),
 eeg_eye_state (AUC, stratified 80/20, fit time).
 
-Run:  .venv/bin/python benchmarks/gabasr_uci.py --data breast_cancer diabetes eeg_eye_state
+Run:  .venv/bin/python benchmarks/papers/gabasr_uci.py --data breast_cancer diabetes eeg_eye_state
       [--seeds 0 1 2 3 4] [--quick]
 Writes benchmarks/results/gabasr_<data>.json.
 """
@@ -14,6 +14,7 @@ os.environ.setdefault("OPENBLAS_NUM_THREADS", "1")
 
 import argparse  # noqa: E402
 import json  # noqa: E402
+import sys  # noqa: E402
 import time  # noqa: E402
 import warnings  # noqa: E402
 from pathlib import Path  # noqa: E402
@@ -23,7 +24,9 @@ from sklearn.model_selection import train_test_split  # noqa: E402
 import bayeskern as bk  # noqa: E402
 from bayeskern.estimators.gabasr import GaBaSRClassifier, GaBaSRRegressor  # noqa: E402
 
-RESULTS = Path(__file__).parent / "results"
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # benchmarks/: common.py
+from common import RESULTS  # noqa: E402
+
 TASK = {"breast_cancer": "clf", "diabetes": "reg", "eeg_eye_state": "clf"}
 
 

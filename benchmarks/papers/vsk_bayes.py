@@ -10,21 +10,25 @@ the training labels and LOO is then optimistic for the VSK.
 The training set is a stratified subset of the paper's training split (seed 1992) to keep the
 latent GP small on a shared 2-core CPU; every subset seed is reported.
 
-Run:  .venv/bin/python benchmarks/vsk_bayes.py            (n_train 120, seeds 0 1)
-      .venv/bin/python benchmarks/vsk_bayes.py --quick    (n_train 60, seed 0, short chains)
+Run:  .venv/bin/python benchmarks/papers/vsk_bayes.py            (n_train 120, seeds 0 1)
+      .venv/bin/python benchmarks/papers/vsk_bayes.py --quick    (n_train 60, seed 0, short chains)
 """
 
 from __future__ import annotations
 
 import argparse
+import sys
 import time
+from pathlib import Path
 
 from sklearn.model_selection import train_test_split
-from vsk_common import MACHINE, md_table, write_section
 from vsk_wisconsin import split
 
 from bayeskern import diagnostics
 from bayeskern.estimators.vsk import compare_vsk
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # benchmarks/: common.py
+from common import MACHINE, md_table, write_vsk_section  # noqa: E402
 
 
 def main():
@@ -56,7 +60,7 @@ def main():
                          f"{m.convergence_.max_rhat:.3f}", f"{secs:.0f}"])
         print(rows[-2:], flush=True)
     wall = time.time() - t0
-    cmd = "cd /work/main && .venv/bin/python benchmarks/vsk_bayes.py" + (
+    cmd = "cd /work/main && .venv/bin/python benchmarks/papers/vsk_bayes.py" + (
         " --quick" if args.quick else "")
     text = "\n\n".join([
         "## Bayesian VSK — GPClassifier(RBF) vs GPClassifier(VSK(RBF)), Wisconsin\n\n"
@@ -69,7 +73,7 @@ def main():
                  rows),
     ])
     print(text)
-    write_section("vsk_bayes", text)
+    write_vsk_section("vsk_bayes", text)
 
 
 if __name__ == "__main__":

@@ -7,7 +7,8 @@ from 2 to 7 rad per unit), :math:`\\varepsilon \\sim N(0, 0.1^2)`, ``n`` points 
 interval, random 75/25 train/test split per seed. Both estimators use the same settings
 (``n_features``, sampler counts); only ``locally_stationary`` differs.
 
-Run:  .venv/bin/python benchmarks/gabasr_ls_synthetic.py [--seeds 0 1 2] [--n 200] [--sampler gibbs]
+Run:  .venv/bin/python benchmarks/papers/gabasr_ls_synthetic.py [--seeds 0 1 2] [--n 200]
+          [--sampler gibbs]
 Writes benchmarks/results/gabasr_ls_synthetic_<sampler>.json and prints one JSON row per fit.
 """
 
@@ -18,6 +19,7 @@ os.environ.setdefault("OPENBLAS_NUM_THREADS", "1")
 
 import argparse  # noqa: E402
 import json  # noqa: E402
+import sys  # noqa: E402
 import time  # noqa: E402
 import warnings  # noqa: E402
 from pathlib import Path  # noqa: E402
@@ -27,7 +29,8 @@ import numpy as np  # noqa: E402
 import bayeskern as bk  # noqa: E402
 from bayeskern.estimators.gabasr import GaBaSRRegressor  # noqa: E402
 
-RESULTS = Path(__file__).parent / "results"
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # benchmarks/: common.py
+from common import RESULTS  # noqa: E402
 
 
 def drifting_series(n: int, seed: int, noise: float = 0.1, curvature: float = 0.25):

@@ -9,7 +9,8 @@ AUC and Brier score, and the agreement of the test-set predictive probabilities:
 and mean |p_laplace - p_latent| against their Monte Carlo standard error
 (sqrt(se_laplace^2 + se_latent^2), se = sd over draws of the per-draw probability / sqrt(ESS)).
 
-    timeout 7200 .venv/bin/python benchmarks/gp_classifier_laplace.py [--data breast_cancer pima]
+    timeout 7200 .venv/bin/python benchmarks/papers/gp_classifier_laplace.py \
+        [--data breast_cancer pima]
 """
 
 from __future__ import annotations
@@ -17,6 +18,7 @@ from __future__ import annotations
 import argparse
 import json
 import os
+import sys
 import time
 import warnings
 from pathlib import Path
@@ -27,8 +29,10 @@ from sklearn.model_selection import train_test_split
 
 import bayeskern as bk
 
-ROOT = Path(__file__).resolve().parents[1]
-OUT = ROOT / "docs" / "results" / "gp_classifier_laplace.md"
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # benchmarks/: common.py
+from common import DOCS_RESULTS, machine, write_text  # noqa: E402
+
+OUT = DOCS_RESULTS / "gp_classifier_laplace.md"
 
 
 def run(name, seed):
@@ -73,10 +77,8 @@ def main():
     res = [run(name, args.seed) for name in args.data]
     if args.no_write:
         return
-    from peer_common import machine
-
     lines = ["## GPClassifier: embedded Laplace (default) vs exact latent sampler", "",
-             "Command: `timeout 7200 .venv/bin/python benchmarks/gp_classifier_laplace.py "
+             "Command: `timeout 7200 .venv/bin/python benchmarks/papers/gp_classifier_laplace.py "
              f"--data {' '.join(args.data)}`  ", f"Machine: {machine()}; defaults "
              "(4 chains x (500 + 500)); stratified 80/20 split, seed "
              f"{args.seed}.", "",
@@ -96,8 +98,8 @@ def main():
         lines.append(f"| {r['data']} | {a['max_abs']:.4f} | {a['mean_abs']:.4f} | "
                      f"{a['median_se']:.4f} | {a['frac_within_3se']:.3f} |")
     OUT.parent.mkdir(parents=True, exist_ok=True)
-    OUT.write_text("\n".join(lines) + "\n")
-    OUT.with_suffix(".json").write_text(json.dumps(res, indent=1))
+    write_text(OUT, "\n".join(lines) + "\n")
+    write_text(OUT.with_suffix(".json"), json.dumps(res, indent=1))
     print(f"wrote {OUT}")
 
 

@@ -6,7 +6,7 @@ would write, ``Linear() + RBF() + RBF() * Periodic(period=1.0)``, with every oth
 hyper-parameter under its prior, NUTS with 4 chains. Both run in this one process, so the
 wall-time ratio is fair.
 
-    .venv/bin/python benchmarks/gp_co2.py [--seeds 0 1 2] [--quick]
+    .venv/bin/python benchmarks/papers/gp_co2.py [--seeds 0 1 2] [--quick]
 """
 
 from __future__ import annotations
@@ -15,7 +15,6 @@ import argparse
 import platform
 import time
 
-import numpy as np
 from sklearn.gaussian_process import GaussianProcessRegressor
 from sklearn.gaussian_process.kernels import RBF as SkRBF
 from sklearn.gaussian_process.kernels import ExpSineSquared, RationalQuadratic, WhiteKernel

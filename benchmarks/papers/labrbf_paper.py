@@ -8,9 +8,9 @@ f1 (the paper's predictor, eq. 8) and the mean and calibration of its Bayesian l
 
 Usage::
 
-    .venv/bin/python benchmarks/labrbf_paper.py                 # everything (about 30 min)
-    .venv/bin/python benchmarks/labrbf_paper.py --part real --seeds 0 1 2 3 4
-    .venv/bin/python benchmarks/labrbf_paper.py --quick         # 2 seeds, short training
+    .venv/bin/python benchmarks/papers/labrbf_paper.py                 # everything (about 30 min)
+    .venv/bin/python benchmarks/papers/labrbf_paper.py --part real --seeds 0 1 2 3 4
+    .venv/bin/python benchmarks/papers/labrbf_paper.py --quick         # 2 seeds, short training
 
 Results: ``benchmarks/results/labrbf.md`` (+ ``labrbf_<part>.json`` and ``labrbf_sin.png``).
 """
@@ -35,7 +35,8 @@ from bayeskern import diagnostics
 from bayeskern.datasets import load_dataset
 from bayeskern.estimators.labrbf import LABRBFRegressor
 
-RESULTS = Path(__file__).parent / "results"
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # benchmarks/: common.py
+from common import RESULTS, minmax, r2  # noqa: E402
 
 #: paper numbers (seed Table 1 mean ± sd over 50 splits; Table 2 support points)
 PAPER = {
@@ -47,19 +48,8 @@ PAPER = {
 #: LAB-RBF support budget per data set (issue targets: <= 200 and <= 350)
 MAX_SUPPORT = {"airfoil": 200, "parkinsons": 150}
 #: the paper's algorithm: no bandwidth floor, one model (the estimator's defaults since issue
-#: 14 differ: benchmarks/defaults_kernel_learners.py); these settings reproduce labrbf.md
+#: 14 differ: benchmarks/defaults/defaults_kernel_learners.py); these settings reproduce labrbf.md
 PAPER_KW = {"min_bandwidth": 0.0}
-
-
-def r2(y, f):
-    return 1.0 - np.sum((y - f) ** 2) / np.sum((y - np.mean(y)) ** 2)
-
-
-def minmax(Xtr, *others):
-    lo, hi = Xtr.min(0), Xtr.max(0)
-    half = np.where(hi > lo, (hi - lo) / 2, 1.0)
-    mid = (hi + lo) / 2
-    return [(A - mid) / half for A in (Xtr, *others)]
 
 
 def rbf_krr(Xtr, ytr, Xte, yte, seed):
@@ -265,7 +255,7 @@ def main(argv=None):
     args = ap.parse_args(argv)
     seeds = args.seeds[:2] if args.quick else args.seeds
     RESULTS.mkdir(parents=True, exist_ok=True)
-    command = "python benchmarks/labrbf_paper.py " + " ".join(argv or sys.argv[1:])
+    command = "python benchmarks/papers/labrbf_paper.py " + " ".join(argv or sys.argv[1:])
     # one BLAS thread: the m x m solves are small and multi-threaded OpenBLAS busy-waits
     with threadpool_limits(limits=1, user_api="blas"):
         if args.part in ("real", "all"):

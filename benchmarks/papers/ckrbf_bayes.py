@@ -10,8 +10,8 @@ convergence (max R-hat, min ESS, divergences) and wall time.
 
 Usage::
 
-    .venv/bin/python benchmarks/ckrbf_bayes.py                  # pima, seeds 0 1
-    .venv/bin/python benchmarks/ckrbf_bayes.py --quick          # 100 rows, 100+100 draws
+    .venv/bin/python benchmarks/papers/ckrbf_bayes.py                  # pima, seeds 0 1
+    .venv/bin/python benchmarks/papers/ckrbf_bayes.py --quick          # 100 rows, 100+100 draws
 
 Writes ``benchmarks/results/ckrbf_bayes.md``, which ``ckrbf_paper.py`` appends to ``ckrbf.md``.
 """
@@ -19,6 +19,7 @@ Writes ``benchmarks/results/ckrbf_bayes.md``, which ``ckrbf_paper.py`` appends t
 from __future__ import annotations
 
 import argparse
+import sys
 import time
 import warnings
 from pathlib import Path
@@ -30,7 +31,8 @@ import bayeskern as bk
 from bayeskern import diagnostics
 from bayeskern.estimators.ckrbf import loo_against_baselines
 
-RESULTS = Path(__file__).resolve().parent / "results"
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # benchmarks/: common.py
+from common import RESULTS, write_text  # noqa: E402
 
 
 def run(dataset, seed, n_train, warmup, samples, chains):
@@ -80,7 +82,7 @@ def main(argv=None):
     print(df.round(3).to_string(index=False))
     if args.quick:
         return
-    cmd = (f".venv/bin/python benchmarks/ckrbf_bayes.py --dataset {args.dataset} --seeds "
+    cmd = (f".venv/bin/python benchmarks/papers/ckrbf_bayes.py --dataset {args.dataset} --seeds "
            f"{' '.join(map(str, args.seeds))} --n-train {args.n_train} --warmup {args.warmup} "
            f"--samples {args.samples} --chains {args.chains}")
     md = ["## Bayesian CkRBF (GP classification, NUTS) vs RBF and Mahalanobis-RBF GPs", "",
@@ -96,7 +98,7 @@ def main(argv=None):
                   f"{r.test_accuracy:.3f} | {r.test_auc:.3f} | {r.test_log_loss:.3f} | "
                   f"{r.max_rhat:.3f} | {r.min_ess_bulk:.0f} | {r.divergences} | "
                   f"{r.wall_s_all_three:.0f} |")
-    (RESULTS / "ckrbf_bayes.md").write_text("\n".join(md) + "\n")
+    write_text(RESULTS / "ckrbf_bayes.md", "\n".join(md) + "\n")
     print(f"wrote {RESULTS / 'ckrbf_bayes.md'}")
 
 

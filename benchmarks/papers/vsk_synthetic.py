@@ -15,8 +15,8 @@ Differences from the authors' script, on purpose: the grid is the paper's (the s
 2^-6..2^5 and 10^-6..10^1); the naive Bayes inside SVM-VSK is refitted on each CV fold's
 training part (plus the a-priori points) so that the CV score does not see the fold's labels.
 
-Run:  .venv/bin/python benchmarks/vsk_synthetic.py            (seeds 1992 and 0, ~40 min on 2 cores)
-      .venv/bin/python benchmarks/vsk_synthetic.py --quick    (seed 1992, N in {100, 500})
+Run:  .venv/bin/python benchmarks/papers/vsk_synthetic.py          (seeds 1992 and 0, ~40 min)
+      .venv/bin/python benchmarks/papers/vsk_synthetic.py --quick  (seed 1992, N in {100, 500})
 """
 
 from __future__ import annotations
@@ -24,6 +24,7 @@ from __future__ import annotations
 import argparse
 import json
 import random
+import sys
 import time
 from pathlib import Path
 
@@ -33,12 +34,14 @@ from sklearn.model_selection import GridSearchCV
 from sklearn.naive_bayes import GaussianNB
 from sklearn.preprocessing import MinMaxScaler
 from sklearn.svm import SVC
-from vsk_common import MACHINE, md_table, write_section
 
 from bayeskern.estimators.vsk import VSKClassifier, paper_param_grid
 from bayeskern.kernels import RBF, Linear, default_theta, gram, name_leaves
 from bayeskern.kernels.conditioning import spectral_ratio
 from bayeskern.kernels.vsk import VSK, NaiveBayesScaling
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # benchmarks/: common.py
+from common import MACHINE, md_table, write_vsk_section  # noqa: E402
 
 NS = (100, 500, 2500)
 NKS = (2, 4, 16, 64)
@@ -185,7 +188,7 @@ def main():
             t2rows.append([seed, N, *t2, *PAPER_T2[N]])
     wall = max(time.time() - t0, cell_seconds)
 
-    cmd = "cd /work/main && .venv/bin/python benchmarks/vsk_synthetic.py" + (
+    cmd = "cd /work/main && .venv/bin/python benchmarks/papers/vsk_synthetic.py" + (
         " --quick" if args.quick else "")
     parts = [f"## Fig. 1 — synthetic study (section 6.1)\n\nCommand: `{cmd}`  \n"
              f"Machine: {MACHINE}, shared with other jobs (load average well above 2 during the "
@@ -216,7 +219,7 @@ def main():
                  "comes close; the paper's exact setting is not stated beyond gamma = 1).")
     text = "\n\n".join(parts)
     print(text)
-    write_section("vsk_synthetic", text)
+    write_vsk_section("vsk_synthetic", text)
 
 
 if __name__ == "__main__":

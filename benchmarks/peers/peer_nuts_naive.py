@@ -16,25 +16,29 @@ Seconds per effective sample = wall time of the run (compilation included, the s
 the smallest bulk ESS of (amplitude, length-scale, noise), via ArviZ
 (``bayeskern.diagnostics.summary``).
 
-    timeout 3600 .venv/bin/python benchmarks/peer_nuts_naive.py
+    timeout 3600 .venv/bin/python benchmarks/peers/peer_nuts_naive.py
 """
 
 from __future__ import annotations
 
 import argparse
+import sys
 import time
+from pathlib import Path
 
 import jax.numpy as jnp
 import numpy as np
 import numpyro
 import numpyro.distributions as dist
 from bayeskern.models.gp import JITTER, gp_regression
-from peer_common import command, loadavg, machine, write_section
 
 import bayeskern  # noqa: F401
 from bayeskern import diagnostics
 from bayeskern.inference import run_nuts
 from bayeskern.kernels import RBF, name_leaves
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # benchmarks/: common.py
+from common import command, loadavg, machine, write_peers_section  # noqa: E402
 
 
 def _K(X, amp, ls):
@@ -126,7 +130,7 @@ def main():
         for seed, wall, ess, spe, rhat, div, steps in rows:
             lines.append(f"| {name} | {seed} | {wall:.1f} | {ess:.0f} | {spe:.4f} | "
                          f"{spe / ref[seed]:.2f} | {rhat:.3f} | {div} | {steps:.1f} |")
-    write_section(args.section, "\n".join(lines))
+    write_peers_section(args.section, "\n".join(lines))
 
 
 if __name__ == "__main__":

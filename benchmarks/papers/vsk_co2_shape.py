@@ -19,19 +19,23 @@ cond(K^Psi) <= cond(K)), the test mean absolute error in ppm (the paper's ME; it
 it), and the best-gamma error for each nu. The parametric model alone is reported too, since
 a good psi is itself a forecaster.
 
-Run:  .venv/bin/python benchmarks/vsk_co2_shape.py
+Run:  .venv/bin/python benchmarks/papers/vsk_co2_shape.py
 """
 
 from __future__ import annotations
 
+import sys
 import time
+from pathlib import Path
 
 import numpy as np
-from vsk_common import MACHINE, md_table, write_section
 
 from bayeskern.datasets import load_dataset
 from bayeskern.estimators.vsk import VSKRegressor
 from bayeskern.kernels.vsk import ParametricScaling
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # benchmarks/: common.py
+from common import MACHINE, md_table, write_vsk_section  # noqa: E402
 
 PAPER_T3 = {"KRN": (116, 13), "KRN-VSK": (33, 9)}  # RME (patients), nu = 0 and 1e-4
 
@@ -102,7 +106,7 @@ def main():
                                        strict=True)]
     text = "\n\n".join([
         "## Section 6.2 — KRN vs KRN-VSK shape study on the CO2 series (stand-in for COVID-19)\n\n"
-        "Command: `cd /work/main && .venv/bin/python benchmarks/vsk_co2_shape.py`  \n"
+        "Command: `cd /work/main && .venv/bin/python benchmarks/papers/vsk_co2_shape.py`  \n"
         f"Machine: {MACHINE}, shared with other jobs. Wall time: {wall:.0f} s "
         f"({len(WINDOWS) * 800} fits).\n\n200 shape parameters gamma in [0.5, 20]; condition "
         "number of the training kernel matrix (eigenvalue ratio, float64) and test MAE in ppm "
@@ -122,7 +126,7 @@ def main():
             ["gamma", "cond K", "cond K^Psi", "MAE KRN", "MAE KRN-VSK"], sample),
     ])
     print(text)
-    write_section("vsk_co2_shape", text)
+    write_vsk_section("vsk_co2_shape", text)
 
 
 if __name__ == "__main__":

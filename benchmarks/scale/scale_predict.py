@@ -6,7 +6,7 @@ process (``--model both`` starts one subprocess per model) so that the peak RSS
 (``resource.getrusage``) is that model's. Appends to benchmarks/results/scaling_predict.md
 unless ``--no-write``; prints one ``RESULT {...}`` JSON line.
 
-    timeout 3600 .venv/bin/python benchmarks/scale_predict.py --model both
+    timeout 3600 .venv/bin/python benchmarks/scale/scale_predict.py --model both
 
 The GP run used to hang inside XLA:CPU after 10-40 batches; fixed by
 ``bayeskern.estimators.base.batched_map`` (lax.map without a remainder batch).
@@ -21,6 +21,7 @@ import subprocess
 import sys
 import time
 import warnings
+from pathlib import Path
 
 import numpy as np
 
@@ -91,7 +92,8 @@ def main():
         print(line)
     if args.no_write:
         return
-    from peer_common import machine
+    sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # benchmarks/: common.py
+    from common import machine
 
     lines = [f"## Batched prediction of {args.n_new:,} new rows (mean, sd, 90 % interval)", "",
              f"Command: `timeout 3600 .venv/bin/python {' '.join(sys.argv)}`  ",

@@ -1,7 +1,7 @@
 """GaBaSR on Mauna Loa CO2 (seed 003 Table 4 protocol as in the issue): train < 1994-01,
 test 1994-01..2001-12, default GaBaSRRegressor (NUTS, 4 chains x (500 + 500)), 3 seeds.
 
-Run:  .venv/bin/python benchmarks/gabasr_co2.py [--seeds 0 1 2] [--quick] [--ls]
+Run:  .venv/bin/python benchmarks/papers/gabasr_co2.py [--seeds 0 1 2] [--quick] [--ls]
 Writes benchmarks/results/gabasr_co2.json (merged into gabasr.md by gabasr_report.py).
 """
 
@@ -12,6 +12,7 @@ os.environ.setdefault("OPENBLAS_NUM_THREADS", "1")
 
 import argparse  # noqa: E402
 import json  # noqa: E402
+import sys  # noqa: E402
 import time  # noqa: E402
 import warnings  # noqa: E402
 from pathlib import Path  # noqa: E402
@@ -21,7 +22,8 @@ import numpy as np  # noqa: E402
 import bayeskern as bk  # noqa: E402
 from bayeskern.estimators.gabasr import GaBaSRRegressor  # noqa: E402
 
-RESULTS = Path(__file__).parent / "results"
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # benchmarks/: common.py
+from common import RESULTS  # noqa: E402
 
 
 def run(seed, quick, sampler, extra):
@@ -72,7 +74,7 @@ def main():
     RESULTS.mkdir(exist_ok=True)
     name = f"gabasr_co2{args.tag}{'_ls' if args.ls else ''}_{args.sampler}.json"
     (RESULTS / name).write_text(json.dumps({"rows": rows, "quick": args.quick,
-                                            "cmd": "benchmarks/gabasr_co2.py", "load":
+                                            "cmd": "benchmarks/papers/gabasr_co2.py", "load":
                                             os.getloadavg()}, indent=1))
 
 

@@ -10,7 +10,8 @@ makes most of this grid too slow for libsvm.)
 
 Usage::
 
-    .venv/bin/python benchmarks/ckrbf_pf_grid.py --datasets pima wisconsin_original --seeds 0 1 2
+    .venv/bin/python benchmarks/papers/ckrbf_pf_grid.py --datasets pima wisconsin_original \
+        --seeds 0 1 2
 
 Writes ``benchmarks/results/ckrbf_pf_grid.md`` (appended to ``ckrbf.md`` by ckrbf_paper.py).
 """
@@ -18,6 +19,7 @@ Writes ``benchmarks/results/ckrbf_pf_grid.md`` (appended to ``ckrbf.md`` by ckrb
 from __future__ import annotations
 
 import argparse
+import sys
 import time
 import warnings
 from pathlib import Path
@@ -33,7 +35,9 @@ import bayeskern as bk
 from bayeskern.kernels.ckrbf import CkRBF
 from bayeskern.tuning import pf_table, precomputed_grid_scores
 
-RESULTS = Path(__file__).resolve().parent / "results"
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # benchmarks/: common.py
+from common import RESULTS, write_text  # noqa: E402
+
 CS = [2.0**i for i in range(-5, 16, 2)]
 GAMMAS = [2.0**i for i in range(-15, 4, 2)]
 
@@ -77,7 +81,7 @@ def main(argv=None):
                                  wall=walls[m]))
                 print(rows[-1], flush=True)
     df = pd.DataFrame(rows)
-    cmd = (".venv/bin/python benchmarks/ckrbf_pf_grid.py --datasets "
+    cmd = (".venv/bin/python benchmarks/papers/ckrbf_pf_grid.py --datasets "
            f"{' '.join(args.datasets)} --seeds {' '.join(map(str, args.seeds))}")
     md = ["## P_f AUC on a libsvm-style grid (normalized kernels, several CV seeds)", "",
           "C ∈ {2^-5, 2^-3, …, 2^15}, γ ∈ {2^-15, 2^-13, …, 2^3} (110 points), 10-fold CV, "
@@ -97,7 +101,7 @@ def main(argv=None):
     for (d, k), r in mean.iterrows():
         md.append(f"| {d} | {k} | {r[('best', 'mean')]:.3f} ± {r[('best', 'std')]:.3f} | "
                   f"{r[('auc', 'mean')]:.3f} ± {r[('auc', 'std')]:.3f} |")
-    (RESULTS / "ckrbf_pf_grid.md").write_text("\n".join(md) + "\n")
+    write_text(RESULTS / "ckrbf_pf_grid.md", "\n".join(md) + "\n")
     print(f"wrote {RESULTS / 'ckrbf_pf_grid.md'}")
     return np.asarray(df["auc"])
 

@@ -9,20 +9,20 @@ log-likelihood + gradient time vs N. Writes benchmarks/results/scaling.png and s
 
 Median of ``--repeats`` after one compile call; one process; load average recorded.
 
-    timeout 3600 .venv/bin/python benchmarks/scale_curves.py
+    timeout 3600 .venv/bin/python benchmarks/scale/scale_curves.py
 """
 
 from __future__ import annotations
 
 import argparse
-import os
+import sys
 import time
+from pathlib import Path
 
 import jax
 import jax.numpy as jnp
 import numpy as np
 from bayeskern.models.gp import gp_regression
-from peer_common import command, loadavg, machine
 
 import bayeskern  # noqa: F401
 from bayeskern.blr import nig_log_marginal, nig_posterior
@@ -30,7 +30,8 @@ from bayeskern.features import rff_features
 from bayeskern.kernels import RBF, name_leaves
 from bayeskern.sharding import chunked_feature_stats
 
-HERE = os.path.dirname(os.path.abspath(__file__))
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # benchmarks/: common.py
+from common import RESULTS, command, loadavg, machine, write_text  # noqa: E402
 
 
 def _median(f, repeats):
@@ -112,7 +113,7 @@ def main():
         a.legend(fontsize=8)
     fig.suptitle(f"bayeskern scaling · {machine()} · load {load0} → {load1}", fontsize=9)
     fig.tight_layout()
-    out = os.path.join(HERE, "results", "scaling.png")
+    out = RESULTS / "scaling.png"
     fig.savefig(out, dpi=120)
     print("wrote", out, "slopes", slopes)
 
@@ -129,8 +130,7 @@ def main():
         f"Log-log slopes: statistics vs N {slopes[0]:.2f} (expected 1), vs M {slopes[1]:.2f} "
         f"(expected ≤ 2), GP vs N {slopes[2]:.2f} (expected → 3).", "",
         "| curve | size | seconds |", "|---|---|---|", *rows, ""])
-    with open(os.path.join(HERE, "results", "scaling.md"), "w") as f:
-        f.write(md)
+    write_text(RESULTS / "scaling.md", md)
 
 
 if __name__ == "__main__":

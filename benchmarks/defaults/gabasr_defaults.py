@@ -6,7 +6,7 @@
 * ``diabetes``: scikit-learn's diabetes, 80/20 splits with seeds 0-2; reference
   ``BayesianRidge`` on the same splits.
 
-Run:  .venv/bin/python benchmarks/gabasr_defaults.py [series] [diabetes] [--seeds 0 1 2]
+Run:  .venv/bin/python benchmarks/defaults/gabasr_defaults.py [series] [diabetes] [--seeds 0 1 2]
 Prints one JSON line per fit, with the 1-minute load average before and after.
 """
 

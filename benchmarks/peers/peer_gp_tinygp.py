@@ -12,21 +12,25 @@ to (log a, log ℓ, log σ), jitted, in float64, at the same parameter values:
 
 The values are checked to agree (prior terms removed) before timing.
 
-    timeout 3600 .venv/bin/python benchmarks/peer_gp_tinygp.py
+    timeout 3600 .venv/bin/python benchmarks/peers/peer_gp_tinygp.py
 """
 
 from __future__ import annotations
 
 import argparse
+import sys
+from pathlib import Path
 
 import jax
 import jax.numpy as jnp
 import numpy as np
 from bayeskern.models.gp import JITTER, gp_regression
-from peer_common import command, interleaved_medians, loadavg, machine, write_section
 
 import bayeskern  # noqa: F401  (float64, one BLAS thread)
 from bayeskern.kernels import RBF, name_leaves
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # benchmarks/: common.py
+from common import command, interleaved_medians, loadavg, machine, write_peers_section  # noqa: E402
 
 
 def main():
@@ -90,7 +94,7 @@ def main():
           f"tinygp {med['tinygp'] * 1e3:.1f} ms, ratio {ratio:.2f} (target <= 1.2)")
     if args.no_write:
         return
-    write_section("peer_gp_tinygp", f"""
+    write_peers_section("peer_gp_tinygp", f"""
 ## (a) Exact GP log-likelihood + gradient, N = {args.n}, d = {args.d} (ARD RBF + noise)
 
 `{command()}` · {machine()} · load average at end {loadavg()} · tinygp {tinygp.__version__},

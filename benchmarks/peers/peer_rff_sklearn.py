@@ -16,23 +16,27 @@ rows, RBF length-scale ℓ = 2 on both sides (RBFSampler ``gamma = 1/(2ℓ²)``)
 Timed: fit + predictive mean and sd on the test rows, median of interleaved repeats; accuracy
 on the held-out rows (RMSE, NLPD, 90 % interval coverage), for each seed.
 
-    timeout 3600 .venv/bin/python benchmarks/peer_rff_sklearn.py
+    timeout 3600 .venv/bin/python benchmarks/peers/peer_rff_sklearn.py
 """
 
 from __future__ import annotations
 
 import argparse
+import sys
+from pathlib import Path
 
 import jax
 import jax.numpy as jnp
 import numpy as np
-from peer_common import command, interleaved_medians, loadavg, machine, write_section
 from scipy import stats
 
 import bayeskern  # noqa: F401
 from bayeskern.blr import nig_log_marginal, nig_posterior, nig_predictive
 from bayeskern.features import rff_features
 from bayeskern.sharding import chunked_feature_stats
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # benchmarks/: common.py
+from common import command, interleaved_medians, loadavg, machine, write_peers_section  # noqa: E402
 
 LAMBDAS = jnp.logspace(-3, 3, 13)
 
@@ -122,7 +126,7 @@ def main():
     lines += ["", "bayeskern returns the full NIG posterior (weights and noise variance, "
               "Student-t predictive); BayesianRidge returns point estimates of α, λ and a "
               "Gaussian predictive. Target: ratio ≤ 2."]
-    write_section("peer_rff_sklearn", "\n".join(lines))
+    write_peers_section("peer_rff_sklearn", "\n".join(lines))
 
 
 if __name__ == "__main__":

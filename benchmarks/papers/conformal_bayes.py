@@ -8,8 +8,8 @@ stratified subsample of ``wisconsin_original`` (``--n-train`` training rows, 200
 ``random_state=seed``); the models are compared by PSIS-LOO on the training data
 (``bk.diagnostics.compare``) and by held-out accuracy, log loss and Brier score.
 
-    .venv/bin/python benchmarks/conformal_bayes.py             # seeds 0 1, 2 chains x 300
-    .venv/bin/python benchmarks/conformal_bayes.py --quick     # seed 0, 1 chain x 100
+    .venv/bin/python benchmarks/papers/conformal_bayes.py             # seeds 0 1, 2 chains x 300
+    .venv/bin/python benchmarks/papers/conformal_bayes.py --quick     # seed 0, 1 chain x 100
 """
 
 from __future__ import annotations
@@ -27,8 +27,8 @@ import bayeskern as bk
 from bayeskern.kernels import RBF
 from bayeskern.kernels.conformal import Conformal
 
-sys.path.insert(0, str(Path(__file__).parent))
-from conformal_table1 import RESULTS, write_section  # noqa: E402
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # benchmarks/: common.py
+from common import RESULTS, write_section  # noqa: E402
 
 
 def run(seed: int, n_train: int, settings: dict) -> dict:
@@ -78,7 +78,7 @@ def main(argv=None):
     total = time.perf_counter() - t0
     lines = [
         "## Bayesian use: GPClassifier(kernel=Conformal()) vs GPClassifier(kernel=RBF())\n",
-        f"Command: `.venv/bin/python benchmarks/conformal_bayes.py"
+        f"Command: `.venv/bin/python benchmarks/papers/conformal_bayes.py"
         f"{' --quick' if args.quick else ''}`  \nMachine: 2-core CPU, no GPU (shared), NUTS "
         f"{settings['num_chains']} chain(s) x {settings['num_samples']} draws after "
         f"{settings['num_warmup']} warm-up; wisconsin_original, {args.n_train} training and "
@@ -99,7 +99,7 @@ def main(argv=None):
                 f"{m['lengthscale']:.3g} | {m['max_rhat']:.3f} | {m['wall_s']:.0f} |")
     text = "\n".join(lines)
     print(text)
-    write_section(RESULTS, "bayes", text)
+    write_section(RESULTS / "conformal.md", "bayes", text)
 
 
 if __name__ == "__main__":

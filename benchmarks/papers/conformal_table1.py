@@ -27,14 +27,15 @@ refitted with the estimator itself on the whole training part and scored on the 
 The Fisher ratios are J = a'M0a / a'(N0 + mu I)a on the training part at the gamma chosen for
 the eigen model: the base kernel (q = 1), the eigen solution and the gradient solution.
 
-    .venv/bin/python benchmarks/conformal_table1.py            # 5 seeds, writes the results file
-    .venv/bin/python benchmarks/conformal_table1.py --quick    # 2 seeds, bc_pn skipped
+    .venv/bin/python benchmarks/papers/conformal_table1.py          # 5 seeds, writes the results
+    .venv/bin/python benchmarks/papers/conformal_table1.py --quick  # 2 seeds, bc_pn skipped
 """
 
 from __future__ import annotations
 
 import argparse
 import platform
+import sys
 import time
 from pathlib import Path
 
@@ -50,6 +51,9 @@ from bayeskern.estimators.conformal import ConformalKernelClassifier
 from bayeskern.estimators.svm import kernel_gram
 from bayeskern.kernels import name_leaves
 
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # benchmarks/: common.py
+from common import RESULTS, write_section  # noqa: E402
+
 C_LINEAR = [0.01, 0.1, 1.0, 10.0, 100.0]
 C_GRID = [0.1, 1.0, 10.0, 100.0]
 GAMMA_FACTORS = [1 / 81, 1 / 27, 1 / 9, 1 / 3, 1.0, 3.0]
@@ -57,7 +61,6 @@ MODELS = ["linear", "rbf", "conformal_eigen", "conformal_gradient"]
 #: the seed's Table 1 (GDC gene expression, 40 test samples): accuracy (%), precision, recall
 PAPER = {"linear": (80.00, 0.92, 0.61), "rbf": (45.00, 0.45, 1.00),
          "conformal": (45.00, 0.45, 1.00)}
-RESULTS = Path(__file__).parent / "results" / "conformal.md"
 
 
 def load(name: str, seed: int):
@@ -203,28 +206,13 @@ def tables(rows: list[dict], datasets: list[str]) -> str:
     return "\n".join(lines)
 
 
-def write_section(path: Path, key: str, body: str) -> None:
-    """Replace the ``key`` section of the results file (keeps the hand-written notes)."""
-    start, end = f"<!-- {key}:start -->", f"<!-- {key}:end -->"
-    block = f"{start}\n{body}\n{end}"
-    old = path.read_text() if path.exists() else ""
-    if start in old and end in old:
-        new = old[: old.index(start)] + block + old[old.index(end) + len(end):]
-    else:
-        new = (old + "\n\n" if old else "") + block + "\n"
-    path.parent.mkdir(parents=True, exist_ok=True)
-    tmp = path.with_suffix(".tmp")
-    tmp.write_text(new)
-    tmp.replace(path)  # never leave a half-written results file
-
-
 def main(argv=None):
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--seeds", type=int, nargs="+", default=[0, 1, 2, 3, 4])
     ap.add_argument("--datasets", nargs="+",
                     default=["breast_cancer", "wisconsin_original", "bc_pn"])
     ap.add_argument("--quick", action="store_true", help="seeds 0 1, bc_pn skipped")
-    ap.add_argument("--out", type=Path, default=RESULTS)
+    ap.add_argument("--out", type=Path, default=RESULTS / "conformal.md")
     args = ap.parse_args(argv)
     if args.quick:
         args.seeds, args.datasets = [0, 1], [d for d in args.datasets if d != "bc_pn"]
@@ -245,14 +233,15 @@ def main(argv=None):
     total = time.perf_counter() - t0
     text = tables(rows, args.datasets)
     print(text)
-    cmd = ".venv/bin/python benchmarks/conformal_table1.py" + (" --quick" if args.quick else "")
+    cmd = ".venv/bin/python benchmarks/papers/conformal_table1.py" + (
+        " --quick" if args.quick else "")
     if args.seeds != [0, 1, 2, 3, 4] and not args.quick:
         cmd += " --seeds " + " ".join(map(str, args.seeds))
     header = (f"## Xiong's data-dependent kernel: seed 004 Table 1 on open data\n\n"
               f"Command: `{cmd}`  \nMachine: 2-core CPU, no GPU (shared with other jobs), "
               f"{platform.python_version()}, one BLAS thread; total wall time {total:.0f} s.\n"
               f"Seeds: {args.seeds}. Protocol: see the docstring of "
-              f"`benchmarks/conformal_table1.py`.\n\n")
+              f"`benchmarks/papers/conformal_table1.py`.\n\n")
     write_section(args.out, "table1", header + text)
     print(f"\nwrote {args.out} ({total:.0f} s)")
 
