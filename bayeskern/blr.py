@@ -21,7 +21,8 @@ the weights and noise integrate out to the evidence (seed 003 eq. 10, with
           + a_0\\log b_0 - a_N\\log b_N + \\log\\Gamma(a_N) - \\log\\Gamma(a_0),
 
 and a new observation is Student-t with :math:`2a_N` degrees of freedom, location
-:math:`\\phi^\\top w_N` and squared scale :math:`\\frac{b_N}{a_N}(1 + \\phi^\\top\\Lambda_N^{-1}\\phi)`.
+:math:`\\phi^\\top w_N` and squared scale
+:math:`\\frac{b_N}{a_N}(1 + \\phi^\\top\\Lambda_N^{-1}\\phi)`.
 Everything is computed from the sufficient statistics :math:`(\\Phi^\\top\\Phi, \\Phi^\\top y,
 y^\\top y, N)`, which are sums over data rows, so they can be accumulated over shards.
 The prior mean is :math:`w_0 = 0` and the prior precision :math:`\\lambda_0 I`.
@@ -64,8 +65,11 @@ def feature_stats(Phi: jax.Array, y: jax.Array) -> Stats:
 
 
 def nig_posterior(stats: Stats, prior_precision: float, a0: float, b0: float) -> NIGPosterior:
-    """NIG posterior from sufficient statistics (prior mean 0, precision ``diag(prior_precision)``;
-    a scalar means ``prior_precision · I``)."""
+    """Return the NIG posterior from sufficient statistics.
+
+    The prior has mean 0 and precision ``diag(prior_precision)``; a scalar means
+    ``prior_precision · I``.
+    """
     M = stats.PtP.shape[0]
     prec = jnp.broadcast_to(jnp.asarray(prior_precision, dtype=stats.PtP.dtype), (M,))
     Lam = stats.PtP + jnp.diag(prec)

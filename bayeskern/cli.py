@@ -31,8 +31,10 @@ class UserError(Exception):
 
 
 def _read_table(path: str, *, chunksize: int | None = None):
-    """The table in ``path`` (CSV, ``.tsv`` or Parquet) as a ``DataFrame``; with ``chunksize``
-    an iterator of ``DataFrame`` batches of at most that many rows, read once, streaming.
+    """Read the table in ``path`` (CSV, ``.tsv`` or Parquet) as a ``DataFrame``.
+
+    With ``chunksize``, an iterator of ``DataFrame`` batches of at most that many rows, read
+    once, streaming.
 
     Every problem (missing file, not a regular file, not UTF-8, unparsable, duplicate column
     names, no rows) is a :class:`UserError` naming the file, also when met in a later batch.
@@ -158,7 +160,7 @@ def cmd_fit(args) -> int:
 
 
 def _make_estimator(args, classification: bool):
-    """The estimator of ``--method`` for the task (see :data:`METHODS`)."""
+    """Return the estimator of ``--method`` for the task (see :data:`METHODS`)."""
     import bayeskern as bk
 
     task = "classification" if classification else "regression"
@@ -244,8 +246,10 @@ def _write_parquet(tmp, frames) -> None:
 
 
 def _write_netcdf(tmp, frames) -> None:
-    """One variable per column along an unlimited ``row`` dimension, appended per batch
-    (written with h5netcdf, a runtime dependency; readable by xarray and netCDF4)."""
+    """Write one variable per column along an unlimited ``row`` dimension, appended per batch.
+
+    Written with h5netcdf, a runtime dependency; readable by xarray and netCDF4.
+    """
     import h5netcdf
 
     with h5netcdf.File(tmp, "w") as nc:
@@ -390,8 +394,10 @@ def build_parser() -> argparse.ArgumentParser:
 
 
 class _Terminated(KeyboardInterrupt):
-    """SIGTERM, turned into an exception so that it unwinds like Ctrl-C (temporary files are
-    removed, nothing partial is left)."""
+    """SIGTERM, turned into an exception so that it unwinds like Ctrl-C.
+
+    Temporary files are removed, nothing partial is left.
+    """
 
 
 def _on_sigterm(signum, frame):

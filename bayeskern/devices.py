@@ -70,5 +70,5 @@ def configure_cpu_devices() -> str:
 
 
 def cpu_device_status() -> str:
-    """What :func:`configure_cpu_devices` did at import, in one sentence."""
+    """Say what :func:`configure_cpu_devices` did at import, in one sentence."""
     return _STATUS

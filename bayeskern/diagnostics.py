@@ -115,8 +115,10 @@ def add_group(idata, group, data: dict, *, dims=None, coords=None, sample_dims=T
 
 
 def add_coords(idata, group: str, **coords) -> None:
-    """Attach dimension coordinates to ``group`` even where no variable uses them (e.g. the input
-    feature names of a model whose posterior is over basis functions)."""
+    """Attach dimension coordinates to ``group`` even where no variable uses them.
+
+    For example the input feature names of a model whose posterior is over basis functions.
+    """
     setattr(idata, group, getattr(idata, group).assign_coords(
         {k: np.asarray(v) for k, v in coords.items()}))
 

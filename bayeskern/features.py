@@ -42,8 +42,10 @@ def locally_stationary_frequencies(omega: jax.Array, v: jax.Array) -> tuple[jax.
 
 
 def locally_stationary_features(X: jax.Array, omega: jax.Array, v: jax.Array):
-    """Features ``(phi, phi_minus)``, each ``(n, 2 M_1 M_2)``, with
-    :math:`\\phi(x)^\\top\\phi^-(x') \\approx \\kappa_1((x+x')/2)\\,\\kappa_2(x-x')`."""
+    """Return the features ``(phi, phi_minus)``, each ``(n, 2 M_1 M_2)``.
+
+    They satisfy :math:`\\phi(x)^\\top\\phi^-(x') \\approx \\kappa_1((x+x')/2)\\,\\kappa_2(x-x')`.
+    """
     plus, minus = locally_stationary_frequencies(omega, v)
     # cos(a'x + b'x') = cos(a'x)cos(b'x') - sin(a'x)sin(b'x'): the sine of phi_minus carries a
     # minus sign, i.e. phi_minus uses the frequencies -(v/2 - omega)

@@ -135,8 +135,10 @@ def laplace_mode(K: jax.Array, y: jax.Array, *, max_iter: int = NEWTON_MAX_ITER,
 
 
 def mode_from_f(K: jax.Array, y: jax.Array, f: jax.Array) -> LaplaceMode:
-    r"""The :class:`LaplaceMode` factors at a stored mode ``f`` (no Newton iterations):
-    :math:`\hat a = y - \sigma(\hat f)` and the Cholesky factor of :math:`B`."""
+    r"""Return the :class:`LaplaceMode` factors at a stored mode ``f`` (no Newton iterations).
+
+    They are :math:`\hat a = y - \sigma(\hat f)` and the Cholesky factor of :math:`B`.
+    """
     y = y.astype(K.dtype)
     pi, sw, L = _b_factor(K, f)
     a = y - pi

@@ -72,8 +72,10 @@ def cholesky(K: jax.Array) -> jax.Array:
 
 
 def _lower_times(T: jax.Array, M: jax.Array) -> jax.Array:
-    """:math:`TM` for a lower-triangular ``T`` (BLAS ``trmm``), by block recursion so that the
-    zero upper triangle of ``T`` is not multiplied."""
+    """Compute :math:`TM` for a lower-triangular ``T`` (BLAS ``trmm``) by block recursion.
+
+    The zero upper triangle of ``T`` is not multiplied.
+    """
     m = T.shape[0]
     if m <= _INVERSE_BLOCK:
         return T @ M
@@ -95,9 +97,11 @@ def _times_lower(M: jax.Array, T: jax.Array) -> jax.Array:
 
 
 def triangular_inverse(L: jax.Array) -> jax.Array:
-    r""":math:`L^{-1}` of a lower-triangular ``L`` by 2×2 block recursion (LAPACK ``trtri``),
-    :math:`\begin{pmatrix}L_{11}&0\\L_{21}&L_{22}\end{pmatrix}^{-1} =
-    \begin{pmatrix}X_{11}&0\\-X_{22}L_{21}X_{11}&X_{22}\end{pmatrix}`."""
+    r"""Compute :math:`L^{-1}` of a lower-triangular ``L`` by 2×2 block recursion.
+
+    As LAPACK ``trtri``, :math:`\begin{pmatrix}L_{11}&0\\L_{21}&L_{22}\end{pmatrix}^{-1} =
+    \begin{pmatrix}X_{11}&0\\-X_{22}L_{21}X_{11}&X_{22}\end{pmatrix}`.
+    """
     n = L.shape[-1]
     if n <= _INVERSE_BLOCK:
         return jsl.solve_triangular(L, jnp.eye(n, dtype=L.dtype), lower=True)
@@ -109,8 +113,10 @@ def triangular_inverse(L: jax.Array) -> jax.Array:
 
 
 def _lower_gram(A: jax.Array) -> jax.Array:
-    """:math:`A^\top A` of a lower-triangular ``A`` by block recursion (LAPACK ``lauum``):
-    the products skip the zero upper triangle."""
+    """Compute :math:`A^\top A` of a lower-triangular ``A`` by block recursion (``lauum``).
+
+    As LAPACK ``lauum``, the products skip the zero upper triangle.
+    """
     n = A.shape[-1]
     if n <= _INVERSE_BLOCK:
         return A.T @ A

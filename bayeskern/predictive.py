@@ -21,8 +21,10 @@ _GOLDEN = np.uint64(0x9E3779B97F4A7C15)
 
 
 def draw_seed(random_state) -> int:
-    """An integer seed from ``random_state`` (``None`` → 0, an int, or a NumPy ``Generator``,
-    from which one 63-bit integer is drawn)."""
+    """Return an integer seed from ``random_state``.
+
+    ``None`` → 0, an int, or a NumPy ``Generator``, from which one 63-bit integer is drawn.
+    """
     if random_state is None:
         return 0
     if isinstance(random_state, np.random.Generator):
@@ -35,8 +37,9 @@ def draw_seed(random_state) -> int:
 
 
 def row_uniforms(seed: int, rows, n_draws: int, stream: int = 0) -> np.ndarray:
-    """Counter-based uniforms on (0, 1), shape ``(n_draws, len(rows))``: a function of
-    ``(seed, row, draw, stream)`` only.
+    """Return counter-based uniforms on (0, 1), shape ``(n_draws, len(rows))``.
+
+    They are a function of ``(seed, row, draw, stream)`` only.
 
     Each value is SplitMix64 (Steele, Lea & Flood 2014) of the counter
     :math:`c = ((\\text{row} \\cdot n_{\\text{draws}} + j) \\cdot 4 + \\text{stream})` mixed
@@ -173,9 +176,10 @@ class MixturePredictive:
         return self.quantile(a), self.quantile(1.0 - a)
 
     def sample(self, n_draws: int, random_state=None, row_offset: int = 0) -> np.ndarray:
-        """``n_draws`` predictive draws per point ``(n_draws, n)``: for each point and draw,
-        pick a posterior draw :math:`s` uniformly, then sample its component
-        (marginal draws, independent across points).
+        """Return ``n_draws`` predictive draws per point, ``(n_draws, n)``.
+
+        For each point and draw, pick a posterior draw :math:`s` uniformly, then sample its
+        component (marginal draws, independent across points).
 
         The randomness of point ``i`` comes from :func:`row_uniforms` at row
         ``row_offset + i``, so the draws of a row do not depend on which other rows are
@@ -190,7 +194,7 @@ class MixturePredictive:
         z = special.ndtri(u) if self.df is None else special.stdtrit(self.df[idx, cols], u)
         return self.loc[idx, cols] + self.scale[idx, cols] * z
 
-    def subset(self, sl) -> "MixturePredictive":
-        """The mixture restricted to points ``sl``."""
+    def subset(self, sl) -> MixturePredictive:
+        """Return the mixture restricted to points ``sl``."""
         return MixturePredictive(self.loc[:, sl], self.scale[:, sl],
                                  None if self.df is None else self.df[:, sl])

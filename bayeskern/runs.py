@@ -157,7 +157,9 @@ def save_run(est, path, *, extra_meta: dict | None = None,
 
 
 def check_run_destination(path) -> Path:
-    """The resolved run directory ``path`` if :func:`save_run` may write it, else ``RunError``.
+    """Return the resolved run directory ``path`` if :func:`save_run` may write it.
+
+    Raises ``RunError`` otherwise.
 
     A new path, an empty directory or an earlier run (it has ``manifest.json``) may be replaced;
     anything else (a file, a symbolic link, a directory with other content) is refused, so a

@@ -100,8 +100,9 @@ def sample_kernel_hyperparameters(kernel: Kernel, x_scale) -> dict:
          meta_fields=["pairwise"])
 @dataclass(frozen=True)
 class PackedGram:
-    """What a symmetric Gram matrix ``K(X, X)`` needs per additive term, computed once per fit,
-    with only the lower triangle kept (:func:`prepare_kernel`).
+    """What a symmetric Gram matrix ``K(X, X)`` needs per additive term, computed once per fit.
+
+    Only the lower triangle is kept (:func:`prepare_kernel`).
 
     Attributes
     ----------
@@ -120,7 +121,9 @@ class PackedGram:
 
 
 def prepare_kernel(kernel: Kernel, X1, X2, x_scale):
-    """Per additive term, what its Gram matrix between ``X1`` and ``X2`` needs that no
+    """Compute once per fit what each additive term's Gram matrix needs.
+
+    Per additive term, what its Gram matrix between ``X1`` and ``X2`` needs that no
     sampled hyper-parameter changes (:meth:`~bayeskern.kernels.Kernel.prepare`), computed once
     per fit and passed to the models as ``prepared``.
 
@@ -148,8 +151,11 @@ def prepare_kernel(kernel: Kernel, X1, X2, x_scale):
 
 @jax.custom_vjp
 def _unpack(packed, rows, cols, index):
-    """The symmetric matrix whose lower triangle is ``packed``; its VJP folds the cotangent
-    of the upper triangle onto the lower one (a gather, not a scatter-add)."""
+    """Return the symmetric matrix whose lower triangle is ``packed``.
+
+    Its VJP folds the cotangent of the upper triangle onto the lower one (a gather, not a
+    scatter-add).
+    """
     return packed[index]
 
 
@@ -189,10 +195,12 @@ def kernel_matrix(kernel: Kernel, theta: dict, amplitude, X1=None, X2=None, *,
 
 
 class ZeroMeanGaussian(dist.Distribution):
-    r""":math:`N(0, K)` whose log density is :func:`bayeskern.linalg.gaussian_logpdf`:
-    one Cholesky factorization forward, one inverse from it backward (Rasmussen & Williams
+    r""":math:`N(0, K)` whose log density is :func:`bayeskern.linalg.gaussian_logpdf`.
+
+    One Cholesky factorization forward, one inverse from it backward (Rasmussen & Williams
     2006, eq. 5.9), instead of NumPyro's ``MultivariateNormal``, which differentiates through
-    the factorization. Same density; only the cost of its gradient differs."""
+    the factorization. Same density; only the cost of its gradient differs.
+    """
 
     arg_constraints = {"covariance_matrix": constraints.positive_definite}
     support = constraints.real_vector
@@ -204,11 +212,13 @@ class ZeroMeanGaussian(dist.Distribution):
                          validate_args=validate_args)
 
     def sample(self, key, sample_shape=()):
+        """Draw from :math:`N(0, K)` through the Cholesky factor of :math:`K`."""
         L = jnp.linalg.cholesky(self.covariance_matrix)
         eps = jax.random.normal(key, sample_shape + self.event_shape, L.dtype)
         return eps @ L.T
 
     def log_prob(self, value):
+        """Return the Gaussian log density of ``value``."""
         return gaussian_logpdf(value, self.covariance_matrix)
 
 
@@ -261,8 +271,9 @@ def gp_classification(X, y=None, *, kernel: Kernel, x_scale, prepared=None):
 
 
 class LaplaceBernoulliGP(dist.Distribution):
-    r"""Labels :math:`y \in \{0, 1\}^n` of a Bernoulli-logit GP with the latent function
-    :math:`f \sim N(0, K)` integrated out.
+    r"""Labels of a Bernoulli-logit GP with the latent function integrated out.
+
+    Labels :math:`y \in \{0, 1\}^n`, latent function :math:`f \sim N(0, K)`.
 
     ``log_prob`` is the embedded Laplace approximation of :math:`\log p(y \mid K)`
     (:func:`bayeskern.laplace.laplace_log_marginal`, gradient by implicit differentiation of
@@ -279,11 +290,13 @@ class LaplaceBernoulliGP(dist.Distribution):
                          validate_args=validate_args)
 
     def sample(self, key, sample_shape=()):
+        """Draw labels exactly: :math:`f \\sim N(0, K)`, then Bernoulli-logit labels."""
         k_f, k_y = jax.random.split(key)
         f = ZeroMeanGaussian(self.covariance_matrix).sample(k_f, sample_shape)
         return dist.Bernoulli(logits=f).sample(k_y)
 
     def log_prob(self, value):
+        """Return the embedded Laplace approximation of the log marginal likelihood."""
         return laplace_log_marginal(self.covariance_matrix, value)
 
 
@@ -293,8 +306,10 @@ BIAS_SD = 1.5
 
 def classification_covariance(kernel: Kernel, theta, amplitude, X1=None, X2=None, *,
                               prepared=None):
-    """Prior covariance of the classifier's latent function with the bias integrated out,
-    :math:`K + 1.5^2\\,\\mathbf 1\\mathbf 1^\\top` (a ``Normal(0, 1.5)`` constant mean)."""
+    """Return the prior covariance of the classifier's latent function, bias integrated out.
+
+    It is :math:`K + 1.5^2\\,\\mathbf 1\\mathbf 1^\\top` (a ``Normal(0, 1.5)`` constant mean).
+    """
     return kernel_matrix(kernel, theta, amplitude, X1, X2, prepared=prepared) + BIAS_SD**2
 
 
@@ -327,7 +342,7 @@ def _cross(kernel, theta, amplitude, X, Xnew):
 
 
 def regression_factors(kernel: Kernel, draw: dict, X, y, x_scale):
-    """The per-draw factors of GP regression prediction, computed once per fit.
+    """Return the per-draw factors of GP regression prediction, computed once per fit.
 
     With :math:`K_y = K + \\sigma^2 I = LL^\\top`: :math:`L^{-1}` (:func:`triangular_inverse`)
     and :math:`\\alpha = K_y^{-1} y = L^{-\\top} L^{-1} y` (R&W Algorithm 2.1). Returns
@@ -343,10 +358,12 @@ def regression_factors(kernel: Kernel, draw: dict, X, y, x_scale):
 
 
 def predict_from_factors(kernel: Kernel, draw: dict, factors, X, Xnew, x_scale):
-    """Predictive mean, latent variance and noise variance at ``Xnew`` from
-    :func:`regression_factors`: :math:`\\mu_* = K_*^\\top\\alpha`,
+    """Return the predictive mean, latent variance and noise variance at ``Xnew``.
+
+    From :func:`regression_factors`: :math:`\\mu_* = K_*^\\top\\alpha`,
     :math:`v_* = k_{**} - \\lVert L^{-1} K_* \\rVert^2` (R&W eqs. 2.25-2.26), one matrix
-    product with the cached :math:`L^{-1}` instead of a triangular solve."""
+    product with the cached :math:`L^{-1}` instead of a triangular solve.
+    """
     Linv, alpha = factors[0], factors[1]
     theta = theta_from_draw(kernel, draw, x_scale)
     Ks, kss = _cross(kernel, theta, draw["amplitude"], X, Xnew)
@@ -407,13 +424,15 @@ def laplace_classification_predictive(kernel: Kernel, draw: dict, X, y, Xnew, x_
 
 
 def laplace_classification_loo(kernel: Kernel, draw: dict, X, y, x_scale):
-    """:math:`\\log p(y_i \\mid y_{-i}, \\theta)` for one draw of the Laplace classifier
-    (:func:`bayeskern.laplace.laplace_loo_logpdf`): the pointwise terms of PSIS-LOO."""
+    """Return :math:`\\log p(y_i \\mid y_{-i}, \\theta)` for one draw of the Laplace classifier.
+
+    By :func:`bayeskern.laplace.laplace_loo_logpdf`: the pointwise terms of PSIS-LOO.
+    """
     _, K, mode = _laplace_factors(kernel, draw, X, y, x_scale)
     return laplace_loo_logpdf(mode, K, y)
 
 
 def theta_from_draw(kernel: Kernel, draw: dict, x_scale) -> dict:
-    """The ``theta`` of one posterior draw (the sampling code, replayed on the draw)."""
+    """Return the ``theta`` of one posterior draw (the sampling code, replayed on the draw)."""
     with numpyro.handlers.substitute(data=draw):
         return sample_kernel_hyperparameters(kernel, x_scale)

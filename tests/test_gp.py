@@ -3,11 +3,11 @@
 import jax.numpy as jnp
 import numpy as np
 import pytest
+from bayeskern.models.gp import kernel_matrix, theta_from_draw
 from conftest import TINY
 from scipy import stats
 
 import bayeskern as bk
-from bayeskern.models.gp import kernel_matrix, theta_from_draw
 
 
 @pytest.fixture(scope="module")

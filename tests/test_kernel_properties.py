@@ -89,9 +89,9 @@ def test_fixed_kernels_have_finite_input_gradients(X, ls, period):
 @given(X=inputs(), ls=positive, period=positive)
 def test_hyperparameter_gradients_are_finite(X, ls, period):
     grads = {
-        "rbf": jax.grad(lambda l: jnp.sum(RBF(lengthscale=l)(X)))(ls),
-        "laplacian": jax.grad(lambda l: jnp.sum(Laplacian(lengthscale=l)(X)))(ls),
-        "periodic": jax.grad(lambda l, p: jnp.sum(Periodic(period=p, lengthscale=l)(X)),
+        "rbf": jax.grad(lambda s: jnp.sum(RBF(lengthscale=s)(X)))(ls),
+        "laplacian": jax.grad(lambda s: jnp.sum(Laplacian(lengthscale=s)(X)))(ls),
+        "periodic": jax.grad(lambda s, p: jnp.sum(Periodic(period=p, lengthscale=s)(X)),
                              argnums=(0, 1))(ls, period),
     }
     for name, g in grads.items():

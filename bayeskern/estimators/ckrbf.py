@@ -196,10 +196,13 @@ class CkRBFClassifier(KernelSVC):
         return self
 
     def _select_gamma(self, X, y):
-        """``gamma="auto"``: the :math:`\\gamma` of :data:`GAMMA_FACTORS` / d with the best
+        """Choose ``gamma="auto"``.
+
+        The :math:`\\gamma` of :data:`GAMMA_FACTORS` / d with the best
         3-fold stratified CV accuracy of this SVM (this ``C``) on the training data; ties go
         to the value nearest 1/d. The partition and the :math:`\\gamma`-free factors are
-        computed once per fold (seed 001's γ-conversion), so only the SVMs are refitted."""
+        computed once per fold (seed 001's γ-conversion), so only the SVMs are refitted.
+        """
         from sklearn.model_selection import StratifiedKFold
 
         d = X.shape[1]

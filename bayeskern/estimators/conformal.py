@@ -171,11 +171,14 @@ class ConformalKernelClassifier(KernelSVC):
         return self
 
     def _select_mu(self, X, y):
-        """``mu="auto"``: the candidate of :data:`MU_CANDIDATES` with the best 3-fold
+        """Choose ``mu="auto"``.
+
+        The candidate of :data:`MU_CANDIDATES` with the best 3-fold
         stratified CV accuracy of the SVM (this ``C``, ``gamma``) on the training data; ties
         go to the weaker regularization, i.e. to the learned kernel (``inf`` is
         :math:`q \\equiv 1`, the base kernel, chosen only when it is strictly better).
-        Returns the choice and ``{mu: mean CV accuracy}``."""
+        Returns the choice and ``{mu: mean CV accuracy}``.
+        """
         from sklearn.model_selection import StratifiedKFold
 
         if np.unique(y, return_counts=True)[1].min() < 3:
@@ -216,7 +219,7 @@ class ConformalKernelClassifier(KernelSVC):
         return self.svc_.predict_proba(self.gram(X))
 
     def conformal_factor(self, X) -> np.ndarray:
-        """The learned :math:`q(x)` at the rows of ``X``."""
+        """Return the learned :math:`q(x)` at the rows of ``X``."""
         check_is_fitted(self)
         X = validate_data(self, X, reset=False, dtype=np.float64)
         return np.asarray(self.kernel_.factor(X))

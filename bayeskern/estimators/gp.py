@@ -127,12 +127,14 @@ class _GPBase(BayesianEstimatorMixin, BaseEstimator):
         return dims
 
     def _draw_map(self, name, per_draw):
-        """``per_draw(kernel_, x_scale)(draw, *args)`` mapped over the posterior draws one
-        at a time (:func:`~bayeskern.estimators.base.batched_map` with batch 1: a batch of
+        """Map ``per_draw(kernel_, x_scale)(draw, *args)`` over the posterior draws.
+
+        One at a time (:func:`~bayeskern.estimators.base.batched_map` with batch 1: a batch of
         draws would put batched LAPACK calls inside the loop, which hangs XLA:CPU), jitted
         once per fit and cached, so that repeated ``predict`` calls (batched prediction of
         many rows) do not recompile. The cache is keyed on the identity of the fitted
-        ``kernel_`` and ``x_std_`` (new objects at every fit) and is dropped when pickling."""
+        ``kernel_`` and ``x_std_`` (new objects at every fit) and is dropped when pickling.
+        """
         cache = self.__dict__.setdefault("_cache", {})
         hit = cache.get(name)
         if hit is None or hit[0] is not self.kernel_ or hit[1] is not self.x_std_:
@@ -219,9 +221,11 @@ class _GPBase(BayesianEstimatorMixin, BaseEstimator):
         return draws * ys.scale + ys.mean
 
     def _report_panels(self):
-        """Report panels of the data-dependent kernels in ``kernel_`` (VSK, CkRBF, Conformal,
-        LABRBFFeatures; see ``Kernel.report_panels``), drawn on the standardized training data
-        at the posterior medians of the hyper-parameters."""
+        """Return the report panels of the data-dependent kernels in ``kernel_``.
+
+        VSK, CkRBF, Conformal, LABRBFFeatures (see ``Kernel.report_panels``), drawn on the
+        standardized training data at the posterior medians of the hyper-parameters.
+        """
         X = self.x_std_.transform(np.asarray(self.idata_.constant_data["X"]))
         y = np.asarray(self.idata_.observed_data["y"])
         y = y.astype(int) if hasattr(self, "classes_") else self.y_std_.transform(y)
@@ -235,7 +239,7 @@ class _GPBase(BayesianEstimatorMixin, BaseEstimator):
 
 
 @register_estimator
-class GPRegressor(PredictiveRegressorMixin, RegressorMixin, _GPBase):
+class GPRegressor(PredictiveRegressorMixin, RegressorMixin, _GPBase):  # noqa: D101 (__doc__ is an f-string)
     __doc__ = f"""Bayesian Gaussian-process regression (exact Gaussian marginal likelihood).
 
     The model (``models/gp.py``) on standardized data is
@@ -299,9 +303,11 @@ class GPRegressor(PredictiveRegressorMixin, RegressorMixin, _GPBase):
                               coords={"obs": np.arange(ll.shape[-1])})
 
     def _factors(self, draws, Xtr, ytr):
-        """Per-draw :math:`L^{-1}` and :math:`\\alpha` (:func:`regression_factors`), computed
-        once per fit and cached when they take at most ``FACTOR_CACHE_BYTES``; ``None`` when
-        they would take more (prediction then factors per chunk of new points)."""
+        """Return the per-draw :math:`L^{-1}` and :math:`\\alpha` (:func:`regression_factors`).
+
+        Computed once per fit and cached when they take at most ``FACTOR_CACHE_BYTES``; ``None``
+        when they would take more (prediction then factors per chunk of new points).
+        """
         n_draws, n = len(next(iter(draws.values()))), len(Xtr)
         if n_draws * n * n * 8 > FACTOR_CACHE_BYTES:
             return None
@@ -351,7 +357,7 @@ class GPRegressor(PredictiveRegressorMixin, RegressorMixin, _GPBase):
 
 
 @register_estimator
-class GPClassifier(ClassifierMixin, _GPBase):
+class GPClassifier(ClassifierMixin, _GPBase):  # noqa: D101 (__doc__ is an f-string)
     __doc__ = f"""Bayesian binary GP classification (Bernoulli-logit likelihood).
 
     .. math:: f = b + g,\\ g \\sim GP\\big(0, \\textstyle\\sum_t a_t^2 k_t\\big),\\
@@ -386,8 +392,10 @@ class GPClassifier(ClassifierMixin, _GPBase):
         self.inference = inference
 
     def fit(self, X, y):
-        """Sample the kernel hyper-parameters (and, with ``inference="latent"``, the latent
-        function)."""
+        """Sample the kernel hyper-parameters.
+
+        With ``inference="latent"``, also the latent function.
+        """
         if self.inference not in ("laplace", "latent"):
             raise ValueError(f"inference must be 'laplace' or 'latent', got {self.inference!r}")
         X, y = self._validate_fit(X, y, classifier=True)
@@ -437,8 +445,10 @@ class GPClassifier(ClassifierMixin, _GPBase):
         return np.concatenate(means, axis=1), np.concatenate(vars_, axis=1)
 
     def _proba_draws(self, X):
-        """Per-draw :math:`P(y = 1)`, ``(draws, n)``: MacKay's probit approximation
-        :math:`\\sigma(\\mu_s/\\sqrt{1 + \\pi v_s/8})`."""
+        """Return the per-draw :math:`P(y = 1)`, ``(draws, n)``.
+
+        MacKay's probit approximation :math:`\\sigma(\\mu_s/\\sqrt{1 + \\pi v_s/8})`.
+        """
         m, v = self._latent(X)
         return np.asarray(jax.nn.sigmoid(m / np.sqrt(1.0 + np.pi * v / 8.0)))
 
@@ -454,8 +464,10 @@ class GPClassifier(ClassifierMixin, _GPBase):
 
     def sample_posterior_predictive(self, X, n_draws: int = 200, random_state=None,
                                     row_offset: int = 0):
-        """Predictive label draws ``(n_draws, n)`` (class labels): per point and draw a
-        posterior draw :math:`s`, :math:`f \\sim N(\\mu_s, v_s)`, then a Bernoulli(σ(f)) label.
+        """Draw predictive labels, ``(n_draws, n)`` (class labels).
+
+        Per point and draw a posterior draw :math:`s`, :math:`f \\sim N(\\mu_s, v_s)`, then a
+        Bernoulli(σ(f)) label.
 
         The draws of row ``i`` depend only on the seed and on ``row_offset + i`` (counter-based,
         :func:`bayeskern.predictive.row_uniforms`), not on the other rows of ``X``.

@@ -52,9 +52,12 @@ _NAMED = ("p", "max_support", "alpha", "theta0", "learning_rate", "n_iter_round"
 
 
 def _nig_predictive_np(post: blr.NIGPosterior, Phi: np.ndarray):
-    """:func:`bayeskern.blr.nig_predictive` in NumPy/SciPy: Student-t ``(loc, scale, df)``
-    with loc :math:`\\phi^\\top w_N`, scale² :math:`\\frac{b_N}{a_N}(1+\\phi^\\top\\Lambda_N^{-1}
-    \\phi)`, df :math:`2a_N` (no XLA compilation per number of rows)."""
+    """Compute :func:`bayeskern.blr.nig_predictive` in NumPy/SciPy.
+
+    Student-t ``(loc, scale, df)`` with loc :math:`\\phi^\\top w_N`,
+    scale² :math:`\\frac{b_N}{a_N}(1+\\phi^\\top\\Lambda_N^{-1}
+    \\phi)`, df :math:`2a_N` (no XLA compilation per number of rows).
+    """
     L, w = np.asarray(post.L), np.asarray(post.w)
     v = solve_triangular(L, Phi.T, lower=True)
     scale2 = float(post.b) / float(post.a) * (1.0 + np.sum(v * v, axis=0))
@@ -367,8 +370,10 @@ class LABRBFRegressor(PredictiveRegressorMixin, BayesianEstimatorMixin, Regresso
         return validate_data(self, X, reset=False, dtype=np.float64)
 
     def predict_krr(self, X, regressor: str = "f1") -> np.ndarray:
-        """The paper's point prediction, averaged over the models: ``"f1"`` (eq. 8) or
-        ``"f2"`` (eq. 6, test bandwidth from the nearest support point)."""
+        """Return the paper's point prediction, averaged over the models.
+
+        ``"f1"`` (eq. 8) or ``"f2"`` (eq. 6, test bandwidth from the nearest support point).
+        """
         if regressor not in ("f1", "f2"):
             raise ValueError(f"regressor must be 'f1' or 'f2', got {regressor!r}")
         X = self._check_X(X)

@@ -54,7 +54,7 @@ class KernelSVC(ClassifierMixin, BaseEstimator):
         self.max_iter = max_iter
 
     def _make_kernel(self) -> Kernel:
-        """The unfitted kernel; subclasses build it from their own parameters."""
+        """Return the unfitted kernel; subclasses build it from their own parameters."""
         if not isinstance(self.kernel, Kernel):
             raise ValueError(f"kernel must be a bayeskern Kernel, got {self.kernel!r}")
         return self.kernel

@@ -53,7 +53,7 @@ _KERNELS = ("rbf", "linear")
 
 
 def paper_param_grid(kernel: str = "rbf") -> dict:
-    r"""The hyper-parameter grid of seed 000, section 6.1.
+    r"""Return the hyper-parameter grid of seed 000, section 6.1.
 
     :math:`C \in \{2^{-6}, \dots, 2^{6}\}` (the paper's :math:`\zeta`) and, for the Gaussian
     kernel, :math:`\gamma \in \{10^{-6}, \dots, 10^{2}\}`. (The authors' public script uses
@@ -68,7 +68,7 @@ def paper_param_grid(kernel: str = "rbf") -> dict:
 
 
 def _binary_classes(y) -> np.ndarray:
-    """The two classes of ``y``; the naive-Bayes scaling P(y=+1|x) needs exactly two."""
+    """Return the two classes of ``y``; the naive-Bayes scaling P(y=+1|x) needs exactly two."""
     check_classification_targets(y)
     if type_of_target(y, input_name="y") == "multiclass":
         raise ValueError(
@@ -179,7 +179,7 @@ class VSKClassifier(ClassifierMixin, BaseEstimator):
         return self
 
     def psi(self, X) -> np.ndarray:
-        """The scaling function :math:`\\psi(X)`, shape ``(n, m)``."""
+        """Return the scaling function :math:`\\psi(X)`, shape ``(n, m)``."""
         check_is_fitted(self)
         X = validate_data(self, X, reset=False, dtype=np.float64)
         return np.asarray(self.scaling_.transform(X))
@@ -189,7 +189,7 @@ class VSKClassifier(ClassifierMixin, BaseEstimator):
                           self.weight * np.asarray(self.scaling_.transform(X))])
 
     def augment(self, X) -> np.ndarray:
-        """The augmented points :math:`\\Psi(X) = (\\tilde X, w\\,\\psi(X))`."""
+        """Return the augmented points :math:`\\Psi(X) = (\\tilde X, w\\,\\psi(X))`."""
         check_is_fitted(self)
         return self._augment(validate_data(self, X, reset=False, dtype=np.float64))
 
@@ -299,7 +299,7 @@ class VSKRegressor(RegressorMixin, BaseEstimator):
         return self
 
     def psi(self, X) -> np.ndarray:
-        """The scaling function :math:`\\psi(X)` (data units, before normalization)."""
+        """Return the scaling function :math:`\\psi(X)` (data units, before normalization)."""
         check_is_fitted(self)
         X = validate_data(self, X, reset=False, dtype=np.float64)
         return np.asarray(self.scaling_.transform(X))
@@ -317,7 +317,7 @@ class VSKRegressor(RegressorMixin, BaseEstimator):
         return rbf_kernel(A, B, gamma=self.gamma)
 
     def augment(self, X) -> np.ndarray:
-        """The augmented points :math:`\\Psi(X)`."""
+        """Return the augmented points :math:`\\Psi(X)`."""
         check_is_fitted(self)
         return self._augment(validate_data(self, X, reset=False, dtype=np.float64))
 

@@ -37,7 +37,7 @@ __all__ = ["run_nuts", "find_map", "laplace_inits", "model_functions", "MapResul
 
 
 def as_key(seed) -> jax.Array:
-    """A JAX PRNG key from an int, a NumPy ``Generator``/``RandomState`` or a key."""
+    """Return a JAX PRNG key from an int, a NumPy ``Generator``/``RandomState`` or a key."""
     if seed is None:
         seed = 0
     if isinstance(seed, (int, np.integer)):
@@ -249,9 +249,11 @@ def find_map(model: Callable, model_kwargs: dict, rng_key, *, num_starts: int = 
 
 
 def _inverse_hessian(H: np.ndarray, floor: float = 1e-2) -> np.ndarray:
-    """Inverse of the Hessian with eigenvalues floored at ``floor`` (a saddle direction or a
-    flat one gets posterior standard deviation at most ``floor**-0.5`` = 10 on the
-    unconstrained scale)."""
+    """Invert the Hessian with its eigenvalues floored at ``floor``.
+
+    A saddle direction or a flat one gets posterior standard deviation at most
+    ``floor**-0.5`` = 10 on the unconstrained scale.
+    """
     lam, V = np.linalg.eigh(H)
     lam = np.maximum(lam, floor)
     return (V / lam) @ V.T
