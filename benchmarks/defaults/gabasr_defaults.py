@@ -3,10 +3,14 @@
 * ``series``: a synthetic 133-row, one-column series (weekly period 7, quadratic trend, AR(1)
   noise; a period and a length unlike CO2's), last 20 % held out; reference
   ``bk.GPRegressor()`` (RBF) in the same run.
+* ``rdata``: four short public 1-D series (``benchmarks/data/r_series``: mcycle 133 rows,
+  lynx 114, Nile 100, LakeHuron 98), random 80/20 split per seed; reference
+  ``bk.GPRegressor()`` (RBF) in the same run.
 * ``diabetes``: scikit-learn's diabetes, 80/20 splits with seeds 0-2; reference
   ``BayesianRidge`` on the same splits.
 
-Run:  .venv/bin/python benchmarks/defaults/gabasr_defaults.py [series] [diabetes] [--seeds 0 1 2]
+Run:  .venv/bin/python benchmarks/defaults/gabasr_defaults.py [series] [rdata] [diabetes]
+      [--seeds 0 1 2]
 Prints one JSON line per fit, with the 1-minute load average before and after.
 """
 
@@ -18,6 +22,7 @@ import argparse  # noqa: E402
 import json  # noqa: E402
 import time  # noqa: E402
 import warnings  # noqa: E402
+from pathlib import Path  # noqa: E402
 
 import numpy as np  # noqa: E402
 from sklearn.datasets import load_diabetes  # noqa: E402
@@ -46,19 +51,32 @@ def series(seed):
     y = 10 + 0.02 * t + 2e-4 * t**2 + np.sin(2 * np.pi * t / 7) + e
     X = t[:, None]
     ntr = 106
+    return _versus_gp("series133", seed, X[:ntr], y[:ntr], X[ntr:], y[ntr:])
+
+
+def _versus_gp(data, seed, Xtr, ytr, Xte, yte):
+    """Fit ``GaBaSRRegressor()`` and ``GPRegressor()`` with defaults; one row each."""
     out = []
     for name, est in (("GaBaSRRegressor()", bk.GaBaSRRegressor(random_state=seed,
                                                                progress_bar=False)),
                       ("GPRegressor()", bk.GPRegressor(random_state=seed, progress_bar=False))):
-        fit_s, load0 = _fit(est, X[:ntr], y[:ntr])
-        m = bk.diagnostics.regression_metrics(y[ntr:], est.predictive(X[ntr:]))
-        row = dict(data="series133", seed=seed, model=name, fit_s=round(fit_s, 1),
-                   rmse=m["rmse"], coverage_95=m["coverage_95"], nlpd=m["nlpd"],
-                   ok=bool(est.convergence_.ok), load_before=load0,
-                   load_after=os.getloadavg()[0])
+        fit_s, load0 = _fit(est, Xtr, ytr)
+        m = bk.diagnostics.regression_metrics(yte, est.predictive(Xte))
+        row = dict(data=data, seed=seed, model=name, fit_s=round(fit_s, 1), rmse=m["rmse"],
+                   coverage_95=m["coverage_95"], nlpd=m["nlpd"], ok=bool(est.convergence_.ok),
+                   load_before=load0, load_after=os.getloadavg()[0])
         if hasattr(est, "n_components_"):
             row["n_components"] = est.n_components_
         out.append(row)
+    return out
+
+
+def rdata(seed):
+    out = []
+    for path in sorted((Path(__file__).resolve().parents[1] / "data" / "r_series").glob("*.csv")):
+        X, y = np.loadtxt(path, delimiter=",", skiprows=1, unpack=True)
+        Xtr, Xte, ytr, yte = train_test_split(X[:, None], y, test_size=0.2, random_state=seed)
+        out += _versus_gp(path.stem, seed, Xtr, ytr, Xte, yte)
     return out
 
 
@@ -77,12 +95,12 @@ def diabetes(seed):
 
 def main():
     ap = argparse.ArgumentParser()
-    ap.add_argument("which", nargs="*", default=["series", "diabetes"])
+    ap.add_argument("which", nargs="*", default=["series", "rdata", "diabetes"])
     ap.add_argument("--seeds", type=int, nargs="+", default=[0, 1, 2])
     args = ap.parse_args()
     for s in args.seeds:
         for w in args.which:
-            for row in {"series": series, "diabetes": diabetes}[w](s):
+            for row in {"series": series, "rdata": rdata, "diabetes": diabetes}[w](s):
                 print(json.dumps(row), flush=True)
 
 
