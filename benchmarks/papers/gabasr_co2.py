@@ -1,7 +1,10 @@
 """GaBaSR on Mauna Loa CO2 (seed 003 Table 4 protocol as in the issue): train < 1994-01,
 test 1994-01..2001-12, default GaBaSRRegressor (NUTS, 4 chains x (500 + 500)), 3 seeds.
 
-Run:  .venv/bin/python benchmarks/papers/gabasr_co2.py [--seeds 0 1 2] [--quick] [--ls]
+Run:  .venv/bin/python benchmarks/papers/gabasr_co2.py [--seeds 0 1 2] [--quick] [--ls] [--peers]
+``--peers``: in the same process, scikit-learn's GP with its documented CO2 kernel (ML-II,
+once: it has no seed) and ``bk.GPRegressor`` with the demo kernel (per seed, defaults), from
+``gp_co2.py``; one JSON line each, with the ratio of fit times to GaBaSR's.
 Writes benchmarks/results/gabasr_co2.json (merged into gabasr.md by gabasr_report.py).
 """
 
@@ -23,6 +26,7 @@ import bayeskern as bk  # noqa: E402
 from bayeskern.estimators.gabasr import GaBaSRRegressor  # noqa: E402
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # benchmarks/: common.py
+sys.path.insert(0, str(Path(__file__).resolve().parent))  # gp_co2.py (--peers)
 from common import RESULTS  # noqa: E402
 
 
@@ -57,6 +61,16 @@ def run(seed, quick, sampler, extra):
     return out
 
 
+def _peer_row(model, seed, m, wall, conv, ratio=None):
+    row = dict(model=model, seed=seed, fit_s=wall, load=os.getloadavg()[0],
+               **{k: m[k] for k in ("rmse", "nlpd", "coverage_95", "crps") if k in m})
+    if conv is not None:
+        row.update(ok=bool(conv.ok), max_rhat=conv.max_rhat, n_divergent=conv.n_divergent)
+    if ratio is not None:
+        row["fit_time_ratio_to_gabasr"] = ratio
+    return row
+
+
 def main():
     ap = argparse.ArgumentParser()
     ap.add_argument("--seeds", type=int, nargs="+", default=[0, 1, 2])
@@ -64,16 +78,28 @@ def main():
     ap.add_argument("--sampler", default="nuts")
     ap.add_argument("--ls", action="store_true", help="locally stationary variant")
     ap.add_argument("--tag", default="")
+    ap.add_argument("--peers", action="store_true")
     args = ap.parse_args()
     extra = {"locally_stationary": True} if args.ls else {}
-    rows = []
+    rows, peers = [], []
+    if args.peers:
+        import gp_co2
+
+        m, wall = gp_co2.sklearn_reference(*bk.datasets.co2_split())
+        peers.append(_peer_row("sklearn GPR (ML-II, CO2 example kernel)", None, m, wall, None))
+        print(json.dumps(peers[-1]), flush=True)
     for s in args.seeds:
         r = run(s, args.quick, args.sampler, extra)
         print(json.dumps(r), flush=True)
         rows.append(r)
+        if args.peers:
+            m, wall, conv = gp_co2.run(s, args.quick)
+            peers.append(_peer_row("bk.GPRegressor (demo kernel)", s, m, wall, conv,
+                                   ratio=wall / r["fit_s"]))
+            print(json.dumps(peers[-1]), flush=True)
     RESULTS.mkdir(exist_ok=True)
     name = f"gabasr_co2{args.tag}{'_ls' if args.ls else ''}_{args.sampler}.json"
-    (RESULTS / name).write_text(json.dumps({"rows": rows, "quick": args.quick,
+    (RESULTS / name).write_text(json.dumps({"rows": rows, "peers": peers, "quick": args.quick,
                                             "cmd": "benchmarks/papers/gabasr_co2.py", "load":
                                             os.getloadavg()}, indent=1))
 
