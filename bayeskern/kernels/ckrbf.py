@@ -470,21 +470,6 @@ class CkRBF(Kernel):
     def evaluate(self, theta, x1, x2):
         return self.gram(theta, x1[None, :], x2[None, :])[0, 0]
 
-    def report_panels(self, X, y=None, theta=None, feature_names=None):
-        """Cells and per-cell bandwidths (see :meth:`Kernel.report_panels`)."""
-        from bayeskern.plots.ckrbf import plot_ckrbf_panel
-
-        scores = getattr(self, "tuning_scores_", None)
-        fig = plot_ckrbf_panel(self, X, y, tuning_scores=scores, feature_names=feature_names)
-        pf = ("the right plot is the share of the (C, γ) tuning grid that scores at least α, "
-              "P_f(α): higher curves mean a model that is easier to tune" if scores else
-              "no P_f(α) curve is shown because no tuning-grid scores are attached (a Bayesian GP "
-              "samples γ instead of tuning it; see bayeskern.tuning.grid_scores)")
-        return [("CkRBF: clusters and per-cell bandwidths", fig,
-                 f"The training points are split into {self.n_cells_} cells, each with its own "
-                 "covariance Σ_a (ellipse: 2 standard deviations) that sets the kernel's "
-                 f"bandwidth near those points (bars: cell size and √(tr Σ_a/d)); {pf}.")]
-
 
 def _traced(*arrays) -> bool:
     return any(isinstance(a, jax.core.Tracer) for a in arrays)

@@ -477,15 +477,3 @@ class Conformal(Kernel):
     def __repr__(self):
         return (f"Conformal(base_kernel={self._base!r}, optimizer={self.optimizer!r}, "
                 f"mu={self.mu!r}, n_expansion={self.n_expansion!r})")
-
-    def report_panels(self, X, y=None, theta=None, feature_names=None):
-        """The conformal factor q(x) on the training data (see :meth:`Kernel.report_panels`)."""
-        from bayeskern.plots.conformal import plot_conformal_factor
-
-        ax = plot_conformal_factor(self, X, y)
-        own = [("Xiong kernel: conformal factor q(x)", ax.figure,
-                "The learned factor q(x) rescales the base kernel, K(x,z) = q(x) K₀(x,z) q(z), "
-                "to maximize class separation (Fisher ratio); q is large where the classes "
-                "should be pulled apart and near zero (or negative, a warning sign) where the "
-                "base kernel is damped.")]
-        return own + self._base.report_panels(X, y, theta, feature_names)

@@ -846,19 +846,3 @@ class LABRBFFeatures(Kernel):
 
     def evaluate(self, theta, x1, x2):
         return self.gram(theta, x1[None, :], x2[None, :])[0, 0]
-
-    def report_panels(self, X, y=None, theta=None, feature_names=None):
-        """Bandwidth map of the trained support points (see :meth:`Kernel.report_panels`)."""
-        from bayeskern.plots.labrbf import plot_bandwidth_map
-
-        s = 1.0
-        if theta and self.name_ is not None and self._site("bandwidth_scale") in theta:
-            s = float(np.asarray(theta[self._site("bandwidth_scale")]))
-        support = np.asarray(self.support_) * self.half_range_ + self.center_
-        fig = plot_bandwidth_map(support, s * np.asarray(self.bandwidths_) / self.half_range_,
-                                 feature_names=feature_names, units="per standardized unit")
-        return [("LAB-RBF: learned bandwidth map", fig,
-                 "Each support point of the LAB-RBF features is coloured by its trained "
-                 "bandwidth θ (times the posterior-median multiplier s); large θ means a narrow "
-                 "kernel, which Algorithm 1 learns where the target changes fast, and the "
-                 "histogram on the right shows how widely the learned bandwidths spread.")]
