@@ -23,7 +23,7 @@ from bayeskern.devices import configure_cpu_devices as _configure_cpu_devices  #
 
 _configure_cpu_devices()
 
-from bayeskern import datasets, diagnostics, inference, kernels  # noqa: E402
+from bayeskern import datasets, diagnostics, inference, kernels, learning  # noqa: E402, F401
 from bayeskern._version import __version__  # noqa: E402
 from bayeskern.estimators import (  # noqa: E402
     CkRBFClassifier,

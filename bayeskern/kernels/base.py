@@ -40,10 +40,56 @@ __all__ = [
     "default_theta",
     "KERNEL_REGISTRY",
     "kernel_from_config",
+    "register_learner",
+    "learner",
 ]
 
 #: Kernel classes by name; :func:`kernel_from_config` rebuilds only these (no pickle, no eval).
 KERNEL_REGISTRY: dict[str, type] = {}
+
+#: Training functions by kernel class, registered by :mod:`bayeskern.learning` (the layer
+#: above the kernels), so that a kernel holds fitted state and its ``fit`` needs no import of
+#: the training code.
+LEARNERS: dict[type, Callable] = {}
+
+
+def register_learner(kernel_cls: type):
+    """Decorator: register ``fn(kernel, X, y, **kwargs)`` as the training function of a class.
+
+    Parameters
+    ----------
+    kernel_cls : type
+        The kernel class (subclasses inherit its learner).
+
+    Returns
+    -------
+    callable
+        A decorator returning ``fn`` unchanged.
+    """
+    def register(fn):
+        LEARNERS[kernel_cls] = fn
+        return fn
+
+    return register
+
+
+def learner(kernel: Kernel) -> Callable:
+    """The training function registered for ``kernel``'s class (see :func:`register_learner`).
+
+    Parameters
+    ----------
+    kernel : Kernel
+
+    Returns
+    -------
+    callable
+        ``fn(kernel, X, y, **kwargs)`` returning a fitted copy of ``kernel``.
+    """
+    for cls in type(kernel).__mro__:
+        if cls in LEARNERS:
+            return LEARNERS[cls]
+    raise RuntimeError(f"no training function is registered for {type(kernel).__name__}; "
+                       "import bayeskern (which imports bayeskern.learning)")
 
 
 @dataclass(frozen=True)
