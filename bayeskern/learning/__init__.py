@@ -4,9 +4,11 @@ Layered above :mod:`bayeskern.kernels` (which hold fitted state and pure JAX Gra
 and below the models. Each module registers its training function for a kernel class
 (:func:`bayeskern.kernels.base.register_learner`), so ``kernel.fit(X, y)`` keeps working:
 
-* :mod:`bayeskern.learning.labrbf`: LAB-RBF bandwidth training (seed 002, Algorithm 1).
+* :mod:`bayeskern.learning.labrbf`: LAB-RBF bandwidth training (seed 002, Algorithm 1);
+* :mod:`bayeskern.learning.conformal`: Xiong's Fisher-ratio optimization of the conformal
+  factor (seed 004).
 """
 
-from bayeskern.learning import labrbf
+from bayeskern.learning import conformal, labrbf
 
-__all__ = ["labrbf"]
+__all__ = ["conformal", "labrbf"]
