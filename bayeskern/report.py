@@ -8,7 +8,11 @@ Sections: what was fitted (data, model, priors, sampler settings, versions, seed
 convergence (R-hat, ESS, divergences, verdict); the fit with predictive bands (regression)
 or reliability diagram and ROC (classification); calibration metrics on held-out data;
 PIT histogram; PSIS-LOO with Pareto-k warnings; method-specific panels supplied by the
-estimator's ``_report_panels()``.
+estimator and its kernel, found through :func:`bayeskern.plots.panels.estimator_panels`.
+
+Figures are drawn on detached :class:`matplotlib.figure.Figure` objects
+(:func:`bayeskern.plots.detached`): rendering a report leaves matplotlib's backend, and the
+figures a notebook has open, alone.
 """
 
 from __future__ import annotations
@@ -19,14 +23,12 @@ import io
 import time
 from pathlib import Path
 
-import matplotlib
+import matplotlib.pyplot as plt
+import numpy as np
 
-matplotlib.use("Agg")
-import matplotlib.pyplot as plt  # noqa: E402
-import numpy as np  # noqa: E402
-
-from bayeskern import diagnostics, plots  # noqa: E402
-from bayeskern.runs import atomic_write  # noqa: E402
+from bayeskern import diagnostics, plots
+from bayeskern.plots import panels
+from bayeskern.runs import atomic_write
 
 __all__ = ["report", "render_report", "export_pdf"]
 
@@ -54,7 +56,7 @@ def _fig_html(fig_or_ax, alt: str) -> str:
         fig = fig_or_ax.flat[0].figure
     buf = io.BytesIO()
     fig.savefig(buf, format="png", dpi=110)
-    plt.close(fig)
+    plt.close(fig)  # a no-op for detached figures; frees a panel drawn through pyplot
     data = base64.b64encode(buf.getvalue()).decode("ascii")
     return f'<img alt="{_e(alt)}" src="data:image/png;base64,{data}">'
 
@@ -114,6 +116,12 @@ def render_report(est, *, X_test=None, y_test=None, title=None, data_name=None,
     X_test, y_test : optional held-out data for calibration metrics.
     title, data_name, target_name : text shown in the header (escaped).
     """
+    with plots.detached():
+        return _render(est, X_test=X_test, y_test=y_test, title=title, data_name=data_name,
+                       target_name=target_name)
+
+
+def _render(est, *, X_test, y_test, title, data_name, target_name) -> str:
     idata = est.idata_
     post = idata.posterior
     # training data as fitted (LAB-RBF's last layer keeps only calibration residuals)
@@ -184,7 +192,7 @@ def render_report(est, *, X_test=None, y_test=None, title=None, data_name=None,
         p = est.predict_proba(_as_input(est, Xe))[:, 1]
         # labels as given, or the 0/1 codes that some classifiers store as observed data
         y01 = ((ye == est.classes_[1]) if np.isin(ye, est.classes_).all() else ye).astype(int)
-        fig, axes = plt.subplots(1, 2, figsize=(10, 4.6), layout="constrained")
+        fig, axes = plots.subplots(1, 2, figsize=(10, 4.6), layout="constrained")
         plots.plot_reliability(y01, p, ax=axes[0])
         if len(np.unique(y01)) == 2:
             plots.plot_roc(y01, p, ax=axes[1])
@@ -240,12 +248,10 @@ def render_report(est, *, X_test=None, y_test=None, title=None, data_name=None,
         parts.append(_fig_html(plots.plot_pareto_k(loo), "Pareto k"))
 
     # ---------------------------------------------------------------- method panels
-    panels = getattr(est, "_report_panels", None)
-    if panels is not None:
-        for heading, fig, *caption in panels():
-            parts.append(f"<h2>{_e(heading)}</h2>" + _fig_html(fig, heading))
-            if caption:
-                parts.append(f"<p class='caption'>{_e(caption[0])}</p>")
+    for heading, fig, *caption in panels.estimator_panels(est):
+        parts.append(f"<h2>{_e(heading)}</h2>" + _fig_html(fig, heading))
+        if caption:
+            parts.append(f"<p class='caption'>{_e(caption[0])}</p>")
 
     head = ("<!DOCTYPE html><html lang='en'><head><meta charset='utf-8'>"
             "<meta http-equiv='Content-Security-Policy' content=\"default-src 'none'; "

@@ -94,9 +94,9 @@ def _versions() -> dict:
     import numpyro
     import sklearn
 
-    import bayeskern
+    from bayeskern._version import __version__
 
-    return {"bayeskern": bayeskern.__version__, "jax": jax.__version__,
+    return {"bayeskern": __version__, "jax": jax.__version__,
             "numpyro": numpyro.__version__, "arviz": arviz.__version__,
             "numpy": np.__version__, "scikit-learn": sklearn.__version__,
             "python": platform.python_version()}
@@ -226,7 +226,8 @@ def read_run(path) -> tuple[dict, dict, object]:
 
 def load_run(path):
     """Rebuild a fitted estimator from a run directory written by :func:`save_run`."""
-    import bayeskern  # noqa: F401  (registers the estimator classes)
+    # the estimator classes registered themselves when bayeskern (the parent package of this
+    # module, hence already imported) imported bayeskern.estimators
     from bayeskern.kernels.base import kernel_from_config
 
     config, arrays, idata = read_run(path)

@@ -39,6 +39,7 @@ import numpy as np
 from jax.sharding import Mesh
 from jax.sharding import PartitionSpec as P
 
+from bayeskern.batching import row_slices
 from bayeskern.blr import Stats, feature_stats
 
 __all__ = [
@@ -210,7 +211,7 @@ def predict_in_batches(estimator, X, *, prob: float = 0.9, batch_size: int = 20_
     (300 training rows, 20 draws, batches of 5 000) in 48 s with a peak RSS of 1.58 GB
     (per-draw factors kept from the fit, quantiles by safeguarded Newton; 416 s before).
     (An XLA:CPU hang that once stopped this after 10-40 batches came from ``lax.map``'s
-    remainder branch; see :func:`bayeskern.estimators.base.batched_map`.)
+    remainder branch; see :func:`bayeskern.batching.batched_map`.)
 
     Returns
     -------
@@ -225,8 +226,7 @@ def predict_in_batches(estimator, X, *, prob: float = 0.9, batch_size: int = 20_
         raise ValueError(f"prob must be in (0, 1), got {prob}")
     n = len(X)
     out = {k: np.empty(n) for k in ("mean", "std", "lower", "upper")}
-    for i in range(0, n, batch_size):
-        sl = slice(i, min(i + batch_size, n))
+    for sl in row_slices(n, batch_size):
         pred = estimator.predictive(X[sl])
         out["mean"][sl] = pred.mean()
         out["std"][sl] = pred.std()

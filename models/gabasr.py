@@ -66,6 +66,7 @@ from jax.scipy.special import gammaln
 
 from bayeskern.blr import Stats, feature_stats, nig_posterior
 from bayeskern.features import locally_stationary_features, rff_features
+from bayeskern.kernels.spectral import periodogram_peaks  # noqa: F401  (re-exported)
 
 __all__ = [
     "SpectralSpec",
@@ -400,28 +401,6 @@ def classification_logits(draw: dict, Xnew, *, spec, mean_new=None, params=None)
     if mean_new is not None:
         eta = eta + mean_new @ draw["beta0"]
     return eta
-
-
-def periodogram_peaks(x: np.ndarray, r: np.ndarray, n_peaks: int, w_min: float, w_max: float,
-                      n_grid: int = 4000) -> np.ndarray:
-    """Angular frequencies of the ``n_peaks`` highest Lomb-Scargle peaks of residuals ``r``.
-
-    Peaks closer than ``2 w_min`` to one another are merged (one component per spectral
-    line); used to initialize the component means for 1-D inputs.
-    """
-    from scipy.signal import lombscargle
-
-    grid = np.linspace(w_min, w_max, n_grid)
-    power = lombscargle(np.asarray(x, float), np.asarray(r, float) - np.mean(r), grid)
-    is_peak = np.r_[False, (power[1:-1] > power[:-2]) & (power[1:-1] >= power[2:]), False]
-    order = np.argsort(-np.where(is_peak, power, -np.inf))
-    peaks: list[float] = []
-    for i in order:
-        if not is_peak[i] or len(peaks) == n_peaks:
-            break
-        if all(abs(grid[i] - q) > 2 * w_min for q in peaks):
-            peaks.append(float(grid[i]))
-    return np.asarray(peaks)
 
 
 # --------------------------------------------------------------------------- whitening

@@ -16,9 +16,8 @@ import bayeskern as bk  # noqa: E402
 from bayeskern.estimators.conformal import ConformalKernelClassifier  # noqa: E402
 from bayeskern.estimators.svm import kernel_gram  # noqa: E402
 from bayeskern.kernels import RBF, Linear, gram, kernel_from_config, name_leaves  # noqa: E402
-from bayeskern.kernels.conformal import (  # noqa: E402
-    Conformal,
-    SquaredExponential,
+from bayeskern.kernels.conformal import Conformal, SquaredExponential  # noqa: E402
+from bayeskern.learning.conformal import (  # noqa: E402
     fisher_eigen,
     fisher_gradient_ascent,
     fisher_ratio,

@@ -2,9 +2,10 @@
 processes, for every estimator and both GaBaSR samplers.
 
 One subprocess per side fits all estimators (tiny settings) and writes every posterior array and
-prediction to an ``.npz``; the two files must be equal bit for bit. On CPU (``import bayeskern``
-limits BLAS to one thread; XLA's CPU reductions are deterministic) no tolerance is needed; on an
-accelerator XLA may reorder floating-point reductions across runs, which this test would show.
+prediction to an ``.npz``; the two files must be equal bit for bit. On CPU (fits and predictions
+limit BLAS to one thread while they run; XLA's CPU reductions are deterministic) no tolerance is
+needed; on an accelerator XLA may reorder floating-point reductions across runs, which this test
+would show.
 """
 
 import subprocess

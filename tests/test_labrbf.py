@@ -15,14 +15,11 @@ from bayeskern.kernels.labrbf import (
     LABRBF,
     LABRBFFeatures,
     _gram_fast,
-    _masked_fit,
-    bandwidth_floor,
-    initial_support,
     krr_f1,
     krr_f2,
     labrbf_gram,
-    select_worst,
 )
+from bayeskern.learning.labrbf import _masked_fit, bandwidth_floor, initial_support, select_worst
 
 #: tiny training settings shared by the fast tests (kernel arguments)
 FAST = dict(max_support=12, n_init_support=6, n_iter_round=20, n_iter_final=40, eval_every=20,
@@ -404,7 +401,7 @@ def test_max_support_auto_is_a_third_of_the_rows_capped():
     k = LABRBF(**dict(FAST, max_support="auto", n_init_support=None, n_iter_round=1,
                       n_iter_final=1), random_state=0).fit(X, y)
     assert int(k.max_support_) == 30 and len(k.support_index_) == 30
-    from bayeskern.kernels.labrbf import _auto_support
+    from bayeskern.learning.labrbf import _auto_support
 
     assert _auto_support(5000) == 300
 
@@ -444,3 +441,11 @@ def test_validation_rows_keep_the_untrained_model_when_training_hurts():
     assert good.trained_ and len(good.support_index_) == 12
     with pytest.raises(ValueError, match="validation_index"):
         LABRBF(**FAST).fit(X, y, validation_index=[500])
+
+
+def test_kernel_fit_runs_the_registered_learner():
+    """The kernel holds fitted state; Algorithm 1 lives in bayeskern.learning.labrbf."""
+    from bayeskern.kernels.base import learner
+    from bayeskern.learning.labrbf import train_labrbf
+
+    assert learner(LABRBF()) is train_labrbf

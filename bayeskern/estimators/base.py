@@ -22,9 +22,11 @@ from sklearn.utils.validation import check_is_fitted
 from sklearn.utils.validation import validate_data as _sk_validate_data
 
 from bayeskern import diagnostics
+from bayeskern.batching import batched_map, pad_rows
 from bayeskern.inference import check_sampler_counts
 
-__all__ = ["BayesianEstimatorMixin", "PredictiveRegressorMixin", "Standardizer", "flat_draws", "map_draws", "validate_binary"]
+__all__ = ["BayesianEstimatorMixin", "PredictiveRegressorMixin", "Standardizer", "flat_draws",
+           "map_draws", "validate_binary", "batched_map"]
 
 
 class Standardizer:
@@ -105,29 +107,10 @@ def validate_data(estimator, X="no_validation", y="no_validation", **kwargs):
     return out
 
 
-def batched_map(f, xs, batch_size: int = 16):
-    """``jax.lax.map(f, xs, batch_size=batch_size)`` with the leading axis padded to a
-    multiple of ``batch_size`` (the last item repeated, the padding's results dropped).
-
-    Equal to ``lax.map`` in value. The padding avoids ``lax.map``'s remainder branch: on
-    XLA:CPU (jax 0.10.2) a jitted ``lax.map`` whose batch size does not divide the number of
-    items, over a body with an LU factorization (``inv``, ``solve``), blocks forever in
-    ``BlockUntilReady`` within a few hundred calls (all threads idle); with no remainder it
-    does not (``tests/test_batched_map.py``).
-    """
-    n = jax.tree_util.tree_leaves(xs)[0].shape[0]
-    pad = -n % batch_size
-    if pad:
-        xs = jax.tree_util.tree_map(
-            lambda a: jnp.concatenate([a, jnp.repeat(a[-1:], pad, axis=0)]), xs)
-    out = jax.lax.map(f, xs, batch_size=batch_size)
-    return jax.tree_util.tree_map(lambda a: a[:n], out) if pad else out
-
-
 def map_draws(fn, draws: dict, *args, batch_size: int = 1):
-    """Apply ``fn(draw, *args)`` to every posterior draw with :func:`batched_map`, the draws
-    split over the CPU devices (``pmap``, one share per device, see :mod:`bayeskern.devices`)
-    when there are several.
+    """Apply ``fn(draw, *args)`` to every posterior draw with
+    :func:`~bayeskern.batching.batched_map`, the draws split over the CPU devices (``pmap``,
+    one share per device, see :mod:`bayeskern.devices`) when there are several.
 
     ``batch_size`` stays 1 for bodies with linear algebra: batches of draws put batched
     LAPACK calls (Cholesky, triangular solves) inside ``lax.map``'s loop, and that blocks
@@ -144,12 +127,12 @@ def map_draws(fn, draws: dict, *args, batch_size: int = 1):
 
     if n_dev < 2:
         return jax.jit(per_device)(jdraws, *args)
-    pad = -n % n_dev
+    padded, _ = pad_rows(jdraws, n_dev)
+    m = jax.tree_util.tree_leaves(padded)[0].shape[0]
     shards = jax.tree_util.tree_map(
-        lambda a: jnp.concatenate([a, jnp.repeat(a[-1:], pad, axis=0)]).reshape(
-            (n_dev, (n + pad) // n_dev) + a.shape[1:]), jdraws)
+        lambda a: a.reshape((n_dev, m // n_dev) + a.shape[1:]), padded)
     out = jax.pmap(per_device, in_axes=(0,) + (None,) * len(args))(shards, *args)
-    return jax.tree_util.tree_map(lambda a: a.reshape((n + pad,) + a.shape[2:])[:n], out)
+    return jax.tree_util.tree_map(lambda a: a.reshape((m,) + a.shape[2:])[:n], out)
 
 
 def validate_binary(y) -> tuple[np.ndarray, np.ndarray]:

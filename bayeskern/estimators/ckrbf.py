@@ -24,6 +24,7 @@ from sklearn.utils.multiclass import check_classification_targets
 from sklearn.utils.validation import check_is_fitted
 from threadpoolctl import threadpool_limits
 
+from bayeskern.devices import limit_blas
 from bayeskern.estimators.base import validate_data
 from bayeskern.estimators.svm import KernelSVC
 from bayeskern.kernels.ckrbf import PARTITIONS, CkRBF
@@ -177,6 +178,7 @@ class CkRBFClassifier(KernelSVC):
             params["probability"] = True
         return SVC(**params)
 
+    @limit_blas
     def fit(self, X, y):
         """Partition ``X`` (and ``X_unlabeled``), build the Gram matrix, fit the SVC."""
         if self.partition not in PARTITIONS:
@@ -225,6 +227,7 @@ class CkRBFClassifier(KernelSVC):
 
     # KernelSVC's methods read ``self.svc_`` before ``self.gram`` checks fitting, so an
     # unfitted call raised AttributeError instead of NotFittedError: check first
+    @limit_blas
     def decision_function(self, X):
         """SVC decision values for ``X``."""
         check_is_fitted(self)
@@ -243,6 +246,7 @@ class CkRBFClassifier(KernelSVC):
     # available_if hides the method when probability=False (as SVC does), so that
     # hasattr(clf, "predict_proba") tells the truth to scikit-learn's tools
     @available_if(_has_proba)
+    @limit_blas
     def predict_proba(self, X):
         """Platt-scaled probabilities (requires ``probability=True``)."""
         check_is_fitted(self)
@@ -290,6 +294,7 @@ class MkRBFClassifier(ClassifierMixin, BaseEstimator):
         self.X_unlabeled = X_unlabeled
         self.random_state = random_state
 
+    @limit_blas
     def fit(self, X, y):
         """Cluster ``X`` (and ``X_unlabeled``), then fit one SVM per cluster."""
         X, y = validate_data(self, X, y, dtype=np.float64, ensure_min_samples=2)
@@ -335,6 +340,7 @@ class MkRBFClassifier(ClassifierMixin, BaseEstimator):
         d2 = ((X[:, None, :] - self.centers_[None]) ** 2).sum(-1)
         return np.argmin(d2, axis=1)
 
+    @limit_blas
     def predict(self, X):
         """Class of each row of ``X`` from the SVM of its cluster."""
         check_is_fitted(self)

@@ -17,6 +17,7 @@ from sklearn.utils.metaestimators import available_if
 from sklearn.utils.multiclass import check_classification_targets
 from sklearn.utils.validation import check_is_fitted
 
+from bayeskern.devices import limit_blas
 from bayeskern.estimators.base import validate_data
 from bayeskern.estimators.svm import KernelSVC, kernel_gram
 from bayeskern.kernels import name_leaves
@@ -145,6 +146,7 @@ class ConformalKernelClassifier(KernelSVC):
                          n_expansion=self.n_expansion, eta0=self.eta0, n_iter=self.n_iter,
                          random_state=self.random_state)
 
+    @limit_blas
     def fit(self, X, y):
         """Learn the conformal factor on ``(X, y)``, then the SVC on :math:`K = QK_0Q`."""
         X, y = validate_data(self, X, y, dtype=np.float64, ensure_min_samples=2)
@@ -202,6 +204,7 @@ class ConformalKernelClassifier(KernelSVC):
     # KernelSVC reads ``self.svc_`` before checking that the estimator is fitted (an
     # AttributeError instead of NotFittedError) and offers predict_proba unconditionally:
     # check first, and expose predict_proba only when ``probability=True`` (as SVC does)
+    @limit_blas
     def decision_function(self, X):
         """SVC decision values for ``X`` (Gram between ``X`` and the training points)."""
         check_is_fitted(self)
@@ -213,6 +216,7 @@ class ConformalKernelClassifier(KernelSVC):
         return super().predict(X)
 
     @available_if(lambda self: self.probability)
+    @limit_blas
     def predict_proba(self, X):
         """Platt-scaled probabilities (only with ``probability=True``)."""
         check_is_fitted(self)

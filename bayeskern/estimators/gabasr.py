@@ -41,6 +41,8 @@ from sklearn.utils.validation import check_is_fitted
 from threadpoolctl import threadpool_limits
 
 from bayeskern import diagnostics
+from bayeskern.batching import row_slices
+from bayeskern.devices import limit_blas
 from bayeskern.estimators.base import (
     BayesianEstimatorMixin,
     PredictiveRegressorMixin,
@@ -50,6 +52,7 @@ from bayeskern.estimators.base import (
     validate_binary,
 )
 from bayeskern.inference import as_key, run_nuts
+from bayeskern.kernels.spectral import SpectralMixture
 from bayeskern.models import gabasr as G
 from bayeskern.predictive import MixturePredictive, draw_seed, row_uniforms
 from bayeskern.runs import register_estimator
@@ -380,11 +383,57 @@ class _GaBaSRBase(BayesianEstimatorMixin, BaseEstimator):
         ``band`` interval, along the first input column (1-D marginal of the mixture). With
         the Gibbs sampler the mixture of the sampled components is used.
         """
-        from bayeskern.kernels.spectral import SpectralMixture
-
         check_is_fitted(self)
-        sm = SpectralMixture.from_estimator(self, n_draws=n_draws)
+        sm = self.spectral_mixture(n_draws=n_draws)
         return sm.spectral_density_band(omega_grid, band=band)
+
+    def spectral_mixture(self, n_draws: int = 200, seed: int = 0) -> SpectralMixture:
+        """The learned mixture as a kernel, in the units of ``X``.
+
+        Frequencies are divided by the input scale (standardized angular frequency → radians
+        per unit of ``x``). Posterior draws are kept in ``draws_*_`` (thinned to ``n_draws``)
+        for :meth:`~bayeskern.kernels.SpectralMixture.spectral_density_band`; the kernel
+        itself is the posterior-mean mixture (all draws pooled, weights averaged).
+
+        Parameters
+        ----------
+        n_draws : int
+            Posterior draws kept.
+        seed : int
+            Seed of the thinning.
+
+        Returns
+        -------
+        SpectralMixture
+        """
+        check_is_fitted(self)
+        post = self.idata_.posterior
+        scale = np.asarray(self.x_scaler_.scale)
+        if "amplitude" in post and "weights" not in post:  # exact model (models/gabasr.py)
+            a2 = np.asarray(post["amplitude"]) ** 2
+            w = a2 / a2.sum(axis=-1, keepdims=True)
+            s0 = np.asarray(post["sigma0"])  # (C, S, d)
+            C, S_, d = s0.shape
+            if "mu" in post:
+                mu, sg = np.asarray(post["mu"]), np.asarray(post["sigma"])  # (C, S, K-1)
+            else:
+                mu = sg = np.zeros((C, S_, 0))
+            m = np.zeros((C, S_, w.shape[-1], d))
+            s = np.repeat(s0[:, :, None, :], w.shape[-1], axis=2)
+            m[:, :, 1:, 0] = mu
+            s[:, :, 1:, 0] = sg
+        elif "sigma" in post:  # NUTS: diagonal components
+            w = np.asarray(post["weights"])
+            m = np.asarray(post["mu"])
+            s = np.asarray(post["sigma"])
+        else:  # Gibbs: full covariances, take their diagonals
+            w = np.asarray(post["weights"])
+            m = np.asarray(post["mu"])
+            s = np.sqrt(np.diagonal(np.asarray(post["cov"]), axis1=-2, axis2=-1))
+        w = w.reshape(-1, w.shape[-1])
+        m = m.reshape(-1, *m.shape[-2:]) / scale
+        s = s.reshape(-1, *s.shape[-2:]) / scale
+        return SpectralMixture.from_draws(w, m, s, n_draws=n_draws, seed=seed)
 
     # ------------------------------------------------------------------ runs and reports
     def _save_state(self) -> tuple[dict, dict]:
@@ -452,17 +501,6 @@ class _GaBaSRBase(BayesianEstimatorMixin, BaseEstimator):
         self._Ztrain = self.x_scaler_.transform(np.asarray(self.idata_.constant_data["X"]))
         if hasattr(self, "y_std_"):
             self._ytrain = self.y_std_.transform(np.asarray(self.idata_.observed_data["y"]))
-
-    def _report_panels(self):
-        """The learned spectral density with its band, for the HTML report."""
-        from bayeskern.plots.gabasr import plot_spectral_density
-
-        ax = plot_spectral_density(self)
-        ax.set_title("learned spectral density (first input column)", fontsize=9)
-        return [("GaBaSR: learned spectral density", ax.figure,
-                 "The posterior mean (line) and 90 % band of the spectral density that GaBaSR "
-                 "learned: peaks are the frequencies (cycles per unit of the first input) at "
-                 "which the fitted function oscillates, and mass near zero is smooth trend.")]
 
 
 _PARAMS_DOC = """
@@ -691,7 +729,7 @@ class GaBaSRRegressor(PredictiveRegressorMixin, RegressorMixin, _GaBaSRBase):
         fn = lambda d, Xn, Bn: G.exact_predictive(d, prepared, jZ, jB, jy, Xn, Bn)  # noqa
         draws = self._draws(self._EXACT_SITES)
         locs, scales = [], []
-        for sl in _chunks(len(Zn), 1024):
+        for sl in row_slices(len(Zn), 1024):
             Bn = G.polynomial_basis(Zn[sl], self.trend_degree_)
             loc, scale = map_draws(fn, draws, jnp.asarray(Zn[sl]), jnp.asarray(Bn))
             locs.append(np.asarray(loc))
@@ -880,7 +918,7 @@ class GaBaSRClassifier(ClassifierMixin, _GaBaSRBase):
         with threadpool_limits(1, user_api="blas"):
             Zn = self.x_scaler_.transform(X)
             out = []
-            for sl in _chunks(len(Zn), 4096):
+            for sl in row_slices(len(Zn), 4096):
                 out.append(self._proba_draws(Zn[sl]).mean(axis=0))
         p1 = np.concatenate(out) if out else np.zeros(0)
         return np.column_stack([1.0 - p1, p1])
@@ -889,6 +927,7 @@ class GaBaSRClassifier(ClassifierMixin, _GaBaSRBase):
         """Most probable class."""
         return self.classes_[(self.predict_proba(X)[:, 1] >= 0.5).astype(int)]
 
+    @limit_blas
     def sample_posterior_predictive(self, X, n_draws: int = 200, random_state=None,
                                     row_offset: int = 0):
         """Predictive label draws ``(n_draws, n)``: per point and draw a posterior draw
@@ -923,6 +962,3 @@ def _spectral_from_sites(values: dict, spec) -> dict:
                                    if K > 1 else jnp.ones(1))
     return out
 
-
-def _chunks(n, size):
-    return [slice(i, min(i + size, n)) for i in range(0, n, size)]

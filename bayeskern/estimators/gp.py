@@ -19,11 +19,12 @@ from sklearn.base import BaseEstimator, ClassifierMixin, RegressorMixin
 from sklearn.utils import check_random_state, check_X_y
 
 from bayeskern import diagnostics
+from bayeskern.batching import batched_map, row_slices
+from bayeskern.devices import limit_blas
 from bayeskern.estimators.base import (
     BayesianEstimatorMixin,
     PredictiveRegressorMixin,
     Standardizer,
-    batched_map,
     check_numeric,
     flat_draws,
     map_draws,
@@ -129,7 +130,7 @@ class _GPBase(BayesianEstimatorMixin, BaseEstimator):
     def _draw_map(self, name, per_draw):
         """Map ``per_draw(kernel_, x_scale)(draw, *args)`` over the posterior draws.
 
-        One at a time (:func:`~bayeskern.estimators.base.batched_map` with batch 1: a batch of
+        One at a time (:func:`~bayeskern.batching.batched_map` with batch 1: a batch of
         draws would put batched LAPACK calls inside the loop, which hangs XLA:CPU), jitted
         once per fit and cached, so that repeated ``predict`` calls (batched prediction of
         many rows) do not recompile. The cache is keyed on the identity of the fitted
@@ -220,23 +221,6 @@ class _GPBase(BayesianEstimatorMixin, BaseEstimator):
             return np.asarray(classes)[draws.astype(int)]
         return draws * ys.scale + ys.mean
 
-    def _report_panels(self):
-        """Return the report panels of the data-dependent kernels in ``kernel_``.
-
-        VSK, CkRBF, Conformal, LABRBFFeatures (see ``Kernel.report_panels``), drawn on the
-        standardized training data at the posterior medians of the hyper-parameters.
-        """
-        X = self.x_std_.transform(np.asarray(self.idata_.constant_data["X"]))
-        y = np.asarray(self.idata_.observed_data["y"])
-        y = y.astype(int) if hasattr(self, "classes_") else self.y_std_.transform(y)
-        post = self.idata_.posterior
-        med = {v: np.asarray(post[v].median(("chain", "draw"))) for v in post.data_vars
-               if v not in ("f", "eta")}
-        theta = theta_from_draw(self.kernel_, med, self.x_std_.scale)
-        names = getattr(self, "feature_names_in_", None)
-        return self.kernel_.report_panels(X, y, theta,
-                                          None if names is None else [str(c) for c in names])
-
 
 @register_estimator
 class GPRegressor(PredictiveRegressorMixin, RegressorMixin, _GPBase):  # noqa: D101 (__doc__ is an f-string)
@@ -268,6 +252,7 @@ class GPRegressor(PredictiveRegressorMixin, RegressorMixin, _GPBase):  # noqa: D
     kernel_ : the fitted, named kernel.
     """
 
+    @limit_blas
     def fit(self, X, y):
         """Sample the posterior of the kernel hyper-parameters and the noise."""
         X, y = self._validate_fit(X, y, classifier=False)
@@ -323,6 +308,7 @@ class GPRegressor(PredictiveRegressorMixin, RegressorMixin, _GPBase):  # noqa: D
             hit = cache["factors"] = (self.kernel_, self.x_std_, out)
         return hit[2]
 
+    @limit_blas
     def predictive(self, X) -> MixturePredictive:
         """Posterior predictive distribution of new observations at ``X`` (data units)."""
         X = self._validate_predict(X)
@@ -391,6 +377,7 @@ class GPClassifier(ClassifierMixin, _GPBase):  # noqa: D101 (__doc__ is an f-str
                          progress_bar=progress_bar, random_state=random_state)
         self.inference = inference
 
+    @limit_blas
     def fit(self, X, y):
         """Sample the kernel hyper-parameters.
 
@@ -452,6 +439,7 @@ class GPClassifier(ClassifierMixin, _GPBase):  # noqa: D101 (__doc__ is an f-str
         m, v = self._latent(X)
         return np.asarray(jax.nn.sigmoid(m / np.sqrt(1.0 + np.pi * v / 8.0)))
 
+    @limit_blas
     def predict_proba(self, X):
         """Posterior predictive class probabilities, shape ``(n, 2)``."""
         p1 = self._proba_draws(X).mean(axis=0)
@@ -462,6 +450,7 @@ class GPClassifier(ClassifierMixin, _GPBase):  # noqa: D101 (__doc__ is an f-str
         p1 = self.predict_proba(X)[:, 1]  # checks fitted state before classes_ is read
         return self.classes_[(p1 >= 0.5).astype(int)]
 
+    @limit_blas
     def sample_posterior_predictive(self, X, n_draws: int = 200, random_state=None,
                                     row_offset: int = 0):
         """Draw predictive labels, ``(n_draws, n)`` (class labels).
@@ -494,9 +483,11 @@ FACTOR_CACHE_BYTES = 2**29
 
 
 def _chunks(n: int, n_draws: int, budget: int = 2**25):
-    """Slices over ``n`` new points so that draws × points stays within ``budget`` floats."""
-    size = max(256, budget // max(n_draws, 1))
-    return [slice(i, min(i + size, n)) for i in range(0, max(n, 1), size)] if n else [slice(0, 0)]
+    """Return slices over ``n`` new points keeping draws × points within ``budget`` floats.
+
+    One empty slice when ``n = 0``, so that the results still concatenate.
+    """
+    return row_slices(n, max(256, budget // max(n_draws, 1))) or [slice(0, 0)]
 
 
 def _report_jitter(jitter: float, est) -> None:

@@ -34,6 +34,7 @@ from sklearn.base import BaseEstimator, RegressorMixin
 from sklearn.utils.validation import check_is_fitted
 
 from bayeskern import blr, diagnostics
+from bayeskern.devices import limit_blas
 from bayeskern.estimators.base import (
     BayesianEstimatorMixin,
     PredictiveRegressorMixin,
@@ -242,6 +243,7 @@ class LABRBFRegressor(PredictiveRegressorMixin, BayesianEstimatorMixin, Regresso
             if isinstance(v, bool) or not isinstance(v, (int, np.integer)) or v < 1:
                 raise ValueError(f"{name} must be an integer >= 1, got {v!r}")
 
+    @limit_blas
     def fit(self, X, y):
         """Train the cross-fitted LAB-RBF models (Algorithm 1) and the Bayesian last layer."""
         X, y = validate_data(self, X, y, dtype=np.float64, ensure_min_samples=4, y_numeric=True)
@@ -369,6 +371,7 @@ class LABRBFRegressor(PredictiveRegressorMixin, BayesianEstimatorMixin, Regresso
         check_is_fitted(self)
         return validate_data(self, X, reset=False, dtype=np.float64)
 
+    @limit_blas
     def predict_krr(self, X, regressor: str = "f1") -> np.ndarray:
         """Return the paper's point prediction, averaged over the models.
 
@@ -381,6 +384,7 @@ class LABRBFRegressor(PredictiveRegressorMixin, BayesianEstimatorMixin, Regresso
             return self.predict_krr_(X)
         return np.mean([k.predict_f2(X) for k in self.kernels_], axis=0)
 
+    @limit_blas
     def predictive(self, X) -> MixturePredictive:
         r"""Student-t posterior predictive of new observations (one exact component).
 
@@ -444,19 +448,6 @@ class LABRBFRegressor(PredictiveRegressorMixin, BayesianEstimatorMixin, Regresso
         self.calibration_index_ = arrays["calibration_index"]
         self.convergence_ = diagnostics.convergence_report(
             self.idata_, var_names=["noise", "weight_norm"], warn=False)
-
-    def _report_panels(self):
-        """Bandwidth map of the HTML report (``bayeskern.plots.labrbf.plot_bandwidth_map``)."""
-        from bayeskern.plots.labrbf import plot_bandwidth_map
-
-        sv = self.support_vectors_
-        names = getattr(self, "feature_names_in_", None)
-        fig = plot_bandwidth_map(sv, self.bandwidths_, y_support=self.predict_krr(sv),
-                                 feature_names=None if names is None else list(names))
-        return [("LAB-RBF: learned bandwidth map", fig,
-                 "Each support point is coloured by its trained bandwidth θ (per unit of the "
-                 "input; large θ = narrow kernel, learned where the target changes fast), and "
-                 "the histogram shows how widely the learned bandwidths spread.")]
 
     def __sklearn_tags__(self):
         tags = super().__sklearn_tags__()

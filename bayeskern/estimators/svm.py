@@ -17,6 +17,7 @@ from sklearn.utils.metaestimators import available_if
 from sklearn.utils.multiclass import check_classification_targets
 from sklearn.utils.validation import check_is_fitted
 
+from bayeskern.devices import limit_blas
 from bayeskern.estimators.base import validate_data
 from bayeskern.kernels import gram, name_leaves
 from bayeskern.kernels.base import Kernel, default_theta
@@ -66,6 +67,7 @@ class KernelSVC(ClassifierMixin, BaseEstimator):
                    tol=self.tol, max_iter=self.max_iter,
                    random_state=getattr(self, "random_state", None), **extra)
 
+    @limit_blas
     def fit(self, X, y):
         """Fit the kernel on ``(X, y)``, then the SVC on its training Gram matrix."""
         X, y = validate_data(self, X, y, dtype=np.float64, ensure_min_samples=2)
@@ -84,6 +86,7 @@ class KernelSVC(ClassifierMixin, BaseEstimator):
         X = validate_data(self, X, reset=False, dtype=np.float64)
         return kernel_gram(self.kernel_, X, self.X_fit_)
 
+    @limit_blas
     def decision_function(self, X):
         """SVC decision values for ``X``."""
         G = self.gram(X)  # checks the fitted state first
@@ -95,6 +98,7 @@ class KernelSVC(ClassifierMixin, BaseEstimator):
         return self.svc_.predict(G)
 
     @available_if(lambda self: self.probability)
+    @limit_blas
     def predict_proba(self, X):
         """Platt-scaled probabilities (requires ``probability=True``)."""
         G = self.gram(X)

@@ -36,6 +36,7 @@ from sklearn.utils import check_random_state
 from sklearn.utils.multiclass import check_classification_targets, type_of_target
 from sklearn.utils.validation import check_is_fitted
 
+from bayeskern.devices import limit_blas
 from bayeskern.estimators.base import validate_binary, validate_data
 from bayeskern.kernels.conditioning import condition_number, krn_fit
 from bayeskern.kernels.vsk import VSK, NaiveBayesScaling, make_scaling
@@ -156,6 +157,7 @@ class VSKClassifier(ClassifierMixin, BaseEstimator):
         self.max_iter = max_iter
         self.random_state = random_state
 
+    @limit_blas
     def fit(self, X, y):
         """Learn :math:`\\psi` and the min–max scaling, then the SVC on :math:`\\Psi(X)`."""
         X, y = validate_data(self, X, y, dtype=np.float64, ensure_min_samples=2)
@@ -202,6 +204,7 @@ class VSKClassifier(ClassifierMixin, BaseEstimator):
             return linear_kernel(A, B)
         return rbf_kernel(A, B, gamma=self.svc_._gamma)
 
+    @limit_blas
     def decision_function(self, X):
         """SVC decision values :math:`\\sum_i y_i\\alpha_i\\kappa^\\Psi(x, x_i) + b`."""
         Z = self.augment(X)
@@ -273,6 +276,7 @@ class VSKRegressor(RegressorMixin, BaseEstimator):
         self.columns = columns
         self.normalize = normalize
 
+    @limit_blas
     def fit(self, X, y):
         """Fit :math:`\\psi`, then the network coefficients."""
         X, y = validate_data(self, X, y, dtype=np.float64, ensure_min_samples=2, y_numeric=True)
@@ -325,6 +329,7 @@ class VSKRegressor(RegressorMixin, BaseEstimator):
         """VSK Gram matrix between ``X`` and the training points (the centres)."""
         return self._kernel(self.augment(X), self.X_fit_)
 
+    @limit_blas
     def predict(self, X):
         """:math:`s^\\Psi(x) = \\sum_i c_i \\kappa^\\Psi(x, x_i)`."""
         return self.gram(X) @ self.coef_
@@ -360,6 +365,7 @@ class VSKFeatureExtractor(TransformerMixin, BaseEstimator):
         self.n_features = n_features
         self.random_state = random_state
 
+    @limit_blas
     def fit(self, X, y):
         """Choose the kept features, fit the scaler and the naive-Bayes classifier."""
         X, y = validate_data(self, X, y, dtype=np.float64, ensure_min_samples=2)
@@ -384,6 +390,7 @@ class VSKFeatureExtractor(TransformerMixin, BaseEstimator):
         self.nb_ = GaussianNB().fit(self.scaler_.transform(X)[:, rest], y)
         return self
 
+    @limit_blas
     def transform(self, X):
         """``[X_scaled[:, keep], P(y=+1 | X_scaled[:, rest])]``."""
         check_is_fitted(self)

@@ -28,6 +28,8 @@ import jax.numpy as jnp
 import numpy as np
 from jax.typing import ArrayLike
 
+from bayeskern.batching import batched_map
+
 __all__ = [
     "Hyper",
     "Kernel",
@@ -38,10 +40,56 @@ __all__ = [
     "default_theta",
     "KERNEL_REGISTRY",
     "kernel_from_config",
+    "register_learner",
+    "learner",
 ]
 
 #: Kernel classes by name; :func:`kernel_from_config` rebuilds only these (no pickle, no eval).
 KERNEL_REGISTRY: dict[str, type] = {}
+
+#: Training functions by kernel class, registered by :mod:`bayeskern.learning` (the layer
+#: above the kernels), so that a kernel holds fitted state and its ``fit`` needs no import of
+#: the training code.
+LEARNERS: dict[type, Callable] = {}
+
+
+def register_learner(kernel_cls: type):
+    """Decorator: register ``fn(kernel, X, y, **kwargs)`` as the training function of a class.
+
+    Parameters
+    ----------
+    kernel_cls : type
+        The kernel class (subclasses inherit its learner).
+
+    Returns
+    -------
+    callable
+        A decorator returning ``fn`` unchanged.
+    """
+    def register(fn):
+        LEARNERS[kernel_cls] = fn
+        return fn
+
+    return register
+
+
+def learner(kernel: Kernel) -> Callable:
+    """The training function registered for ``kernel``'s class (see :func:`register_learner`).
+
+    Parameters
+    ----------
+    kernel : Kernel
+
+    Returns
+    -------
+    callable
+        ``fn(kernel, X, y, **kwargs)`` returning a fitted copy of ``kernel``.
+    """
+    for cls in type(kernel).__mro__:
+        if cls in LEARNERS:
+            return LEARNERS[cls]
+    raise RuntimeError(f"no training function is registered for {type(kernel).__name__}; "
+                       "import bayeskern (which imports bayeskern.learning)")
 
 
 @dataclass(frozen=True)
@@ -194,17 +242,6 @@ class Kernel:
     def is_fitted(self) -> bool:
         return True
 
-    def report_panels(self, X, y=None, theta=None, feature_names=None) -> list:
-        """Figures describing what this (fitted) kernel learned, for the HTML report.
-
-        A list of ``(heading, figure, caption)``; data-dependent kernels (VSK, CkRBF,
-        LABRBFFeatures, Conformal) override it, composite kernels collect their parts'.
-        ``X`` and ``y`` are the data the kernel was fitted on (the GP estimators' standardized
-        inputs, 0/1 labels or standardized targets), ``theta`` a hyper-parameter dict (e.g.
-        posterior medians) or ``None``.
-        """
-        return []
-
     # ----------------------------------------------------------------- algebra
     def __add__(self, other):
         if isinstance(other, (int, float)) and other == 0:
@@ -324,10 +361,6 @@ class _Binary(Kernel):
     def get_state(self):
         return {}
 
-    def report_panels(self, X, y=None, theta=None, feature_names=None):
-        return (self.k1.report_panels(X, y, theta, feature_names)
-                + self.k2.report_panels(X, y, theta, feature_names))
-
 
 class Sum(_Binary):
     """Sum kernel :math:`k(x,x') = k_1(x,x') + k_2(x,x')`."""
@@ -417,8 +450,9 @@ def gram(
 ) -> jax.Array:
     """Gram matrix of ``kernel`` between the rows of ``X1`` and ``X2``.
 
-    Rows of ``X1`` are processed in blocks of ``batch_size`` (``lax.map``) so that the
-    intermediate arrays of large inputs stay bounded; the result itself is ``(n1, n2)``.
+    Rows of ``X1`` are processed in blocks of ``batch_size``
+    (:func:`~bayeskern.batching.batched_map`) so that the intermediate arrays of large inputs
+    stay bounded; the result itself is ``(n1, n2)``.
     ``theta`` defaults to :func:`default_theta` with unit scales. With ``X2`` omitted (or the
     same object as ``X1``) the kernel sees one array twice, so kernels that symmetrize
     ``K(X, X)`` against rounding can do so.
@@ -432,14 +466,7 @@ def gram(
         kernel = name_leaves(kernel)
     if theta is None:
         theta = default_theta(kernel, np.ones(X1.shape[1]))
-    n1 = X1.shape[0]
-    if n1 <= batch_size:
-        return kernel.gram(theta, X1, X2)
-    n_blocks = -(-n1 // batch_size)
-    pad = n_blocks * batch_size - n1
-    Xp = jnp.concatenate([X1, jnp.repeat(X1[-1:], pad, axis=0)]).reshape(n_blocks, batch_size, -1)
-    out = jax.lax.map(lambda b: kernel.gram(theta, b, X2), Xp)
-    return out.reshape(n_blocks * batch_size, -1)[:n1]
+    return batched_map(lambda b: kernel.gram(theta, b, X2), X1, batch_size, blocks=True)
 
 
 def kernel_from_config(config: dict, state: dict[str, np.ndarray] | None = None) -> Kernel:

@@ -23,30 +23,20 @@ so a grid over :math:`\gamma` reuses it (the "γ-conversion" of section 4,
 
 from __future__ import annotations
 
-import copy
 import numbers
-import warnings
 
 import jax
 import jax.numpy as jnp
 import numpy as np
 import numpyro.distributions as dist
-from sklearn.cluster import KMeans
-from sklearn.exceptions import ConvergenceWarning, NotFittedError
-from sklearn.mixture import BayesianGaussianMixture, GaussianMixture
-from threadpoolctl import threadpool_limits
+from sklearn.exceptions import NotFittedError
 
-from .base import Hyper, Kernel
+from .base import Hyper, Kernel, learner
 
 __all__ = ["CkRBF", "pair_factors", "ckrbf_exponent", "convert_gamma", "PARTITIONS"]
 
 #: partition methods of :class:`CkRBF` (seed 001, section 3 and Table 3)
 PARTITIONS = ("kmeans", "gmm", "dpgmm")
-
-# A cell covariance is "singular" when its smallest eigenvalue is below this fraction of the
-# largest eigenvalue of cov(X): Algorithm 1's exact test det(Σ) <= 0 never fires in floating
-# point on a rank-deficient sample covariance, whose zero eigenvalues come out as ±1e-17.
-_SINGULAR_RTOL = 1e-12
 
 
 def pair_factors(covariances: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
@@ -263,109 +253,11 @@ class CkRBF(Kernel):
         """Partition ``X`` (plus ``X_unlabeled``) and cache the per-cell-pair factors.
 
         Labels ``y`` are ignored: the construction is unsupervised (seed 001, section 4).
-        Returns a fitted copy.
+        Returns a fitted copy. The partition and the cell covariances are learned by
+        :func:`bayeskern.learning.ckrbf.train_ckrbf`; this kernel holds the fitted
+        state and the Gram matrices.
         """
-        self._check_params()
-        X = _as_matrix(X, "X")
-        if self.X_unlabeled is not None:
-            U = _as_matrix(self.X_unlabeled, "X_unlabeled")
-            if U.shape[1] != X.shape[1]:
-                raise ValueError(
-                    f"X_unlabeled has {U.shape[1]} columns but X has {X.shape[1]}"
-                )
-            X = np.vstack([X, U])
-        n, d = X.shape
-        if n < self.n_clusters:
-            raise ValueError(
-                f"n_clusters={self.n_clusters} cells need at least as many points; got {n}"
-            )
-        k = copy.copy(self)
-        cells = k._fit_partition(X)
-        k._fit_covariances(X, cells)
-        k.log_norms_, k.precisions_ = pair_factors(k.covariances_)
-        diag = k.log_norms_[cells, cells]
-        k.log_offset_ = np.asarray(diag.mean() if self.normalize else 0.0)
-        return k
-
-    def _fit_partition(self, X) -> np.ndarray:
-        # scikit-learn's OpenMP threads oversubscribe a busy or small machine (k-means on
-        # 768 x 8 points took 4 s with threads and 0.04 s with one, measured on 2 cores), and
-        # grid searches already parallelize over fits
-        limit = 1 if X.size < 1_000_000 else None
-        with threadpool_limits(limits=limit):
-            return self._fit_partition_threads(X)
-
-    def _fit_partition_threads(self, X) -> np.ndarray:
-        if self.partition == "kmeans":
-            model = KMeans(self.n_clusters, init="k-means++", n_init=10,
-                           random_state=self.random_state).fit(X)
-            cells = model.labels_
-            active = np.unique(cells)
-            self.centers_ = model.cluster_centers_[active]
-        else:
-            if self.partition == "gmm":
-                model = GaussianMixture(self.n_clusters, covariance_type="full",
-                                        random_state=self.random_state, reg_covar=1e-6)
-            else:
-                model = BayesianGaussianMixture(
-                    n_components=self.n_clusters, covariance_type="full",
-                    weight_concentration_prior_type="dirichlet_process",
-                    random_state=self.random_state, max_iter=500, reg_covar=1e-6)
-            with warnings.catch_warnings():
-                # non-convergence of EM changes the partition, not the validity of the kernel
-                warnings.simplefilter("ignore", category=ConvergenceWarning)
-                model.fit(X)
-            cells = model.predict(X)
-            # empty components (common with the Dirichlet process) have no covariance of
-            # their own; dropping them cannot change the argmax of any fitting point
-            active = np.unique(cells)
-            self.centers_ = model.means_[active]
-            self.precisions_cholesky_ = model.precisions_cholesky_[active]
-            # the per-component constant of scikit-learn's weighted log-probability (log
-            # weight, and for the variational mixture its digamma terms), read off at one
-            # point, so that :meth:`cells` reproduces ``model.predict`` from arrays alone
-            x0 = X[:1]
-            full = model._estimate_weighted_log_prob(x0)[0, active]
-            self.log_weights_ = np.zeros(len(active))  # Gaussian part alone, first
-            self.log_weights_ = full - self._mixture_logp(x0)[0]
-        remap = np.full(self.n_clusters, -1)
-        remap[active] = np.arange(len(active))
-        return remap[cells]
-
-    def _fit_covariances(self, X, cells):
-        n, d = X.shape
-        k = len(self.centers_)
-        A = np.atleast_2d(np.cov(X, rowvar=False)) if n > 1 else np.zeros((d, d))
-        lam_max = max(np.linalg.eigvalsh(A).max(), 0.0)
-        covs = np.empty((k, d, d))
-        self.cell_means_ = np.empty((k, d))
-        for a in range(k):
-            Xa = X[cells == a]
-            self.cell_means_[a] = Xa.mean(axis=0)
-            covs[a] = np.atleast_2d(np.cov(Xa, rowvar=False)) if len(Xa) > 1 else 0.0
-        if self.radial:
-            covs = np.trace(covs, axis1=1, axis2=2)[:, None, None] / d * np.eye(d)
-            A = np.trace(A) / d * np.eye(d)
-        scale = lam_max if lam_max > 0 else 1.0
-        if np.linalg.eigvalsh(A).min() <= _SINGULAR_RTOL * scale:
-            A, fallback = np.eye(d), "the identity (cov(X) is singular too)"
-        else:
-            fallback = "cov(X)"
-        regularized = []
-        for a in range(k):
-            if np.linalg.eigvalsh(covs[a]).min() <= _SINGULAR_RTOL * scale:
-                covs[a] = (1.0 - self.eps) * covs[a] + self.eps * A
-                regularized.append(f"{a} ({int(np.sum(cells == a))} points)")
-        if regularized:
-            warnings.warn(
-                f"CkRBF: cell covariance singular for cell(s) {', '.join(regularized)} "
-                f"(a cell of one point, duplicated points or a constant feature); "
-                f"regularized as (1 - eps)·Σ + eps·A with eps={self.eps:g} and A = {fallback} "
-                "(seed 001, Observation 3.2)",
-                UserWarning,
-                stacklevel=3,
-            )
-        self.covariances_ = covs
+        return learner(self)(self, X, y)
 
     @property
     def is_fitted(self) -> bool:
@@ -470,35 +362,6 @@ class CkRBF(Kernel):
     def evaluate(self, theta, x1, x2):
         return self.gram(theta, x1[None, :], x2[None, :])[0, 0]
 
-    def report_panels(self, X, y=None, theta=None, feature_names=None):
-        """Cells and per-cell bandwidths (see :meth:`Kernel.report_panels`)."""
-        from bayeskern.plots.ckrbf import plot_ckrbf_panel
-
-        scores = getattr(self, "tuning_scores_", None)
-        fig = plot_ckrbf_panel(self, X, y, tuning_scores=scores, feature_names=feature_names)
-        pf = ("the right plot is the share of the (C, γ) tuning grid that scores at least α, "
-              "P_f(α): higher curves mean a model that is easier to tune" if scores else
-              "no P_f(α) curve is shown because no tuning-grid scores are attached (a Bayesian GP "
-              "samples γ instead of tuning it; see bayeskern.tuning.grid_scores)")
-        return [("CkRBF: clusters and per-cell bandwidths", fig,
-                 f"The training points are split into {self.n_cells_} cells, each with its own "
-                 "covariance Σ_a (ellipse: 2 standard deviations) that sets the kernel's "
-                 f"bandwidth near those points (bars: cell size and √(tr Σ_a/d)); {pf}.")]
-
 
 def _traced(*arrays) -> bool:
     return any(isinstance(a, jax.core.Tracer) for a in arrays)
-
-
-def _as_matrix(X, name: str) -> np.ndarray:
-    try:
-        X = np.asarray(X, dtype=float)
-    except (TypeError, ValueError) as e:
-        raise TypeError(f"{name} must be a numeric array: {e}") from None
-    if X.ndim != 2:
-        raise ValueError(f"{name} must be 2-D (n_samples, n_features), got shape {X.shape}")
-    if X.shape[0] == 0 or X.shape[1] == 0:
-        raise ValueError(f"{name} is empty (shape {X.shape})")
-    if not np.all(np.isfinite(X)):
-        raise ValueError(f"{name} contains NaN or infinite values")
-    return X

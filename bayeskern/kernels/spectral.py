@@ -12,7 +12,7 @@ the spectral-mixture kernel of Wilson & Adams (2013) in angular frequency. GaBaS
 (seed 003 section 3.2) learns :math:`(\\pi, \\mu, \\sigma)` with a Dirichlet-process prior and
 uses random Fourier features of :math:`\\rho` (eq. 4); :class:`SpectralMixture` gives the
 exact kernel (for tests: random features converge to it), the learned density with its
-posterior band (:meth:`SpectralMixture.from_estimator`), and a kernel usable in
+posterior band (:meth:`SpectralMixture.from_draws`), and a kernel usable in
 :class:`bayeskern.GPRegressor` whose components are initialized from the periodogram.
 """
 
@@ -25,7 +25,7 @@ import numpyro.distributions as dist
 
 from .base import Hyper, Kernel
 
-__all__ = ["SpectralMixture", "spectral_mixture_kernel", "mixture_density"]
+__all__ = ["SpectralMixture", "spectral_mixture_kernel", "mixture_density", "periodogram_peaks"]
 
 
 def spectral_mixture_kernel(tau, weights, means, scales):
@@ -48,6 +48,28 @@ def mixture_density(omega, weights, means, scales):
 
 def _npdf(x, m, s):
     return np.exp(-0.5 * ((x - m) / s) ** 2) / (np.sqrt(2 * np.pi) * s)
+
+
+def periodogram_peaks(x: np.ndarray, r: np.ndarray, n_peaks: int, w_min: float, w_max: float,
+                      n_grid: int = 4000) -> np.ndarray:
+    """Angular frequencies of the ``n_peaks`` highest Lomb-Scargle peaks of residuals ``r``.
+
+    Peaks closer than ``2 w_min`` to one another are merged (one component per spectral
+    line); used to initialize the component means for 1-D inputs.
+    """
+    from scipy.signal import lombscargle
+
+    grid = np.linspace(w_min, w_max, n_grid)
+    power = lombscargle(np.asarray(x, float), np.asarray(r, float) - np.mean(r), grid)
+    is_peak = np.r_[False, (power[1:-1] > power[:-2]) & (power[1:-1] >= power[2:]), False]
+    order = np.argsort(-np.where(is_peak, power, -np.inf))
+    peaks: list[float] = []
+    for i in order:
+        if not is_peak[i] or len(peaks) == n_peaks:
+            break
+        if all(abs(grid[i] - q) > 2 * w_min for q in peaks):
+            peaks.append(float(grid[i]))
+    return np.asarray(peaks)
 
 
 class SpectralMixture(Kernel):
@@ -103,8 +125,6 @@ class SpectralMixture(Kernel):
 
     def fit(self, X, y=None) -> SpectralMixture:
         """Place the components at periodogram peaks of ``y`` (detrended) along column 0."""
-        from bayeskern.models.gabasr import periodogram_peaks
-
         k = SpectralMixture(self.n_components, self.weights, self.means, self.scales)
         k.name_ = self.name_
         if self._fixed() is not None:
@@ -172,40 +192,29 @@ class SpectralMixture(Kernel):
 
     # ---------------------------------------------------------------- spectral density
     @classmethod
-    def from_estimator(cls, est, n_draws: int = 200, seed: int = 0) -> SpectralMixture:
-        """The learned mixture of a fitted GaBaSR estimator, in the units of its ``X``.
+    def from_draws(cls, weights, means, scales, *, n_draws: int = 200,
+                   seed: int = 0) -> SpectralMixture:
+        """The posterior-mean mixture of posterior draws of a spectral mixture.
 
-        Frequencies are divided by the estimator's input scale (standardized angular
-        frequency → radians per unit of ``x``). Posterior draws are kept in ``draws_*_``
-        (thinned to ``n_draws``) for :meth:`spectral_density_band`; the kernel itself is the
-        posterior-mean mixture (all draws pooled, weights averaged).
+        Parameters
+        ----------
+        weights : array, shape (S, K)
+            Mixture weights of each of ``S`` draws.
+        means, scales : arrays, shape (S, K, d)
+            Component means and standard deviations, angular frequency in the units of ``x``.
+        n_draws : int
+            Draws kept (a random subset without replacement, in order).
+        seed : int
+            Seed of the subset.
+
+        Returns
+        -------
+        SpectralMixture
+            The kept draws pooled into one fixed mixture (weights divided by the number of
+            draws), with the draws in ``draws_weights_``, ``draws_means_``, ``draws_scales_``
+            for :meth:`spectral_density_band`.
         """
-        post = est.idata_.posterior
-        scale = np.asarray(est.x_scaler_.scale)
-        if "amplitude" in post and "weights" not in post:  # exact model (models/gabasr.py)
-            a2 = np.asarray(post["amplitude"]) ** 2
-            w = a2 / a2.sum(axis=-1, keepdims=True)
-            s0 = np.asarray(post["sigma0"])  # (C, S, d)
-            C, S_, d = s0.shape
-            if "mu" in post:
-                mu, sg = np.asarray(post["mu"]), np.asarray(post["sigma"])  # (C, S, K-1)
-            else:
-                mu = sg = np.zeros((C, S_, 0))
-            m = np.zeros((C, S_, w.shape[-1], d))
-            s = np.repeat(s0[:, :, None, :], w.shape[-1], axis=2)
-            m[:, :, 1:, 0] = mu
-            s[:, :, 1:, 0] = sg
-        elif "sigma" in post:  # NUTS: diagonal components
-            w = np.asarray(post["weights"])
-            m = np.asarray(post["mu"])
-            s = np.asarray(post["sigma"])
-        else:  # Gibbs: full covariances, take their diagonals
-            w = np.asarray(post["weights"])
-            m = np.asarray(post["mu"])
-            s = np.sqrt(np.diagonal(np.asarray(post["cov"]), axis1=-2, axis2=-1))
-        w = w.reshape(-1, w.shape[-1])
-        m = m.reshape(-1, *m.shape[-2:]) / scale
-        s = s.reshape(-1, *s.shape[-2:]) / scale
+        w, m, s = np.asarray(weights), np.asarray(means), np.asarray(scales)
         idx = np.random.default_rng(seed).choice(len(w), size=min(n_draws, len(w)),
                                                  replace=False)
         idx.sort()
@@ -214,6 +223,15 @@ class SpectralMixture(Kernel):
         k = cls(K * S, (w / S).ravel(), m.reshape(S * K, -1), s.reshape(S * K, -1))
         k.draws_weights_, k.draws_means_, k.draws_scales_ = w, m, s
         return k
+
+    @classmethod
+    def from_estimator(cls, est, n_draws: int = 200, seed: int = 0) -> SpectralMixture:
+        """The learned mixture of a fitted GaBaSR estimator: ``est.spectral_mixture(...)``.
+
+        Kept for compatibility; the estimator reads its own posterior
+        (:meth:`bayeskern.GaBaSRRegressor.spectral_mixture`) and calls :meth:`from_draws`.
+        """
+        return est.spectral_mixture(n_draws=n_draws, seed=seed)
 
     def _grid(self, omega_grid, dim):
         if omega_grid is not None:
@@ -231,7 +249,7 @@ class SpectralMixture(Kernel):
     def spectral_density_band(self, omega_grid=None, band: float = 0.9, dim: int = 0):
         """``(grid, mean, lower, upper)``: posterior mean density and central ``band``.
 
-        Needs posterior draws (:meth:`from_estimator`); a fixed mixture returns a band of
+        Needs posterior draws (:meth:`from_draws`); a fixed mixture returns a band of
         zero width.
         """
         grid = self._grid(omega_grid, dim)

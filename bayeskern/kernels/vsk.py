@@ -622,18 +622,6 @@ class VSK(Kernel):
             return kd + jnp.sum(P * P, axis=1)
         return kd
 
-    def report_panels(self, X, y=None, theta=None, feature_names=None):
-        """ψ and the condition numbers of K and K^Ψ (see :meth:`Kernel.report_panels`)."""
-        from bayeskern.plots.vsk import plot_vsk_panel
-
-        fig = plot_vsk_panel(self, X, y, theta, feature_names)
-        return [("VSK: scaling function ψ and conditioning", fig,
-                 "Left: the learned scaling function ψ(x), which the VSK appends to the inputs "
-                 "as an extra coordinate so that points with different ψ are less correlated; "
-                 "right: condition numbers of the plain kernel matrix K and of the VSK matrix "
-                 "K^Ψ on the training rows at the posterior-median hyper-parameters (lower is "
-                 "numerically safer).")]
-
     def get_config(self):
         if not isinstance(self.scaling, str):
             raise TypeError("VSK with a custom scaling object or callable cannot be saved "

@@ -2,16 +2,20 @@
 
 Every function takes an optional ``ax`` and returns the matplotlib ``Axes`` it drew on, so
 figures can be restyled or combined. Method-specific plots live in submodules
-(``bayeskern.plots.gabasr``, ``.vsk``, ``.ckrbf``, ``.labrbf``, ``.conformal``).
+(``bayeskern.plots.gabasr``, ``.vsk``, ``.ckrbf``, ``.labrbf``, ``.conformal``), which
+register the method panels of the HTML report in :mod:`bayeskern.plots.panels`.
 """
 
 from __future__ import annotations
 
-import matplotlib.pyplot as plt
 import numpy as np
 from sklearn import metrics as skm
 
+from bayeskern.plots._figure import detached, subplots
+
 __all__ = [
+    "detached",
+    "subplots",
     "plot_predictive_1d",
     "plot_observed_vs_predicted",
     "plot_pit",
@@ -24,7 +28,7 @@ __all__ = [
 
 def _ax(ax, figsize=(6.4, 4.0)):
     if ax is None:
-        _, ax = plt.subplots(figsize=figsize, layout="constrained")
+        _, ax = subplots(figsize=figsize, layout="constrained")
     return ax
 
 
@@ -121,7 +125,7 @@ def plot_trace(idata, var_names, *, max_vars=6):
             for j in range(flat.shape[-1]):
                 series.append((f"{v}[{j}]", flat[..., j]))
     series = series[:max_vars]
-    fig, axes = plt.subplots(len(series), 2, figsize=(9, 1.6 * len(series) + 0.4),
+    fig, axes = subplots(len(series), 2, figsize=(9, 1.6 * len(series) + 0.4),
                              layout="constrained", squeeze=False)
     for (name, a), (ax_t, ax_h) in zip(series, axes):
         for c in range(a.shape[0]):
@@ -154,5 +158,6 @@ def plot_pareto_k(loo_result, *, ax=None):
     return ax
 
 
-# method-specific plots: bk.plots.vsk, .ckrbf, .labrbf, .conformal, .gabasr
-from bayeskern.plots import ckrbf, conformal, gabasr, labrbf, vsk  # noqa: E402
+# method-specific plots: bk.plots.vsk, .ckrbf, .labrbf, .conformal, .gabasr (importing them
+# registers their report panels in bayeskern.plots.panels)
+from bayeskern.plots import ckrbf, conformal, gabasr, labrbf, panels, vsk  # noqa: E402, F401

@@ -2,10 +2,13 @@ r"""Plots for the cluster-based RBF kernel (seed 001): :math:`P_f(\alpha)` curve
 
 from __future__ import annotations
 
-import matplotlib.pyplot as plt
+import matplotlib
 import numpy as np
 from matplotlib.patches import Ellipse
 
+from bayeskern.kernels.ckrbf import CkRBF
+from bayeskern.plots._figure import subplots
+from bayeskern.plots.panels import kernel_panels
 from bayeskern.tuning import pf_curve
 
 __all__ = ["plot_pf_curves", "plot_cells", "plot_ckrbf_panel"]
@@ -29,7 +32,7 @@ def plot_pf_curves(named_scores: dict, *, alpha_min: float | None = None, ax=Non
     if not named_scores:
         raise ValueError("named_scores is empty")
     if ax is None:
-        _, ax = plt.subplots(figsize=(5, 3.5))
+        _, ax = subplots(figsize=(5, 3.5))
     curves = {name: pf_curve(s)[0] for name, s in named_scores.items()}
     lo = min(a.min() for a in curves.values()) if alpha_min is None else float(alpha_min)
     hi = max(a.max() for a in curves.values())
@@ -69,9 +72,9 @@ def plot_cells(kernel, X, y=None, *, dims=(0, 1), ax=None):
     X = np.asarray(X, dtype=float)
     i, j = dims
     if ax is None:
-        _, ax = plt.subplots(figsize=(4.5, 4))
+        _, ax = subplots(figsize=(4.5, 4))
     cells = np.asarray(kernel.cells(X))
-    colors = plt.rcParams["axes.prop_cycle"].by_key()["color"]
+    colors = matplotlib.rcParams["axes.prop_cycle"].by_key()["color"]
     markers = "o^sDvP*"
     classes = np.unique(y) if y is not None else [None]
     for a in range(kernel.n_cells_):
@@ -109,7 +112,7 @@ def plot_ckrbf_panel(kernel, X, y=None, *, tuning_scores: dict | None = None,
     X = np.asarray(X, dtype=float)
     n, d = X.shape
     ncols = 3 if tuning_scores else 2
-    fig, axes = plt.subplots(1, ncols, figsize=(4.2 * ncols, 4), layout="constrained")
+    fig, axes = subplots(1, ncols, figsize=(4.2 * ncols, 4), layout="constrained")
     ax = axes[0]
     cells = np.asarray(kernel.cells(X))
     mean = X.mean(axis=0)
@@ -126,7 +129,7 @@ def plot_ckrbf_panel(kernel, X, y=None, *, tuning_scores: dict | None = None,
         P = np.linalg.svd(X - mean, full_matrices=False)[2][:2].T
         Z = (X - mean) @ P + mean @ P
         labels = ["principal axis 1", "principal axis 2"]
-    colors = plt.rcParams["axes.prop_cycle"].by_key()["color"]
+    colors = matplotlib.rcParams["axes.prop_cycle"].by_key()["color"]
     for a in range(kernel.n_cells_):
         col = colors[a % len(colors)]
         sel = cells == a
@@ -156,3 +159,18 @@ def plot_ckrbf_panel(kernel, X, y=None, *, tuning_scores: dict | None = None,
         plot_pf_curves(tuning_scores, ax=axes[2])
         axes[2].set_title(r"$\hat P_f(\alpha)$ of the tuning grid", fontsize=9)
     return fig
+
+
+@kernel_panels.register(CkRBF)
+def _(kernel, X, y=None, theta=None, feature_names=None) -> list:
+    # cells and per-cell bandwidths
+    scores = getattr(kernel, "tuning_scores_", None)
+    fig = plot_ckrbf_panel(kernel, X, y, tuning_scores=scores, feature_names=feature_names)
+    pf = ("the right plot is the share of the (C, γ) tuning grid that scores at least α, "
+          "P_f(α): higher curves mean a model that is easier to tune" if scores else
+          "no P_f(α) curve is shown because no tuning-grid scores are attached (a Bayesian GP "
+          "samples γ instead of tuning it; see bayeskern.tuning.grid_scores)")
+    return [("CkRBF: clusters and per-cell bandwidths", fig,
+             f"The training points are split into {kernel.n_cells_} cells, each with its own "
+             "covariance Σ_a (ellipse: 2 standard deviations) that sets the kernel's "
+             f"bandwidth near those points (bars: cell size and √(tr Σ_a/d)); {pf}.")]

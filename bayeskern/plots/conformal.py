@@ -5,18 +5,20 @@ Both functions take an optional ``ax`` and return the ``Axes`` they drew on.
 
 from __future__ import annotations
 
-import matplotlib.pyplot as plt
 import numpy as np
 from sklearn.manifold import MDS
 
 from bayeskern.estimators.svm import kernel_gram
+from bayeskern.kernels.conformal import Conformal
+from bayeskern.plots._figure import subplots
+from bayeskern.plots.panels import kernel_panels
 
 __all__ = ["plot_mds", "plot_conformal_factor"]
 
 
 def _ax(ax, figsize=(6.0, 5.0)):
     if ax is None:
-        _, ax = plt.subplots(figsize=figsize, layout="constrained")
+        _, ax = subplots(figsize=figsize, layout="constrained")
     return ax
 
 
@@ -123,3 +125,15 @@ def plot_conformal_factor(model, X, y=None, *, ax=None):
     ax.set_title("conformal factor q")
     ax.legend(fontsize=7, loc="best")
     return ax
+
+
+@kernel_panels.register(Conformal)
+def _(kernel, X, y=None, theta=None, feature_names=None) -> list:
+    # the conformal factor q(x) on the training data, then the base kernel's panels
+    ax = plot_conformal_factor(kernel, X, y)
+    own = [("Xiong kernel: conformal factor q(x)", ax.figure,
+            "The learned factor q(x) rescales the base kernel, K(x,z) = q(x) K₀(x,z) q(z), "
+            "to maximize class separation (Fisher ratio); q is large where the classes "
+            "should be pulled apart and near zero (or negative, a warning sign) where the "
+            "base kernel is damped.")]
+    return own + kernel_panels(kernel._base, X, y, theta, feature_names)

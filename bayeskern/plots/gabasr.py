@@ -7,14 +7,16 @@ from __future__ import annotations
 
 import numpy as np
 
+from bayeskern.estimators.gabasr import GaBaSRClassifier, GaBaSRRegressor
+from bayeskern.plots._figure import subplots
+from bayeskern.plots.panels import estimator_panels
+
 __all__ = ["plot_spectral_density", "plot_predictive", "plot_invariant_traces"]
 
 
 def _ax(ax):
     if ax is None:
-        import matplotlib.pyplot as plt
-
-        _, ax = plt.subplots(figsize=(7, 3.5))
+        _, ax = subplots(figsize=(7, 3.5))
     return ax
 
 
@@ -66,3 +68,15 @@ def plot_invariant_traces(est, ax=None):
     ax.set_ylabel(name)
     ax.legend(loc="lower right")
     return ax
+
+
+@estimator_panels.register(GaBaSRRegressor)
+@estimator_panels.register(GaBaSRClassifier)
+def _(est) -> list:
+    # the learned spectral density with its band
+    ax = plot_spectral_density(est)
+    ax.set_title("learned spectral density (first input column)", fontsize=9)
+    return [("GaBaSR: learned spectral density", ax.figure,
+             "The posterior mean (line) and 90 % band of the spectral density that GaBaSR "
+             "learned: peaks are the frequencies (cycles per unit of the first input) at "
+             "which the fitted function oscillates, and mass near zero is smooth trend.")]

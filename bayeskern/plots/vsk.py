@@ -5,8 +5,11 @@ Each function takes an optional ``ax`` and returns the ``Axes`` it drew on.
 
 from __future__ import annotations
 
-import matplotlib.pyplot as plt
 import numpy as np
+
+from bayeskern.kernels.vsk import VSK
+from bayeskern.plots._figure import subplots
+from bayeskern.plots.panels import kernel_panels
 
 __all__ = ["plot_shape_sweep", "plot_psi", "plot_vsk_panel"]
 
@@ -15,7 +18,7 @@ _STYLE = {0: dict(marker="^", color="tab:red"), 1: dict(marker="o", color="tab:b
 
 def _ax(ax):
     if ax is None:
-        _, ax = plt.subplots(figsize=(6.4, 4.0), layout="constrained")
+        _, ax = subplots(figsize=(6.4, 4.0), layout="constrained")
     return ax
 
 
@@ -91,7 +94,7 @@ def plot_vsk_panel(kernel, X, y=None, theta=None, feature_names=None, max_points
             for j in range(X.shape[1])]
     j = int(np.nanargmax(corr)) if np.any(np.isfinite(corr)) else 0
     name = feature_names[j] if feature_names is not None else f"x{j}"
-    fig, (ax, ax2) = plt.subplots(1, 2, figsize=(10, 4), layout="constrained",
+    fig, (ax, ax2) = subplots(1, 2, figsize=(10, 4), layout="constrained",
                                   gridspec_kw={"width_ratios": [2, 1]})
     ax.scatter(X[:, j], psi, c=None if y is None else y, s=12, cmap="coolwarm", alpha=0.8)
     ax.set_xlabel(f"{name} (standardized)")
@@ -109,3 +112,15 @@ def plot_vsk_panel(kernel, X, y=None, theta=None, feature_names=None, max_points
     ax2.set_ylabel("condition number")
     ax2.set_title(f"training Gram matrices ({len(X)} rows)", fontsize=9)
     return fig
+
+
+@kernel_panels.register(VSK)
+def _(kernel, X, y=None, theta=None, feature_names=None) -> list:
+    # ψ and the condition numbers of K and K^Ψ
+    fig = plot_vsk_panel(kernel, X, y, theta, feature_names)
+    return [("VSK: scaling function ψ and conditioning", fig,
+             "Left: the learned scaling function ψ(x), which the VSK appends to the inputs "
+             "as an extra coordinate so that points with different ψ are less correlated; "
+             "right: condition numbers of the plain kernel matrix K and of the VSK matrix "
+             "K^Ψ on the training rows at the posterior-median hyper-parameters (lower is "
+             "numerically safer).")]
