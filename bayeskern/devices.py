@@ -97,7 +97,7 @@ def blas_threads() -> int:
 
 
 def limit_blas(fn):
-    """Decorator: run ``fn`` with BLAS limited to :func:`blas_threads` threads.
+    """Wrap ``fn`` to run with BLAS limited to :func:`blas_threads` threads.
 
     The limit (``threadpoolctl.threadpool_limits``) holds only while ``fn`` runs; the
     process's own setting is restored afterwards, so importing or using bayeskern leaves BLAS

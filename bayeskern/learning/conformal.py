@@ -23,8 +23,9 @@ __all__ = ["train_conformal", "scatter_matrices", "fisher_ratio", "fisher_eigen"
 
 
 def scatter_matrices(K0, K1, y) -> tuple[np.ndarray, np.ndarray]:
-    r"""Between- and within-class matrices :math:`M_0 = K_1^\top B_0 K_1`, :math:`N_0 =
-    K_1^\top W_0 K_1`.
+    r"""Return the between- and within-class matrices :math:`M_0`, :math:`N_0`.
+
+    :math:`M_0 = K_1^\top B_0 K_1`, :math:`N_0 = K_1^\top W_0 K_1`.
 
     Seed 004, eqs. 57-60. :math:`B_0` and :math:`W_0` are never formed: with
     :math:`D = \mathrm{blockdiag}(K^0_{cc}/N_c)`,

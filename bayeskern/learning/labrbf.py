@@ -27,7 +27,7 @@ __all__ = ["train_labrbf", "initial_support", "select_worst", "bandwidth_floor"]
 
 
 def initial_support(y: np.ndarray, n_support: int, method: str, rng: np.random.Generator):
-    """Indices of the initial support set (Algorithm 1, line 2).
+    """Return the indices of the initial support set (Algorithm 1, line 2).
 
     ``"sorted_y"`` sorts the points by label and takes ``n_support`` evenly spaced ranks
     (the authors' code takes every s-th point, seed section 3 "sorting data according to their
@@ -82,8 +82,10 @@ def _masked_predict(Theta, Zsv, ysv, mask, Z, p, lam):
 
 @partial(jax.jit, static_argnames=("p", "opt"))
 def _run_chunk(Theta, opt_state, lr, Zsv, ysv, mask, Ztr, ytr, idx, lam, floor, *, p, opt):
-    r"""``idx.shape[0]`` optimizer steps on minibatches ``Ztr[idx[s]]`` (``lax.scan``); after
-    every step the bandwidths are projected onto :math:`|\theta| \ge` ``floor``."""
+    r"""Run ``idx.shape[0]`` optimizer steps on minibatches ``Ztr[idx[s]]`` (``lax.scan``).
+
+    After every step the bandwidths are projected onto :math:`|\theta| \ge` ``floor``.
+    """
     tx = _optimizer(opt, lr)
 
     def loss_fn(Theta, Zb, yb):
