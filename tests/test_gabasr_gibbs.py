@@ -318,8 +318,9 @@ def test_bad_data():
 
 @pytest.mark.parametrize("task", ["reg", pytest.param("clf", marks=pytest.mark.slow)])
 def test_gibbs_fitted_estimators_report_convergence_and_save(tmp_path, task):
-    """A Gibbs fit has a convergence report on log ml, noise and alpha, and round-trips
-    through a saved run (it used to lack the data groups that loading needs)."""
+    """A Gibbs fit is judged on label-invariant quantities only (the component parameters
+    are tabulated, not judged), summarizes its chains' modes, and round-trips through a saved
+    run (it used to lack the data groups that loading needs)."""
     import bayeskern as bk
     from bayeskern.estimators.gabasr import GaBaSRClassifier, GaBaSRRegressor
 
@@ -330,12 +331,26 @@ def test_gibbs_fitted_estimators_report_convergence_and_save(tmp_path, task):
               progress_bar=False, random_state=0)
     if task == "reg":
         est = GaBaSRRegressor(**kw).fit(x, y)
-        assert est.convergence_vars_ == ["log_marginal", "noise", "alpha"]
-        assert np.isfinite(est.convergence_.max_rhat)
+        judged = ["log_marginal", "noise", "prior_precision", "f_probe"]
     else:
-        est = GaBaSRClassifier(**kw).fit(x, np.where(y > 0, "up", "down"))
+        est = GaBaSRClassifier(**{**kw, "sampler": "auto"}).fit(x, np.where(y > 0, "up", "down"))
+        assert est.sampler_ == "gibbs"
+        judged = ["log_lik", "prior_precision", "f_probe"]
+    # judged on label-invariant quantities; component parameters tabulated, not judged
+    assert est.convergence_vars_ == judged
+    assert est.idata_.posterior["f_probe"].shape == (2, 6, 5)
+    table = est.convergence_.table
+    names = [i.split("[")[0] for i in table.index]
+    assert set(np.array(names)[table["judged"].to_numpy()]) == set(judged)
+    assert {"mu", "weights", "alpha"} <= set(np.array(names)[~table["judged"].to_numpy()])
+    assert est.convergence_.max_rhat == pytest.approx(
+        table.loc[table["judged"], "r_hat"].max(), nan_ok=True)
+    assert np.isfinite(est.convergence_.max_rhat)
+    modes = est.chain_modes()
+    assert set(modes["chain"]) == {0, 1} and (modes["height"] <= 1).all()
     est.save(tmp_path / task)
     back = bk.load_run(tmp_path / task)
+    assert back.sampler_ == "gibbs" and back.convergence_vars_ == judged
     if task == "reg":
         np.testing.assert_allclose(back.predictive(x[:5]).std(), est.predictive(x[:5]).std())
         np.testing.assert_allclose(back.predict(x[:5]), est.predict(x[:5]))
