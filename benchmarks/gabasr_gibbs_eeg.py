@@ -30,7 +30,7 @@ from sklearn.model_selection import train_test_split
 from sklearn.preprocessing import QuantileTransformer
 
 import bayeskern as bk
-from bayeskern import gabasr_gibbs as gg
+from bayeskern.inference import gabasr_gibbs as gg
 
 
 def load(seed, quick):
