@@ -622,6 +622,8 @@ _PARAMS_DOC = """
     num_warmup, num_samples, num_chains : int
         Sampler settings.
     chain_method : {None, "parallel", "sequential", "vectorized"}
+        NUTS: ``None`` picks parallel chains when there are enough CPU devices. Gibbs:
+        ``None`` runs the chains one after the other (``"sequential"``).
     target_accept_prob : float, default 0.8
     map_steps : int, default 30
         Maximum Newton steps of the MAP run that initializes and preconditions NUTS

@@ -892,6 +892,17 @@ class GibbsMCMCState(NamedTuple):
 class GaBaSRGibbs(MCMCKernel):
     """The GaBaSR Gibbs/Metropolis-Hastings sweep as a NumPyro ``MCMCKernel``.
 
+    It samples the paper's model (Pena-Llamas et al. 2023, seed 003, sections 3.2 and eqs.
+    10-11; parent BaNK, Oliva et al. 2016):
+
+    .. math:: G \\sim \\mathrm{DP}(\\alpha, NIW(m_0, \\kappa_0, \\nu_0, \\Psi_0)),\\quad
+              \\omega_j \\mid G \\sim \\int N(\\mu, \\Sigma)\\,dG,\\quad
+              y \\mid \\Omega \\sim \\text{linear model on }
+              \\Phi_\\Omega(x) = [\\cos(\\Omega x), \\sin(\\Omega x)]/\\sqrt M
+
+    with the weights integrated out (normal-inverse-gamma evidence for regression,
+    Polya-Gamma-augmented Gaussian evidence for classification).
+
     One :meth:`sample` call is one sweep of the paper's sampler (module docstring; seed 003
     section 3.2): CRP assignments, normal-inverse-Wishart component draws, the DP
     concentration, independence-MH moves of every frequency with the weights integrated
