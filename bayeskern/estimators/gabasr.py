@@ -33,7 +33,10 @@ Oliva et al. 2016). Two samplers behind one option; ``sampler="auto"`` (the defa
     four chains hold different spectral modes (:meth:`chain_modes`: two chains a single
     peak at zero frequency, two a second peak near 0.01 cycles per unit). The R-hat 1.062
     reported before this judgement came from ``alpha`` alone, then the only judged variable
-    of a classifier (``log_marginal`` and ``noise`` do not exist there).
+    of a classifier (``log_marginal`` and ``noise`` do not exist there). With
+    ``num_warmup=1500`` the same split gave test AUC 0.995, every chain holding the same
+    single peak at zero frequency, and judged R-hat at most 1.25 (still above 1.01, bulk
+    ESS 14): the chains need a longer warm-up than the default to agree.
 
 Inputs are centred by the median and scaled by the inter-quartile range (÷1.349, i.e. a
 robust standard deviation), then clipped to ±``clip`` robust units
@@ -1029,7 +1032,8 @@ class GaBaSRClassifier(ClassifierMixin, _GaBaSRBase):
 
     def predict(self, X):
         """Most probable class."""
-        return self.classes_[(self.predict_proba(X)[:, 1] >= 0.5).astype(int)]
+        p1 = self.predict_proba(X)[:, 1]  # first: it raises NotFittedError before classes_ does
+        return self.classes_[(p1 >= 0.5).astype(int)]
 
     def sample_posterior_predictive(self, X, n_draws: int = 200, random_state=None,
                                     row_offset: int = 0):
