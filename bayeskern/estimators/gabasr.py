@@ -57,6 +57,7 @@ import numpy as np
 from numpyro.infer import init_to_value
 from scipy import stats
 from sklearn.base import BaseEstimator, ClassifierMixin, RegressorMixin
+from sklearn.utils.multiclass import check_classification_targets
 from sklearn.utils.validation import check_is_fitted
 from threadpoolctl import threadpool_limits
 
@@ -939,6 +940,7 @@ class GaBaSRClassifier(ClassifierMixin, _GaBaSRBase):
         """Sample the posterior of the spectral density and the weights."""
         self._check_params()
         X, y = self._validate_fit(X, y, classifier=True)
+        check_classification_targets(y)  # "Unknown label type: continuous" for float targets
         self.classes_, y01 = validate_binary(y)
         t0 = time.perf_counter()
         with threadpool_limits(1, user_api="blas"):
