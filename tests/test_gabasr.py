@@ -178,6 +178,7 @@ def test_robust_scaler_and_frequency_scale():
     (dict(trend_degree=-1), "trend_degree"),
     (dict(num_map_starts=0), "num_map_starts"),
     (dict(model="exact", sampler="gibbs"), "model='exact'"),
+    (dict(sampler="gibbs", chain_method="vectorized"), "chain_method='vectorized'"),
     (dict(num_samples=0), "num_samples"),
 ])
 def test_bad_parameters(kw, msg):

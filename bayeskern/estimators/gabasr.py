@@ -182,6 +182,11 @@ class _GaBaSRBase(BayesianEstimatorMixin, BaseEstimator):
         if self.sampler not in ("auto", "nuts", "gibbs"):
             raise ValueError(f"sampler must be 'auto', 'nuts' or 'gibbs', got {self.sampler!r}")
         self.sampler_ = self._AUTO_SAMPLER if self.sampler == "auto" else self.sampler
+        if self.sampler_ == "gibbs" and self.chain_method == "vectorized":
+            # vmapped LAPACK calls inside the sweep's loops can hang XLA:CPU (jax 0.10.2)
+            raise ValueError("chain_method='vectorized' is not available with the Gibbs sampler "
+                             "(batched factorizations inside its loops can hang on CPU); use "
+                             "None, 'sequential' or 'parallel'")
         for name in ("n_features", "n_components"):
             v = getattr(self, name)
             if name == "n_components" and isinstance(v, str) and v == "auto":
@@ -627,7 +632,8 @@ _PARAMS_DOC = """
         Sampler settings.
     chain_method : {None, "parallel", "sequential", "vectorized"}
         NUTS: ``None`` picks parallel chains when there are enough CPU devices. Gibbs:
-        ``None`` runs the chains one after the other (``"sequential"``).
+        ``None`` runs the chains one after the other (``"sequential"``); ``"vectorized"`` is
+        refused (batched factorizations inside its loops can hang XLA:CPU).
     target_accept_prob : float, default 0.8
     map_steps : int, default 30
         Maximum Newton steps of the MAP run that initializes and preconditions NUTS
