@@ -150,7 +150,9 @@ class ConvergenceReport:
     """Convergence of an MCMC run, judged by the thresholds of Vehtari et al. (2021).
 
     ``ok`` is ``True`` when max R-hat ≤ ``rhat_max``, min bulk and tail ESS ≥ ``ess_min``
-    (100 per chain by default) and there are no divergences.
+    (100 per chain by default) and there are no divergences. ``table`` has one row per
+    quantity, column ``judged`` False for the ones tabulated but not judged
+    (``report_only`` of :func:`convergence_report`).
     """
 
     table: pd.DataFrame
@@ -197,6 +199,7 @@ def convergence_report(
     ess_per_chain: float = 100.0,
     max_tree_depth: int | None = None,
     warn: bool = True,
+    report_only=None,
 ) -> ConvergenceReport:
     """Check R-hat, bulk/tail ESS, divergences and tree-depth saturation.
 
@@ -209,6 +212,11 @@ def convergence_report(
         on raw component parameters meaningless).
     warn
         Emit a ``UserWarning`` naming the fix when the run did not converge.
+    report_only
+        Variables whose R-hat and ESS are tabulated (after the judged ones, column
+        ``judged`` False) but do not enter the verdict: the label-switching component
+        parameters of a mixture, whose R-hat measures which labels the chains use, not
+        whether they sample the same posterior (Stephens 2000; Vehtari et al. 2021, sec. 5).
     """
     post = idata.posterior
     if var_names is None:
@@ -219,6 +227,11 @@ def convergence_report(
         # ArviZ logs "Shape validation failed" for a single chain: said below, in one sentence
         warnings.simplefilter("ignore")
         table = az.summary(idata, var_names=var_names, kind="diagnostics", round_to="none")
+        extra = [v for v in (report_only or ()) if v in post and v not in var_names]
+        shown = table.assign(judged=True)
+        if extra:
+            shown = pd.concat([shown, az.summary(idata, var_names=extra, kind="diagnostics",
+                                                 round_to="none").assign(judged=False)])
     max_rhat = float(np.nanmax(table["r_hat"])) if n_chains > 1 else float("nan")
     min_bulk = float(np.nanmin(table["ess_bulk"]))
     min_tail = float(np.nanmin(table["ess_tail"]))
@@ -248,7 +261,7 @@ def convergence_report(
                     "dense_mass=True.")
     ok = (n_chains >= 2 and max_rhat <= rhat_max and min_bulk >= ess_min
           and min_tail >= ess_min and n_div == 0)
-    rep = ConvergenceReport(table, max_rhat, min_bulk, min_tail, n_div, n_draws, hits, ok, msgs)
+    rep = ConvergenceReport(shown, max_rhat, min_bulk, min_tail, n_div, n_draws, hits, ok, msgs)
     if warn and not ok:
         warnings.warn(rep.verdict, UserWarning, stacklevel=2)
     return rep

@@ -6,9 +6,14 @@ Dirichlet-process mixture of Gaussians (seed section 3.2),
 
 .. math:: \\rho(\\omega) = \\sum_k \\pi_k\\, N(\\omega \\mid \\mu_k, \\mathrm{diag}(\\sigma_k^2)),
 
-and the kernel is approximated by random Fourier features (eq. 4). This module is the
-gradient-based (NUTS) formulation; the paper's own Gibbs/Metropolis-Hastings sampler is
-:mod:`bayeskern.gabasr_gibbs`. What differs from a literal transcription, and why:
+and the kernel is approximated by random Fourier features (eq. 4). Two models live here,
+both sampled by NUTS: the **random-feature DP mixture with truncated stick-breaking and
+fixed base draws** (:func:`gabasr_regression`, :func:`gabasr_classification`) and the
+**collapsed (exact) spectral-mixture GP** (:func:`gabasr_exact_regression`). The paper's own
+model, **random features with free frequencies under a Chinese-restaurant DP mixture**, has
+discrete assignments and is sampled by its Gibbs/Metropolis-Hastings sweep,
+:class:`bayeskern.inference.gabasr_gibbs.GaBaSRGibbs`. What differs from a literal
+transcription, and why:
 
 * **Truncated stick-breaking DP** (Sethuraman 1994; Ishwaran & James 2001): :math:`K`
   components (the truncation level, default 4), :math:`\\pi = \\mathrm{SB}(b)`,

@@ -35,13 +35,13 @@ ROOT = Path(__file__).resolve().parents[1]
 #: (layer name, module prefixes), bottom first
 LAYERS = [
     ("foundation", ["bayeskern._version", "bayeskern.devices", "bayeskern.linalg",
-                    "bayeskern.batching", "bayeskern.datasets"]),
+                    "bayeskern.batching", "bayeskern.datasets", "bayeskern.random"]),
     ("kernels", ["bayeskern.kernels"]),
     ("features/learning", ["bayeskern.features", "bayeskern.blr", "bayeskern.laplace",
                            "bayeskern.tuning", "bayeskern.learning"]),
     ("models", ["bayeskern.models"]),
     ("diagnostics", ["bayeskern.diagnostics"]),
-    ("inference", ["bayeskern.inference", "bayeskern.gabasr_gibbs", "bayeskern.predictive",
+    ("inference", ["bayeskern.inference", "bayeskern.predictive",
                    "bayeskern.sharding", "bayeskern.runs"]),
     ("estimators", ["bayeskern.estimators"]),
     ("plots/report", ["bayeskern.plots", "bayeskern.report"]),

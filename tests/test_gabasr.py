@@ -178,6 +178,7 @@ def test_robust_scaler_and_frequency_scale():
     (dict(trend_degree=-1), "trend_degree"),
     (dict(num_map_starts=0), "num_map_starts"),
     (dict(model="exact", sampler="gibbs"), "model='exact'"),
+    (dict(sampler="gibbs", chain_method="vectorized"), "chain_method='vectorized'"),
     (dict(num_samples=0), "num_samples"),
 ])
 def test_bad_parameters(kw, msg):
@@ -244,7 +245,8 @@ def test_classifier_small():
     assert np.mean(clf.predict(X) == y) > 0.75
     assert clf.sample_posterior_predictive(X[:3], n_draws=4).shape == (4, 3)
     # the large-data path: MAP spectral parameters, NUTS on the weights
-    clf2 = GaBaSRClassifier(**{**TINY, "n_features": 16, "full_bayes_max_n": 10}).fit(X, y)
+    clf2 = GaBaSRClassifier(**{**TINY, "n_features": 16, "full_bayes_max_n": 10,
+                               "sampler": "nuts"}).fit(X, y)
     assert not clf2.full_bayes_ and np.mean(clf2.predict(X) == y) > 0.75
 
 
@@ -254,6 +256,17 @@ def test_locally_stationary_runs(sm_data):
     est = GaBaSRRegressor(**{**TINY, "locally_stationary": True, "n_features": 16}).fit(X, y)
     assert np.isfinite(est.predict(X)).all()
     assert "v_mu" in est.idata_.posterior
+
+
+def test_default_sampler_resolves_per_task():
+    """``sampler="auto"``: NUTS (exact model) for regression, Gibbs for classification."""
+    reg, clf = GaBaSRRegressor(), GaBaSRClassifier()
+    assert reg.sampler == clf.sampler == "auto"
+    reg._check_params()
+    clf._check_params()
+    assert (reg.sampler_, clf.sampler_) == ("nuts", "gibbs")
+    clf.set_params(sampler="nuts")._check_params()
+    assert clf.sampler_ == "nuts"
 
 
 @pytest.mark.slow

@@ -21,18 +21,26 @@ def test_notebooks_have_no_stored_outputs():
                     f"{path.name} has execution counts; clear them"
 
 
-# the GaBaSR notebook fits several spectral-mixture models; it runs in `make test-slow`
-SLOW = {"gabasr_co2"}
-
-
-@pytest.mark.parametrize("path", [pytest.param(p, marks=[pytest.mark.slow] if p.stem in SLOW
-                                               else []) for p in NOTEBOOKS],
-                         ids=[p.stem for p in NOTEBOOKS])
-def test_notebook_executes(path, tmp_path, monkeypatch):
-    monkeypatch.setenv("BAYESKERN_QUICK", "1")
-    monkeypatch.setenv("MPLBACKEND", "Agg")
+def _execute(path, tmp_path, timeout):
     nb = nbformat.read(path, as_version=4)
-    client = nbclient.NotebookClient(nb, timeout=600, kernel_name="python3",
+    client = nbclient.NotebookClient(nb, timeout=timeout, kernel_name="python3",
                                      resources={"metadata": {"path": str(tmp_path)}})
     client.execute()
     assert os.path.isdir(tmp_path)
+
+
+@pytest.mark.parametrize("path", NOTEBOOKS, ids=[p.stem for p in NOTEBOOKS])
+def test_notebook_executes(path, tmp_path, monkeypatch):
+    """Quick mode (``BAYESKERN_QUICK=1``: tiny sampler settings, the GaBaSR notebook on every
+    third training month), in the default suite."""
+    monkeypatch.setenv("BAYESKERN_QUICK", "1")
+    monkeypatch.setenv("MPLBACKEND", "Agg")
+    _execute(path, tmp_path, timeout=600)
+
+
+@pytest.mark.slow
+def test_gabasr_notebook_full_mode(tmp_path, monkeypatch):
+    """The GaBaSR notebook's full analysis (all training months, 4 x (500 + 500) draws)."""
+    monkeypatch.delenv("BAYESKERN_QUICK", raising=False)
+    monkeypatch.setenv("MPLBACKEND", "Agg")
+    _execute(next(p for p in NOTEBOOKS if p.stem == "gabasr_co2"), tmp_path, timeout=3600)

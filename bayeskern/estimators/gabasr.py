@@ -2,21 +2,41 @@
 
 Kernel learning with a Dirichlet-process Gaussian-mixture spectral density and random
 Fourier features (seed ``003_4539d881110651a3.txt``, Pena-Llamas et al. 2023; parent BaNK,
-Oliva et al. 2016). Two samplers behind one option:
+Oliva et al. 2016). Two samplers behind one option; ``sampler="auto"`` (the default) picks
+``"nuts"`` for the regressor and ``"gibbs"`` for the classifier (``sampler_``):
 
-``sampler="nuts"`` (default)
+``sampler="nuts"``
     The NumPyro formulation of :mod:`bayeskern.models.gabasr`: truncated stick-breaking DP
     with :math:`K` components, non-centred frequencies
     :math:`\\omega_{kj} = \\mu_k + \\sigma_k\\odot\\varepsilon_{kj}` on fixed base draws, mixture
     weights as feature amplitudes, regression weights and noise integrated out (eq. 10).
     Initialized from the Lomb-Scargle periodogram of the detrended data (1-D inputs) or a
     multi-scale ladder of spreads (d > 1), refined by a short MAP run (Adam), then NUTS with a
-    dense mass matrix. It is the default because it is the one that converges within the time
-    budgets measured in ``benchmarks/results/gabasr.md`` (R-hat on permutation-invariant
-    quantities, few divergences) and its draws are nearly independent.
+    dense mass matrix. It is the regressor's (with the exact model of
+    :class:`GaBaSRRegressor`) because it converges within the time budgets measured in
+    ``benchmarks/results/gabasr.md`` (R-hat on permutation-invariant quantities, few
+    divergences) and its draws are nearly independent. For a Bernoulli likelihood it does
+    not mix: the logits' weights and the free-floating mixture are strongly coupled, the
+    trajectories saturate the tree depth, and breast_cancer (455 training rows, 30 columns)
+    did not finish in 12 minutes.
 ``sampler="gibbs"``
     The paper's algorithm (CRP assignments, conjugate component updates, per-frequency
-    Metropolis-Hastings with rank-updated evidence), :mod:`bayeskern.gabasr_gibbs`.
+    Metropolis-Hastings with rank-updated evidence) on the paper's model, random features with
+    free frequencies under a Chinese-restaurant DP mixture: the ``MCMCKernel``
+    :class:`bayeskern.inference.gabasr_gibbs.GaBaSRGibbs`, run by ``numpyro.infer.MCMC``. The
+    classifier's default: Polya-Gamma augmentation makes every block conjugate or a cheap
+    collapsed MH move; measured on breast_cancer (stratified 80/20 split, seed 0, defaults)
+    test AUC 0.993 in 80 s. Its convergence is judged on label-invariant quantities only
+    (``_GaBaSRBase._GIBBS_JUDGED``); the component parameters switch labels. On that run
+    the judged quantities say *not converged* (R-hat 1.47 on the log-likelihood, 1.95 on
+    the weight prior precision, up to 1.65 on the probe probabilities, bulk ESS < 10): the
+    four chains hold different spectral modes (:meth:`chain_modes`: two chains a single
+    peak at zero frequency, two a second peak near 0.01 cycles per unit). The R-hat 1.062
+    reported before this judgement came from ``alpha`` alone, then the only judged variable
+    of a classifier (``log_marginal`` and ``noise`` do not exist there). With
+    ``num_warmup=1500`` the same split gave test AUC 0.995, every chain holding the same
+    single peak at zero frequency, and judged R-hat at most 1.25 (still above 1.01, bulk
+    ESS 14): the chains need a longer warm-up than the default to agree.
 
 Inputs are centred by the median and scaled by the inter-quartile range (÷1.349, i.e. a
 robust standard deviation), then clipped to ±``clip`` robust units
@@ -37,6 +57,7 @@ import numpy as np
 from numpyro.infer import init_to_value
 from scipy import stats
 from sklearn.base import BaseEstimator, ClassifierMixin, RegressorMixin
+from sklearn.utils.multiclass import check_classification_targets
 from sklearn.utils.validation import check_is_fitted
 from threadpoolctl import threadpool_limits
 
@@ -52,6 +73,12 @@ from bayeskern.estimators.base import (
     validate_binary,
 )
 from bayeskern.inference import as_key, run_nuts
+from bayeskern.inference.gabasr_gibbs import (
+    GibbsPrior,
+    gibbs_sample,
+    predict_proba,
+    predict_regression,
+)
 from bayeskern.kernels.spectral import SpectralMixture
 from bayeskern.models import gabasr as G
 from bayeskern.predictive import MixturePredictive, draw_seed, row_uniforms
@@ -117,11 +144,13 @@ def frequency_scale(Z: np.ndarray) -> np.ndarray:
 
 class _GaBaSRBase(BayesianEstimatorMixin, BaseEstimator):
     _task = "regression"
+    #: what ``sampler="auto"`` resolves to (``sampler_``)
+    _AUTO_SAMPLER = "nuts"
 
     def __init__(
         self,
         *,
-        sampler: str = "nuts",
+        sampler: str = "auto",
         locally_stationary: bool = False,
         n_features: int = 64,
         n_components: int = 4,
@@ -153,8 +182,14 @@ class _GaBaSRBase(BayesianEstimatorMixin, BaseEstimator):
 
     # ------------------------------------------------------------------ validation
     def _check_params(self):
-        if self.sampler not in ("nuts", "gibbs"):
-            raise ValueError(f"sampler must be 'nuts' or 'gibbs', got {self.sampler!r}")
+        if self.sampler not in ("auto", "nuts", "gibbs"):
+            raise ValueError(f"sampler must be 'auto', 'nuts' or 'gibbs', got {self.sampler!r}")
+        self.sampler_ = self._AUTO_SAMPLER if self.sampler == "auto" else self.sampler
+        if self.sampler_ == "gibbs" and self.chain_method == "vectorized":
+            # vmapped LAPACK calls inside the sweep's loops can hang XLA:CPU (jax 0.10.2)
+            raise ValueError("chain_method='vectorized' is not available with the Gibbs sampler "
+                             "(batched factorizations inside its loops can hang on CPU); use "
+                             "None, 'sequential' or 'parallel'")
         for name in ("n_features", "n_components"):
             v = getattr(self, name)
             if name == "n_components" and isinstance(v, str) and v == "auto":
@@ -338,24 +373,37 @@ class _GaBaSRBase(BayesianEstimatorMixin, BaseEstimator):
         self.idata_ = idata
         self._finish(var_names)
 
-    def _finish(self, var_names):
+    #: the three models behind the two samplers, by name (``model_description_``)
+    MODELS = {
+        "exact": "collapsed spectral-mixture GP (exact evidence; NUTS)",
+        "nuts": "random-feature DP mixture, truncated stick-breaking with fixed base draws "
+                "(NUTS)",
+        "gibbs": "random-feature DP mixture, Chinese restaurant process with free "
+                 "frequencies (Gibbs/Metropolis-Hastings, seed 003 section 3.2)",
+    }
+
+    def _finish(self, var_names, report_only=()):
+        key = "exact" if getattr(self, "model_", None) == "exact" else self.sampler_
+        self.model_description_ = self.MODELS[key]
+        diagnostics.set_attrs(self.idata_, model_description=self.model_description_)
         diagnostics.set_attrs(self.idata_, model=type(self).__name__,
                               random_state=str(self.random_state),
                               locally_stationary=int(self.locally_stationary),
                               n_features=self.n_features, mean_function=self.mean_function)
         var_names = [v for v in var_names if v in self.idata_.posterior]
         self.convergence_vars_ = var_names
+        self.convergence_report_only_ = [v for v in report_only if v in self.idata_.posterior]
         self.convergence_ = diagnostics.convergence_report(
-            self.idata_, var_names=var_names, warn=self.num_samples >= 100)
+            self.idata_, var_names=var_names, warn=self.num_samples >= 100,
+            report_only=self.convergence_report_only_)
 
     def _gibbs(self, Zs, target, B, y_observed, X):
-        from bayeskern.gabasr_gibbs import GibbsPrior, gibbs_sample
-
         res = gibbs_sample(
             as_key(self._seed()), Zs, target, task=self._task, n_features=self.n_features,
             locally_stationary=bool(self.locally_stationary), num_warmup=self.num_warmup,
             num_samples=self.num_samples, num_chains=self.num_chains, prior=GibbsPrior(),
-            mean_basis=B, progress_bar=self.progress_bar)
+            mean_basis=B, progress_bar=self.progress_bar,
+            chain_method=self.chain_method or "sequential")
         self.gibbs_samples_ = res.samples
         self.gibbs_wall_time_ = res.wall_time
         samples = {k: v for k, v in res.samples.items() if k not in ("z", "z_v")}
@@ -368,8 +416,36 @@ class _GaBaSRBase(BayesianEstimatorMixin, BaseEstimator):
                               dims={"y": ["obs"]}, coords=coords, sample_dims=False)
         diagnostics.add_group(self.idata_, "constant_data", {"X": X},
                               dims={"X": ["obs", "feature"]}, coords=coords, sample_dims=False)
-        # convergence on permutation-invariant quantities, as for NUTS
-        self._finish(["log_marginal", "noise", "alpha"])
+        self._add_gibbs_probe(Zs, target, B)
+        self._finish(list(self._GIBBS_JUDGED), report_only=("alpha", "n_components", "weights",
+                                                            "mu"))
+
+    #: what a Gibbs run is judged on: quantities that do not change when the components are
+    #: relabelled (the log evidence or log-likelihood, the noise, the weight prior precision,
+    #: the predictive mean at five training inputs). Component parameters (``mu``,
+    #: ``weights``) switch labels between and within chains, so their R-hat is tabulated
+    #: (``convergence_.table``, ``judged`` False) but not judged; so are the DP
+    #: concentration ``alpha`` and the number of occupied components, which are
+    #: label-invariant but move slowly and do not enter the predictions given the
+    #: frequencies.
+    _GIBBS_JUDGED = ("log_marginal", "log_lik", "noise", "prior_precision", "f_probe")
+
+    def _add_gibbs_probe(self, Z, target, B):
+        """``f_probe`` (predictive mean, or class-1 probability) at five training inputs."""
+        P, Bp = self._probe(Z)
+        if self._task == "regression":
+            f = predict_regression(self.gibbs_samples_, Z, target, P,
+                                   mean_basis=None if B is None else jnp.asarray(B),
+                                   mean_basis_new=Bp)[0]
+        else:
+            f = predict_proba(self.gibbs_samples_, P, mean_basis_new=Bp)
+        post = self.idata_.posterior
+        f = np.asarray(f).reshape(post.sizes["chain"], post.sizes["draw"], -1)
+        data = {k: np.asarray(post[k]) for k in post.data_vars}
+        attrs = dict(post.attrs)
+        data["f_probe"] = f
+        diagnostics.add_group(self.idata_, "posterior", data, dims={"f_probe": ["probe"]})
+        diagnostics.set_attrs(self.idata_, **attrs)
 
     def _draws(self, names):
         return flat_draws(self.idata_, [n for n in names if n in self.idata_.posterior])
@@ -387,7 +463,8 @@ class _GaBaSRBase(BayesianEstimatorMixin, BaseEstimator):
         sm = self.spectral_mixture(n_draws=n_draws)
         return sm.spectral_density_band(omega_grid, band=band)
 
-    def spectral_mixture(self, n_draws: int = 200, seed: int = 0) -> SpectralMixture:
+    def spectral_mixture(self, n_draws: int = 200, seed: int = 0, *,
+                         posterior=None) -> SpectralMixture:
         """The learned mixture as a kernel, in the units of ``X``.
 
         Frequencies are divided by the input scale (standardized angular frequency → radians
@@ -401,13 +478,16 @@ class _GaBaSRBase(BayesianEstimatorMixin, BaseEstimator):
             Posterior draws kept.
         seed : int
             Seed of the thinning.
+        posterior : xarray.Dataset, optional
+            A subset of ``idata_.posterior`` (e.g. one chain, :meth:`chain_modes`); default
+            all of it.
 
         Returns
         -------
         SpectralMixture
         """
         check_is_fitted(self)
-        post = self.idata_.posterior
+        post = self.idata_.posterior if posterior is None else posterior
         scale = np.asarray(self.x_scaler_.scale)
         if "amplitude" in post and "weights" not in post:  # exact model (models/gabasr.py)
             a2 = np.asarray(post["amplitude"]) ** 2
@@ -435,6 +515,42 @@ class _GaBaSRBase(BayesianEstimatorMixin, BaseEstimator):
         s = s.reshape(-1, *s.shape[-2:]) / scale
         return SpectralMixture.from_draws(w, m, s, n_draws=n_draws, seed=seed)
 
+    def chain_modes(self, *, dim: int = 0, min_height: float = 0.05, n_draws: int = 100):
+        """Which spectral peaks each chain holds: a per-chain mode summary.
+
+        For every chain, the local maxima of that chain's posterior-mean spectral density
+        :math:`\\bar\\rho_c(\\omega) = \\frac1S\\sum_s\\sum_k\\pi_k^{(s)}
+        N(\\omega\\mid\\mu_k^{(s)}, \\sigma_k^{(s)2})` along input column ``dim``, keeping those
+        at least ``min_height`` times the chain's highest. The density is invariant to the
+        labelling of the components, so chains that hold the same peaks explored the same
+        mode even when their component R-hat is large; chains that disagree here have not.
+
+        Returns
+        -------
+        pandas.DataFrame
+            One row per (chain, peak): ``chain``, ``frequency`` (cycles per unit of column
+            ``dim``), ``height`` (density relative to the chain's highest peak).
+        """
+        import pandas as pd
+
+        check_is_fitted(self)
+        post = self.idata_.posterior
+
+        def mixture(p):
+            return self.spectral_mixture(n_draws=n_draws, posterior=p)
+
+        hi = mixture(post)._grid(None, dim)[-1]
+        grid = np.linspace(0.0, hi, 1024)
+        rows = []
+        for c in range(post.sizes["chain"]):
+            dens = mixture(post.isel(chain=[c])).spectral_density(grid, dim=dim)
+            top = dens.max()
+            peak = np.r_[dens[0] > dens[1], (dens[1:-1] > dens[:-2]) & (dens[1:-1] >= dens[2:]),
+                         dens[-1] > dens[-2]]
+            for i in np.flatnonzero(peak & (dens >= min_height * top)):
+                rows.append((c, grid[i] / (2 * np.pi), dens[i] / top))
+        return pd.DataFrame(rows, columns=["chain", "frequency", "height"])
+
     # ------------------------------------------------------------------ runs and reports
     def _save_state(self) -> tuple[dict, dict]:
         """Fitted state for :func:`bayeskern.runs.save_run` (JSON metadata + arrays)."""
@@ -449,6 +565,8 @@ class _GaBaSRBase(BayesianEstimatorMixin, BaseEstimator):
         if hasattr(self, "classes_"):
             arrays["classes"] = np.asarray(self.classes_)
         meta.update(clip=sc.clip, convergence_vars=list(self.convergence_vars_),
+                    convergence_report_only=list(getattr(self, "convergence_report_only_", [])),
+                    sampler=self.sampler_,
                     full_bayes=bool(getattr(self, "full_bayes_", True)),
                     spec_none=[f for f, v in self.spec_._asdict().items() if v is None])
         meta["model"] = getattr(self, "model_", "features")
@@ -495,9 +613,15 @@ class _GaBaSRBase(BayesianEstimatorMixin, BaseEstimator):
             if d:
                 setattr(self, name, d)
         self.full_bayes_ = meta["full_bayes"]
+        self.sampler_ = meta.get("sampler", self._AUTO_SAMPLER if self.sampler == "auto"
+                                 else self.sampler)
+        self.model_description_ = self.MODELS[
+            "exact" if getattr(self, "model_", None) == "exact" else self.sampler_]
         self.convergence_vars_ = meta["convergence_vars"]
+        self.convergence_report_only_ = meta.get("convergence_report_only", [])
         self.convergence_ = diagnostics.convergence_report(
-            self.idata_, var_names=self.convergence_vars_, warn=False)
+            self.idata_, var_names=self.convergence_vars_, warn=False,
+            report_only=self.convergence_report_only_)
         self._Ztrain = self.x_scaler_.transform(np.asarray(self.idata_.constant_data["X"]))
         if hasattr(self, "y_std_"):
             self._ytrain = self.y_std_.transform(np.asarray(self.idata_.observed_data["y"]))
@@ -506,10 +630,14 @@ class _GaBaSRBase(BayesianEstimatorMixin, BaseEstimator):
 _PARAMS_DOC = """
     Parameters
     ----------
-    sampler : {"nuts", "gibbs"}, default "nuts"
-        ``"nuts"``: the reparameterized NumPyro model (default: it converges in the measured
-        time budgets); ``"gibbs"``: the paper's Gibbs/MH sampler (``num_warmup`` and
-        ``num_samples`` then count sweeps).
+    sampler : {"auto", "nuts", "gibbs"}, default "auto"
+        ``"nuts"``: the reparameterized NumPyro model; ``"gibbs"``: the paper's Gibbs/MH
+        sampler (``num_warmup`` and ``num_samples`` then count sweeps; convergence judged on
+        the log evidence or log-likelihood, noise, weight prior precision and predictive
+        mean at five inputs, not on the label-switching component parameters). ``"auto"``:
+        ``"nuts"`` for regression, ``"gibbs"`` for classification (NUTS does not mix on the
+        free-floating mixture under a Bernoulli likelihood: breast_cancer did not finish in
+        12 min, Gibbs reached test AUC 0.993 in 80 s). The sampler used is ``sampler_``.
     locally_stationary : bool, default False
         Use the locally stationary kernel (eq. 6) with a second DP mixture for the envelope.
     n_features : int, default 64
@@ -534,6 +662,9 @@ _PARAMS_DOC = """
     num_warmup, num_samples, num_chains : int
         Sampler settings.
     chain_method : {None, "parallel", "sequential", "vectorized"}
+        NUTS: ``None`` picks parallel chains when there are enough CPU devices. Gibbs:
+        ``None`` runs the chains one after the other (``"sequential"``); ``"vectorized"`` is
+        refused (batched factorizations inside its loops can hang XLA:CPU).
     target_accept_prob : float, default 0.8
     map_steps : int, default 30
         Maximum Newton steps of the MAP run that initializes and preconditions NUTS
@@ -600,12 +731,17 @@ class GaBaSRRegressor(PredictiveRegressorMixin, RegressorMixin, _GaBaSRBase):
         ``mu``, ``sigma``, ``f_probe``...), sample_stats, log_likelihood (exact per-draw LOO
         densities, data units), observed_data, constant_data.
     model_ : {{"exact", "features"}}
+    model_description_ : str
+        Which of the three GaBaSR models was fitted, by name (``_GaBaSRBase.MODELS``): the
+        collapsed spectral-mixture GP, the stick-breaking random-feature model with fixed base
+        draws (NUTS), or the paper's CRP random-feature model with free frequencies (Gibbs).
+    sampler_ : {{"nuts", "gibbs"}}
     n_components_, trend_degree_, exact_spec_ : exact model only.
     convergence_ : ConvergenceReport
         Judged on permutation-invariant quantities only (``convergence_vars_``).
     """
 
-    def __init__(self, *, model="auto", sampler="nuts", locally_stationary=False,
+    def __init__(self, *, model="auto", sampler="auto", locally_stationary=False,
                  n_features=64, n_components="auto", trend_degree="auto",
                  mean_function="poly2", input_transform="robust", num_warmup=500,
                  num_samples=500, num_chains=4, chain_method=None, target_accept_prob=0.8,
@@ -626,7 +762,7 @@ class GaBaSRRegressor(PredictiveRegressorMixin, RegressorMixin, _GaBaSRBase):
     def _check_exact_params(self):
         if self.model not in ("auto", "exact", "features"):
             raise ValueError(f"model must be 'auto', 'exact' or 'features', got {self.model!r}")
-        if self.model == "exact" and (self.sampler != "nuts" or self.locally_stationary):
+        if self.model == "exact" and (self.sampler_ != "nuts" or self.locally_stationary):
             raise ValueError("model='exact' needs sampler='nuts' and locally_stationary=False "
                              f"(got sampler={self.sampler!r}, locally_stationary="
                              f"{self.locally_stationary!r})")
@@ -641,7 +777,7 @@ class GaBaSRRegressor(PredictiveRegressorMixin, RegressorMixin, _GaBaSRBase):
 
     def _use_exact(self, n: int) -> bool:
         if self.model == "auto":
-            return (self.sampler == "nuts" and not self.locally_stationary
+            return (self.sampler_ == "nuts" and not self.locally_stationary
                     and n <= self.exact_max_n)
         return self.model == "exact"
 
@@ -658,7 +794,7 @@ class GaBaSRRegressor(PredictiveRegressorMixin, RegressorMixin, _GaBaSRBase):
             ys = self.y_std_.transform(y)
             if self.model_ == "exact":
                 self._fit_exact(Z, ys, y, X)
-            elif self.sampler == "gibbs":
+            elif self.sampler_ == "gibbs":
                 self._gibbs(Z, ys, B, y, X)
             else:
                 kw = dict(X=jnp.asarray(Z), y=jnp.asarray(ys), spec=self.spec_,
@@ -744,9 +880,7 @@ class GaBaSRRegressor(PredictiveRegressorMixin, RegressorMixin, _GaBaSRBase):
         B, Bn = self._basis(Z), self._basis(Zn)
         jB = None if B is None else jnp.asarray(B)
         jBn = None if Bn is None else jnp.asarray(Bn)
-        if self.sampler == "gibbs":
-            from bayeskern.gabasr_gibbs import predict_regression
-
+        if self.sampler_ == "gibbs":
             return predict_regression(self.gibbs_samples_, Z, ys, Zn, mean_basis=jB,
                                       mean_basis_new=jBn)
         spec = self.spec_
@@ -769,7 +903,7 @@ class GaBaSRRegressor(PredictiveRegressorMixin, RegressorMixin, _GaBaSRBase):
                                   {"y": ll.reshape(n_chain, -1, ll.shape[-1])},
                                   dims={"y": ["obs"]}, coords={"obs": np.arange(ll.shape[-1])})
             return
-        if self.sampler == "gibbs":
+        if self.sampler_ == "gibbs":
             return  # the Gibbs draws carry no per-draw LOO here (see predictive())
         spec, B = self.spec_, self._basis(Z)
         jB = None if B is None else jnp.asarray(B)
@@ -799,7 +933,19 @@ class GaBaSRRegressor(PredictiveRegressorMixin, RegressorMixin, _GaBaSRBase):
 class GaBaSRClassifier(ClassifierMixin, _GaBaSRBase):
     __doc__ = f"""GaBaSR binary classification: Bernoulli-logit on spectral features (eq. 11).
 
-    :math:`\\eta = B\\beta_0 + a\\,\\Phi_{{\\pi,\\mu,\\sigma}}(x) z`; ``predict_proba`` is the
+    Default (``sampler="auto"`` → ``"gibbs"``): the paper's model, :math:`\\eta =
+    \\beta^\\top[\\Phi_\\Omega(x), B(x)]` with free frequencies :math:`\\Omega` drawn from a
+    Dirichlet-process Gaussian mixture, sampled by Polya-Gamma Gibbs with collapsed
+    Metropolis-Hastings moves of the frequencies
+    (:class:`bayeskern.inference.gabasr_gibbs.GaBaSRGibbs`). Measured
+    on breast_cancer (stratified 80/20, seed 0): test AUC 0.993 in 80 s, where NUTS on the
+    model below did not finish in 12 minutes; ``convergence_`` is judged on the
+    log-likelihood, the weight prior precision and the class-1 probability at five training
+    inputs (``f_probe``), with the component parameters tabulated but not judged (they switch
+    labels); :meth:`chain_modes` says which spectral peaks each chain holds.
+
+    ``sampler="nuts"``: the stick-breaking random-feature model,
+    :math:`\\eta = B\\beta_0 + a\\,\\Phi_{{\\pi,\\mu,\\sigma}}(x) z`. ``predict_proba`` is the
     posterior mean of :math:`\\sigma(\\eta)` (Bayesian model averaging, which is what makes
     the probabilities calibrated). With more than ``full_bayes_max_n`` training rows (NUTS)
     the spectral parameters are fixed at their MAP values and NUTS samples the weights
@@ -811,8 +957,9 @@ class GaBaSRClassifier(ClassifierMixin, _GaBaSRBase):
     """
 
     _task = "classification"
+    _AUTO_SAMPLER = "gibbs"
 
-    def __init__(self, *, sampler="nuts", locally_stationary=False, n_features=64,
+    def __init__(self, *, sampler="auto", locally_stationary=False, n_features=64,
                  n_components=4, mean_function="linear", input_transform="robust",
                  num_warmup=500, num_samples=500, num_chains=4, chain_method=None,
                  target_accept_prob=0.8, map_steps=30, full_bayes_max_n=3000,
@@ -830,12 +977,13 @@ class GaBaSRClassifier(ClassifierMixin, _GaBaSRBase):
         """Sample the posterior of the spectral density and the weights."""
         self._check_params()
         X, y = self._validate_fit(X, y, classifier=True)
+        check_classification_targets(y)  # "Unknown label type: continuous" for float targets
         self.classes_, y01 = validate_binary(y)
         t0 = time.perf_counter()
         with threadpool_limits(1, user_api="blas"):
             Z, B = self._setup(X)
             self._Ztrain = Z
-            if self.sampler == "gibbs":
+            if self.sampler_ == "gibbs":
                 self._gibbs(Z, y01.astype(float), B, y, X)
             else:
                 self._fit_nuts(Z, B, y01, y, X)
@@ -896,9 +1044,7 @@ class GaBaSRClassifier(ClassifierMixin, _GaBaSRBase):
 
     def _proba_draws(self, Zn):
         """:math:`\\sigma(\\eta)` per posterior draw, ``(S, n)``."""
-        if self.sampler == "gibbs":
-            from bayeskern.gabasr_gibbs import predict_proba
-
+        if self.sampler_ == "gibbs":
             Bn = self._basis(Zn)
             return predict_proba(self.gibbs_samples_, Zn,
                                  mean_basis_new=None if Bn is None else jnp.asarray(Bn))
@@ -925,7 +1071,8 @@ class GaBaSRClassifier(ClassifierMixin, _GaBaSRBase):
 
     def predict(self, X):
         """Most probable class."""
-        return self.classes_[(self.predict_proba(X)[:, 1] >= 0.5).astype(int)]
+        p1 = self.predict_proba(X)[:, 1]  # first: it raises NotFittedError before classes_ does
+        return self.classes_[(p1 >= 0.5).astype(int)]
 
     @limit_blas
     def sample_posterior_predictive(self, X, n_draws: int = 200, random_state=None,

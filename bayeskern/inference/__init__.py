@@ -2,8 +2,12 @@
 
 * :mod:`bayeskern.inference.nuts` — NUTS (NumPyro) for the GP and spectral models: the mode
   search and Laplace-approximation start, the dense mass matrix, chains on all CPU devices.
+* :mod:`bayeskern.inference.gabasr_gibbs` — the GaBaSR paper's Gibbs/Metropolis-Hastings sweep
+  as a NumPyro ``MCMCKernel`` (:class:`GaBaSRGibbs`), run by ``numpyro.infer.MCMC``
+  (:func:`gibbs_sample`).
 """
 
+from bayeskern.inference.gabasr_gibbs import GaBaSRGibbs, gibbs_sample
 from bayeskern.inference.nuts import (
     MapResult,
     ModelFunctions,
@@ -17,4 +21,5 @@ from bayeskern.inference.nuts import (
 )
 
 __all__ = ["run_nuts", "find_map", "laplace_inits", "model_functions", "MapResult",
-           "ModelFunctions", "choose_chain_method", "check_sampler_counts", "as_key"]
+           "ModelFunctions", "choose_chain_method", "check_sampler_counts", "as_key",
+           "GaBaSRGibbs", "gibbs_sample"]

@@ -76,7 +76,10 @@ def _(est) -> list:
     # the learned spectral density with its band
     ax = plot_spectral_density(est)
     ax.set_title("learned spectral density (first input column)", fontsize=9)
+    held = "; ".join(f"chain {c}: " + ", ".join(f"{f:.3g}" for f in g["frequency"])
+                     for c, g in est.chain_modes().groupby("chain"))
     return [("GaBaSR: learned spectral density", ax.figure,
              "The posterior mean (line) and 90 % band of the spectral density that GaBaSR "
              "learned: peaks are the frequencies (cycles per unit of the first input) at "
-             "which the fitted function oscillates, and mass near zero is smooth trend.")]
+             "which the fitted function oscillates, and mass near zero is smooth trend. "
+             f"Peaks each chain holds (cycles per unit, chain_modes()): {held}.")]

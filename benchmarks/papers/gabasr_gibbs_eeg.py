@@ -32,7 +32,7 @@ from sklearn.model_selection import train_test_split
 from sklearn.preprocessing import QuantileTransformer
 
 import bayeskern as bk
-from bayeskern import gabasr_gibbs as gg
+from bayeskern.inference import gabasr_gibbs as gg
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # benchmarks/: common.py
 from common import RESULTS, write_text  # noqa: E402

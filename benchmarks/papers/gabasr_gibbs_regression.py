@@ -1,9 +1,9 @@
 """GaBaSR Gibbs sampler on regression: CO2 (paper protocol) and diabetes (80/20, 5 seeds).
 
-Both use the sampler directly (``bayeskern.gabasr_gibbs.gibbs_sample``) with the defaults of
-``GibbsPrior()``, inputs standardized on the training rows, ``y`` standardized, and a linear
-mean basis ``[1, x]`` (the default regression mean function of ``GaBaSRRegressor``). The
-predictive is the Student-t mixture over draws (``predict_regression`` ->
+Both use the sampler directly (``bayeskern.inference.gabasr_gibbs.gibbs_sample``) with the
+defaults of ``GibbsPrior()``, inputs standardized on the training rows, ``y`` standardized,
+and a linear mean basis ``[1, x]`` (the default regression mean function of
+``GaBaSRRegressor``). The predictive is the Student-t mixture over draws (``predict_regression`` ->
 ``MixturePredictive``), scored by ``bk.diagnostics.regression_metrics`` on held-out data.
 
 * co2: train before 1994-01, test 1994-01..2001-12 (96 months); seeds 0 1 2.
@@ -26,7 +26,7 @@ import numpy as np
 from sklearn.model_selection import train_test_split
 
 import bayeskern as bk
-from bayeskern import gabasr_gibbs as gg
+from bayeskern.inference import gabasr_gibbs as gg
 from bayeskern.predictive import MixturePredictive
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # benchmarks/: common.py

@@ -6,9 +6,20 @@ Oliva et al. 2016) for a spectral density that is a Dirichlet-process Gaussian m
 .. math:: \\rho(\\omega) = \\sum_k \\pi_k\\,N(\\omega \\mid \\mu_k, \\Lambda_k^{-1}),
           \\qquad \\omega_1, \\dots, \\omega_M \\sim \\rho,
 
-written in BlackJAX's shape: a ``NamedTuple`` state, :func:`init`, a pure
-``sweep(key, state) -> (state, info)`` built by :func:`build_sweep` and jitted by the caller,
-``lax.scan`` over frequencies inside a sweep and over sweeps in :func:`gibbs_sample`.
+as a NumPyro ``MCMCKernel``, :class:`GaBaSRGibbs`: one ``sample`` call is one sweep, so
+:class:`numpyro.infer.MCMC` gives it chains, warm-up, progress bars and ``az.from_numpyro``.
+Underneath, BlackJAX's shape: a ``NamedTuple`` state, :func:`init`, a pure
+``sweep(key, state) -> (state, info)`` (:func:`build_sweep`), ``lax.scan`` over frequencies
+inside a sweep. :func:`gibbs_sample` runs the kernel: through ``MCMC`` for a progress bar or
+parallel chains, otherwise with a compiled loop cached across calls that draws the same
+chains as ``MCMC`` would. The exact random draws it needs (Polya-Gamma, Gamma, Wishart,
+normal-inverse-Wishart) are in :mod:`bayeskern.random`.
+
+The model is the paper's own: **a random-feature model whose M frequencies are free, drawn
+from a Dirichlet-process Gaussian mixture in its Chinese-restaurant form** (assignments,
+full-covariance components, concentration all sampled). It is not the model that NUTS
+samples in :mod:`bayeskern.models.gabasr` (truncated stick-breaking, frequencies tied to
+fixed base draws), nor the exact spectral-mixture GP there.
 
 One sweep (the paper's "swap") does
 
@@ -105,6 +116,7 @@ from __future__ import annotations
 import functools
 import math
 import time
+import warnings
 from typing import NamedTuple
 
 import jax
@@ -112,12 +124,18 @@ import jax.numpy as jnp
 import jax.scipy.linalg as jsl
 import numpy as np
 from jax import lax
-from jax.scipy.special import gammaln, log_ndtr
+from jax.scipy.special import gammaln
+from numpyro.infer import MCMC
+from numpyro.infer.mcmc import MCMCKernel
 
 from bayeskern import blr
+from bayeskern import random as bkr
 from bayeskern.features import locally_stationary_features, rff_features
+from bayeskern.random import niw_posterior, normal_inverse_wishart
 
 __all__ = [
+    "GaBaSRGibbs",
+    "GibbsMCMCState",
     "GibbsPrior",
     "GibbsResult",
     "GibbsState",
@@ -132,10 +150,6 @@ __all__ = [
     "full_log_evidence",
     "predict_regression",
     "predict_proba",
-    "sample_polya_gamma",
-    "sample_gamma",
-    "sample_wishart_chol",
-    "niw_posterior",
     "crp_log_weights",
     "escobar_west_alpha",
 ]
@@ -230,15 +244,6 @@ class GibbsState(NamedTuple):
     noise: jax.Array  # () noise sd draw (regression)
 
 
-class GibbsResult(NamedTuple):
-    """Draws of :func:`gibbs_sample`: dicts of arrays shaped ``(chain, draw, ...)``."""
-
-    samples: dict
-    sample_stats: dict
-    last_state: object
-    wall_time: float
-
-
 class SweepConfig(NamedTuple):
     """Static (hashable) settings of a sweep; the sweep is compiled once per config and shape."""
 
@@ -263,193 +268,7 @@ class GibbsData(NamedTuple):
     Psi0_v: jax.Array | None
 
 
-# --------------------------------------------------------------------------- Polya-Gamma
-
-
-def _pg_a(n, x, t):
-    """Coefficient :math:`a_n(x)` of the series of :math:`J^*(1, z)` (PSW 2013 eq. 5)."""
-    k = n + 0.5
-    left = math.pi * k * (2.0 / (math.pi * x)) ** 1.5 * jnp.exp(-2.0 * k * k / x)
-    right = math.pi * k * jnp.exp(-0.5 * k * k * math.pi**2 * x)
-    return jnp.where(x <= t, left, right)
-
-
-def _pg_one(key, c):
-    """One exact :math:`PG(1, c)` draw, Devroye's method (Polson, Scott & Windle 2013, alg. 1)."""
-    dtype = c.dtype
-    z = jnp.abs(c) / 2.0
-    t = jnp.asarray(0.64, dtype)
-    K = math.pi**2 / 8.0 + z * z / 2.0
-    logp = math.log(math.pi / 2.0) - jnp.log(K) - K * t
-    # q = 2 e^{-z} F_IG(t | mu=1/z, 1), written with logs so that large z do not overflow
-    rt = jnp.sqrt(t)
-    logq = math.log(2.0) + jnp.logaddexp(
-        -z + log_ndtr((t * z - 1.0) / rt), z + log_ndtr(-(t * z + 1.0) / rt)
-    )
-    p_exp = jnp.exp(logp - jnp.logaddexp(logp, logq))
-    mu = 1.0 / jnp.maximum(z, 1e-300)
-
-    def trunc_ig(key):
-        # inverse-Gaussian(mu, 1) truncated to (0, t)
-        # under vmap both branches run on every lane: clamp so the unused one always ends
-        mu_s = jnp.minimum(mu, t)
-        z_b = jnp.where(mu > t, z, 0.0)
-
-        def small_mu(key):  # mu <= t: plain IG draws until one falls below t
-            mu = mu_s
-
-            def body(s):
-                key, _, _ = s
-                key, k1, k2 = jax.random.split(key, 3)
-                Y = jax.random.normal(k1, dtype=dtype) ** 2
-                X = mu + 0.5 * mu * mu * Y - 0.5 * mu * jnp.sqrt(4 * mu * Y + (mu * Y) ** 2)
-                X = jnp.where(jax.random.uniform(k2, dtype=dtype) > mu / (mu + X), mu * mu / X, X)
-                return key, X, X < t
-
-            return lax.while_loop(lambda s: ~s[2], body, (key, t, False))[1]
-
-        def big_mu(key):  # mu > t: the 1/chi-square proposal with an exp(-z^2 X/2) acceptance
-            def body(s):
-                key, _, _ = s
-                key, k1, k2, k3 = jax.random.split(key, 4)
-
-                def inner(s2):
-                    kk, _, _ = s2
-                    kk, a, b = jax.random.split(kk, 3)
-                    e1 = jax.random.exponential(a, dtype=dtype)
-                    e2 = jax.random.exponential(b, dtype=dtype)
-                    return kk, e1, e1 * e1 <= 2.0 * e2 / t
-
-                e1 = lax.while_loop(lambda s2: ~s2[2], inner, (k1, t, False))[1]
-                X = t / (1.0 + t * e1) ** 2
-                ok = jax.random.uniform(k2, dtype=dtype) <= jnp.exp(-0.5 * z_b * z_b * X)
-                return key, X, ok
-
-            return lax.while_loop(lambda s: ~s[2], body, (key, t, False))[1]
-
-        return lax.cond(mu > t, big_mu, small_mu, key)
-
-    def outer(s):
-        key, _, _ = s
-        key, k1, k2, k3, k4 = jax.random.split(key, 5)
-        X = lax.cond(
-            jax.random.uniform(k1, dtype=dtype) < p_exp,
-            lambda k: t + jax.random.exponential(k, dtype=dtype) / K,
-            trunc_ig,
-            k2,
-        )
-        S = _pg_a(0, X, t)
-        Y = jax.random.uniform(k3, dtype=dtype) * S
-
-        def series(s2):
-            n, S, _, _ = s2
-            n = n + 1
-            a = _pg_a(n, X, t)
-            odd = n % 2 == 1
-            S = jnp.where(odd, S - a, S + a)
-            accept = odd & (Y <= S)
-            reject = (~odd) & (Y > S)
-            return n, S, accept, reject
-
-        _, _, accept, _ = lax.while_loop(
-            lambda s2: ~(s2[2] | s2[3]) & (s2[0] < 200), series, (0, S, False, False)
-        )
-        return key, X, accept
-
-    X = lax.while_loop(lambda s: ~s[2], outer, (key, t, False))[1]
-    return X / 4.0
-
-
-def sample_polya_gamma(key: jax.Array, c: jax.Array) -> jax.Array:
-    """Exact draws :math:`\\varpi_i \\sim PG(1, c_i)` (Polson, Scott & Windle 2013).
-
-    :math:`E[\\varpi] = \\tanh(c/2)/(2c)`, :math:`\\mathrm{Var}[\\varpi] =
-    (\\sinh c - c)/(4 c^3\\cosh^2(c/2))`. Used for the classification likelihood (seed 003
-    eq. 11). Vectorized over ``c`` (any shape).
-    """
-    c = jnp.asarray(c)
-    keys = jax.random.split(key, c.size)
-    return jax.vmap(_pg_one)(keys, c.reshape(-1)).reshape(c.shape)
-
-
 # --------------------------------------------------------------------------- DP mixture
-
-
-def _gamma_one(key, a):
-    """One :math:`\\mathrm{Gamma}(a, 1)` draw by Marsaglia & Tsang (2000), boosted for a < 1.
-
-    Written out because ``jax.random.gamma`` takes seconds to compile at every call site,
-    and a sweep has several; this one compiles to one small while loop.
-    """
-    dtype = jnp.result_type(a)
-    k_boost, key = jax.random.split(key)
-    a1 = jnp.where(a < 1.0, a + 1.0, a)
-    d = a1 - 1.0 / 3.0
-    c = 1.0 / jnp.sqrt(9.0 * d)
-
-    def body(s):
-        key, _, _ = s
-        key, k1, k2 = jax.random.split(key, 3)
-        x = jax.random.normal(k1, dtype=dtype)
-        v = (1.0 + c * x) ** 3
-        u = jax.random.uniform(k2, dtype=dtype)
-        ok = (v > 0) & (jnp.log(u) < 0.5 * x * x + d - d * v + d * jnp.log(jnp.maximum(v, 1e-300)))
-        return key, d * v, ok
-
-    g = lax.while_loop(lambda s: ~s[2], body, (key, jnp.zeros((), dtype), False))[1]
-    boost = jnp.exp(jnp.log(jax.random.uniform(k_boost, dtype=dtype)) / a)
-    return jnp.where(a < 1.0, g * boost, g)
-
-
-def sample_gamma(key: jax.Array, shape) -> jax.Array:
-    """Exact :math:`\\mathrm{Gamma}(a, 1)` draws for an array of shapes ``a`` (any shape)."""
-    shape = jnp.asarray(shape)
-    keys = jax.random.split(key, max(shape.size, 1))[: shape.size]
-    return jax.vmap(_gamma_one)(keys, shape.reshape(-1)).reshape(shape.shape)
-
-
-def sample_wishart_chol(key: jax.Array, df, scale_chol: jax.Array) -> jax.Array:
-    """Lower Cholesky factor of :math:`W \\sim \\mathrm{Wishart}(\\nu, V)`, ``V = L L^T``.
-
-    Bartlett decomposition: :math:`W = L B B^\\top L^\\top` with :math:`B` lower triangular,
-    :math:`B_{ii}^2 \\sim \\chi^2_{\\nu - i}` (``i`` from 0) and :math:`B_{ij} \\sim N(0,1)`
-    below the diagonal, so ``chol(W) = L B``; :math:`E[W] = \\nu V`.
-    """
-    d = scale_chol.shape[-1]
-    dtype = scale_chol.dtype
-    k1, k2 = jax.random.split(key)
-    chi2 = 2.0 * sample_gamma(k1, (df - jnp.arange(d, dtype=dtype)) / 2.0)
-    B = jnp.tril(jax.random.normal(k2, (d, d), dtype=dtype), -1) + jnp.diag(jnp.sqrt(chi2))
-    return scale_chol @ B
-
-
-def niw_posterior(count, s, ss, m0, kappa0, nu0, Psi0):
-    """Normal-inverse-Wishart posterior from ``count``, :math:`\\sum\\omega` and
-    :math:`\\sum\\omega\\omega^\\top`.
-
-    :math:`\\kappa_n = \\kappa_0 + n`, :math:`m_n = (\\kappa_0 m_0 + \\sum\\omega)/\\kappa_n`,
-    :math:`\\nu_n = \\nu_0 + n`, :math:`\\Psi_n = \\Psi_0 + \\sum\\omega\\omega^\\top +
-    \\kappa_0 m_0 m_0^\\top - \\kappa_n m_n m_n^\\top` (Murphy 2007, eq. 250-254; BaNK's prior).
-    """
-    kn = kappa0 + count
-    mn = (kappa0 * m0 + s) / kn
-    Psi = Psi0 + ss + kappa0 * jnp.outer(m0, m0) - kn * jnp.outer(mn, mn)
-    return mn, kn, nu0 + count, 0.5 * (Psi + Psi.T)
-
-
-def _sample_niw(key, mn, kn, nun, Psin):
-    """Draw :math:`(\\mu, U)`: precision :math:`UU^\\top \\sim W(\\nu_n, \\Psi_n^{-1})`,
-    :math:`\\mu \\sim N(m_n, (\\kappa_n UU^\\top)^{-1})`."""
-    d = mn.shape[-1]
-    k1, k2 = jax.random.split(key)
-    Lp = jnp.linalg.cholesky(Psin)
-    Linv = jsl.solve_triangular(Lp, jnp.eye(d, dtype=mn.dtype), lower=True)
-    # chol(Psi^-1): Psi^-1 = Linv^T Linv; take its Cholesky factor directly
-    V_chol = jnp.linalg.cholesky(Linv.T @ Linv)
-    U = sample_wishart_chol(k1, nun, V_chol)
-    eps = jax.random.normal(k2, (d,), dtype=mn.dtype)
-    mu = mn + jsl.solve_triangular(U.T, eps, lower=False) / jnp.sqrt(kn)
-    return mu, U
 
 
 def _mvn_logpdf_prec(x, mu, U):
@@ -513,12 +332,12 @@ def escobar_west_alpha(key, alpha, k, n, a, b):
     """
     dtype = jnp.result_type(alpha)
     k1, k2, k3 = jax.random.split(key, 3)
-    g = sample_gamma(k1, jnp.stack([alpha + 1.0, jnp.asarray(n, dtype)]))
+    g = bkr.gamma(k1, jnp.stack([alpha + 1.0, jnp.asarray(n, dtype)]))
     eta = g[0] / (g[0] + g[1])
     rate = b - jnp.log(eta)
     odds = (a + k - 1.0) / (n * rate)
     shape = a + k - 1.0 + (jax.random.uniform(k2, dtype=dtype) < odds / (1.0 + odds))
-    return sample_gamma(k3, shape) / rate
+    return bkr.gamma(k3, shape) / rate
 
 
 def _dp_update(key, dp: DPState, points, hyper, prior: GibbsPrior):
@@ -538,7 +357,7 @@ def _dp_update(key, dp: DPState, points, hyper, prior: GibbsPrior):
         1.0, points, points[:, :, None] * points[:, None, :], m0, prior.kappa0, nu0, Psi0
     )
     k_crp, k_new = jax.random.split(k_crp)
-    mus_new, Us_new = jax.vmap(_sample_niw)(jax.random.split(k_new, M), *one)
+    mus_new, Us_new = jax.vmap(normal_inverse_wishart)(jax.random.split(k_new, M), *one)
 
     def crp_step(carry, inp):
         z, counts, mu, U = carry
@@ -564,7 +383,7 @@ def _dp_update(key, dp: DPState, points, hyper, prior: GibbsPrior):
     post = jax.vmap(niw_posterior, in_axes=(0, 0, 0, None, None, None, None))(
         cnt, s, ss, m0, prior.kappa0, nu0, Psi0
     )
-    mu, U = jax.vmap(_sample_niw)(jax.random.split(k_par, K), *post)
+    mu, U = jax.vmap(normal_inverse_wishart)(jax.random.split(k_par, K), *post)
     k_occ = jnp.sum(counts > 0).astype(dtype)
     alpha = escobar_west_alpha(k_alpha, dp.alpha, k_occ, M, prior.alpha_shape, prior.alpha_rate)
     return DPState(z, counts, mu, U, alpha)
@@ -909,7 +728,7 @@ def _sweep(cfg: SweepConfig, key, state: GibbsState, data: GibbsData):
     P = ev.Phi.shape[1]
     if task == "classification":
         # Polya-Gamma variables given the current weights, then an exact refactorization
-        weights = sample_polya_gamma(keys[0], ev.Phi @ beta)
+        weights = bkr.polya_gamma(keys[0], ev.Phi @ beta)
         G = (ev.Phi * weights[:, None]).T @ ev.Phi
         ev = _evidence_from_G(ev.Phi, G, ev.b, lam0)
     dp = _dp_update(keys[1], state.dp, state.omega, hyper_1, prior)
@@ -962,7 +781,7 @@ def _sweep(cfg: SweepConfig, key, state: GibbsState, data: GibbsData):
                                              prior)
         aN = prior.a0 + 0.5 * n
         bN = prior.b0 + 0.5 * jnp.maximum(data.yy - ev.quad, 0.0)
-        noise = jnp.sqrt(bN / sample_gamma(keys[6], jnp.asarray(aN, dtype)))
+        noise = jnp.sqrt(bN / bkr.gamma(keys[6], jnp.asarray(aN, dtype)))
     else:
         L = jnp.linalg.cholesky(ev.G + lam0 * jnp.eye(P, dtype=dtype))
         exact = _log_evidence(task, 2 * jnp.sum(jnp.log(jnp.diagonal(L))),
@@ -972,7 +791,7 @@ def _sweep(cfg: SweepConfig, key, state: GibbsState, data: GibbsData):
         eps = jax.random.normal(keys[5], (P,), dtype)
         beta = jsl.cho_solve((L, True), ev.b) + jsl.solve_triangular(L.T, eps, lower=False)
         if prior.prior_precision is None:
-            lam0 = sample_gamma(keys[6], jnp.asarray(prior.lam_shape + 0.5 * P, dtype)) / (
+            lam0 = bkr.gamma(keys[6], jnp.asarray(prior.lam_shape + 0.5 * P, dtype)) / (
                 prior.lam_rate + 0.5 * beta @ beta
             )
         psi = ev.Phi @ beta
@@ -1019,8 +838,9 @@ def _validate(X, y, task, n_features, n_features_v, num_warmup, num_samples, num
             raise ValueError(f"{name} must be an integer >= {lo}, got {val!r}")
     if dtype not in ("float64", "float32", np.float64, np.float32):
         raise ValueError(f"dtype must be 'float64' or 'float32', got {dtype!r}")
-    if chain_method not in ("sequential", "vectorized"):
-        raise ValueError(f"chain_method must be 'sequential' or 'vectorized', got {chain_method!r}")
+    if chain_method not in ("sequential", "vectorized", "parallel"):
+        raise ValueError("chain_method must be 'sequential', 'vectorized' or 'parallel', got "
+                         f"{chain_method!r}")
     if evidence not in ("rank", "full"):
         raise ValueError(f"evidence must be 'rank' or 'full', got {evidence!r}")
     try:
@@ -1052,29 +872,145 @@ def _validate(X, y, task, n_features, n_features_v, num_warmup, num_samples, num
     return X, y, mean_basis
 
 
-@functools.lru_cache(maxsize=32)
-def _jitted_sweep(cfg: SweepConfig):
-    return jax.jit(functools.partial(_sweep, cfg))
+class GibbsMCMCState(NamedTuple):
+    """State of :class:`GaBaSRGibbs` as :class:`numpyro.infer.MCMC` carries it.
+
+    ``draws`` (the ``sample_field``) holds what one sweep records (:func:`_record`);
+    ``accept_rate``, ``accept_rate_v`` and ``drift`` are per-sweep statistics that
+    ``MCMC.run(..., extra_fields=...)`` collects.
+    """
+
+    rng_key: jax.Array
+    sampler: GibbsState
+    data: GibbsData
+    draws: dict
+    accept_rate: jax.Array
+    accept_rate_v: jax.Array
+    drift: jax.Array
+
+
+class GaBaSRGibbs(MCMCKernel):
+    """The GaBaSR Gibbs/Metropolis-Hastings sweep as a NumPyro ``MCMCKernel``.
+
+    It samples the paper's model (Pena-Llamas et al. 2023, seed 003, sections 3.2 and eqs.
+    10-11; parent BaNK, Oliva et al. 2016):
+
+    .. math:: G \\sim \\mathrm{DP}(\\alpha, NIW(m_0, \\kappa_0, \\nu_0, \\Psi_0)),\\quad
+              \\omega_j \\mid G \\sim \\int N(\\mu, \\Sigma)\\,dG,\\quad
+              y \\mid \\Omega \\sim \\text{linear model on }
+              \\Phi_\\Omega(x) = [\\cos(\\Omega x), \\sin(\\Omega x)]/\\sqrt M
+
+    with the weights integrated out (normal-inverse-gamma evidence for regression,
+    Polya-Gamma-augmented Gaussian evidence for classification).
+
+    One :meth:`sample` call is one sweep of the paper's sampler (module docstring; seed 003
+    section 3.2): CRP assignments, normal-inverse-Wishart component draws, the DP
+    concentration, independence-MH moves of every frequency with the weights integrated
+    out, then the weight prior precision (and, for classification, Polya-Gamma variables
+    and the weights). :class:`numpyro.infer.MCMC` drives it, so chains, ``num_warmup``
+    (discarded sweeps), progress bars and ``az.from_numpyro`` work as for NUTS. The model
+    is not a NumPyro function: it is the random-feature model with free frequencies drawn
+    from a Dirichlet-process mixture (CRP form) of seed 003, given to :meth:`MCMC.run
+    <numpyro.infer.MCMC.run>` as data: ``mcmc.run(key, X=X, y=y, mean_basis=B)``.
+
+    Parameters
+    ----------
+    task : {"regression", "classification"}
+        Regression: NIG evidence (eq. 10); classification: Bernoulli-logit (eq. 11) with
+        Polya-Gamma augmentation.
+    n_features : int
+        Number of frequencies :math:`M` (:math:`M_1` when locally stationary).
+    n_features_v : int, default 0
+        :math:`M_2`, frequencies of the envelope :math:`\\kappa_1` (eq. 6); 0 for the
+        stationary kernel.
+    prior : GibbsPrior, optional
+    evidence : {"rank", "full"}
+        Rank-updated or recomputed evidence for each proposal (same chain, different cost).
+
+    Examples
+    --------
+    >>> from numpyro.infer import MCMC
+    >>> mcmc = MCMC(GaBaSRGibbs("regression", 16), num_warmup=5, num_samples=20)
+    >>> mcmc.run(jax.random.PRNGKey(0), X=X, y=y)  # doctest: +SKIP
+    >>> mcmc.get_samples()["log_marginal"]  # doctest: +SKIP
+    """
+
+    sample_field = "draws"
+
+    def __init__(self, task: str = "regression", n_features: int = 250, *,
+                 n_features_v: int = 0, prior: GibbsPrior | None = None,
+                 evidence: str = "rank"):
+        if task not in ("regression", "classification"):
+            raise ValueError(f"task must be 'regression' or 'classification', got {task!r}")
+        for name, val, lo in (("n_features", n_features, 1), ("n_features_v", n_features_v, 0)):
+            if isinstance(val, bool) or not isinstance(val, (int, np.integer)) or val < lo:
+                raise ValueError(f"{name} must be an integer >= {lo}, got {val!r}")
+        if evidence not in ("rank", "full"):
+            raise ValueError(f"evidence must be 'rank' or 'full', got {evidence!r}")
+        prior = GibbsPrior() if prior is None else prior
+        if not isinstance(prior, GibbsPrior):
+            raise TypeError(f"prior must be a GibbsPrior, got {type(prior).__name__}")
+        self.config = SweepConfig(task, int(n_features), int(n_features_v), n_features_v > 0,
+                                  prior, evidence)
+        self.model = None  # no NumPyro model function: az.from_numpyro then skips the trace
+
+    def __eq__(self, other):
+        return type(other) is type(self) and other.config == self.config
+
+    def __hash__(self):  # equal settings share compiled loops (_compiled_chain)
+        return hash((type(self), self.config))
+
+    def init(self, rng_key, num_warmup, init_params, model_args, model_kwargs):
+        """Initial state from ``model_kwargs`` ``X``, ``y`` (and ``mean_basis``): BaNK's start."""
+        cfg = self.config
+        k_init, k_run = jax.random.split(rng_key)
+        st, _, data = init(k_init, model_kwargs["X"], model_kwargs["y"], task=cfg.task,
+                           n_features=cfg.M, n_features_v=cfg.M2,
+                           mean_basis=model_kwargs.get("mean_basis"), prior=cfg.prior)
+        info = jax.eval_shape(functools.partial(_sweep, cfg), k_run, st, data)[1]
+        info = jax.tree.map(lambda a: jnp.zeros(a.shape, a.dtype), info)
+        return self._state(k_run, st, data, info)
+
+    def _state(self, key, st, data, info):
+        draws, stats = _record(st, info, self.config)
+        zero = jnp.zeros((), stats["accept_rate"].dtype)
+        return GibbsMCMCState(key, st, data, draws, stats["accept_rate"],
+                              stats.get("accept_rate_v", zero), stats["drift"])
+
+    def sample(self, state, model_args, model_kwargs):
+        """One sweep (module docstring)."""
+        key, sub = jax.random.split(state.rng_key)
+        st, info = _sweep(self.config, sub, state.sampler, state.data)
+        return self._state(key, st, state.data, info)
+
+
+class GibbsResult(NamedTuple):
+    """Draws of :func:`gibbs_sample`: dicts of arrays shaped ``(chain, draw, ...)``, the last
+    :class:`GibbsMCMCState` of the chains, and the sampling wall time in seconds."""
+
+    samples: dict
+    sample_stats: dict
+    last_state: object
+    wall_time: float
 
 
 @functools.lru_cache(maxsize=32)
-def _jitted_runner(cfg: SweepConfig, num_warmup: int, num_samples: int, vectorized: bool):
-    """``(key, state, data) -> (last_state, records)``: warm-up then recorded sweeps, one scan
-    each; cached so repeated calls with the same settings and shapes compile once."""
+def _compiled_chain(kernel: GaBaSRGibbs, num_warmup: int, num_samples: int, vectorized: bool):
+    """``(state) -> (last_state, draws, stats)``: ``num_warmup + num_samples`` calls of
+    ``kernel.sample`` in one ``lax.scan``, keeping the last ``num_samples``: what
+    ``numpyro.infer.MCMC`` does with the kernel, compiled once per kernel, settings and
+    shapes (``MCMC`` builds a new loop, and XLA recompiles the sweep, at every ``run``)."""
+    fields = ("accept_rate", "drift") + (("accept_rate_v",) if kernel.config.M2 else ())
 
-    def run(key, state, data):
-        # one scan over warm-up and recorded sweeps (one compiled sweep instead of two);
-        # the warm-up records are dropped
-        def step(s, k):
-            s, info = _sweep(cfg, k, s, data)
-            return s, _record(s, info, cfg)
+    def run(state):
+        def step(s, _):
+            s = kernel.sample(s, (), {})
+            return s, (s.draws, {f: getattr(s, f) for f in fields})
 
-        state, recs = lax.scan(step, state, jax.random.split(key, num_warmup + num_samples))
-        return state, jax.tree.map(lambda a: a[num_warmup:], recs)
+        state, (draws, stats) = lax.scan(step, state, None, length=num_warmup + num_samples)
+        return state, *jax.tree.map(lambda a: a[num_warmup:], (draws, stats))
 
-    if vectorized:
-        return jax.jit(jax.vmap(run, in_axes=(0, 0, None)))
-    return jax.jit(run)
+    return jax.jit(jax.vmap(run) if vectorized else run)
 
 
 def gibbs_sample(
@@ -1097,6 +1033,8 @@ def gibbs_sample(
     evidence: str = "rank",
 ) -> GibbsResult:
     """Run the GaBaSR Gibbs/MH sampler (seed 003 section 3.2) and return its draws.
+
+    Builds :class:`GaBaSRGibbs` and runs it with :class:`numpyro.infer.MCMC`.
 
     Parameters
     ----------
@@ -1123,11 +1061,12 @@ def gibbs_sample(
     mean_basis : (n, p) array, optional
         Fixed extra columns of the design (a trend), with the same weight prior.
     progress_bar : bool
-        Show a tqdm bar over sweeps (the sweeps then run one jitted call each instead of one
-        ``lax.scan``; rounding may differ in the last bits between the two modes).
+        NumPyro's progress bar over sweeps (the sweeps then run one jitted call each
+        instead of one compiled loop; rounding may differ in the last bits between the two).
     dtype : {"float64", "float32"}
-    chain_method : {"sequential", "vectorized"}
-        Chains one after the other (less memory) or batched with ``vmap``.
+    chain_method : {"sequential", "vectorized", "parallel"}
+        ``numpyro.infer.MCMC``'s: chains one after the other, batched with ``vmap``, or one
+        per device.
     evidence : {"rank", "full"}
         ``"full"`` recomputes the evidence from scratch for every proposal (reference for
         timing; same algorithm, :math:`O(NP^2+P^3)` per proposal).
@@ -1153,50 +1092,38 @@ def gibbs_sample(
     jdtype = jnp.float64 if np.dtype(dtype) == np.float64 else jnp.float32
     if jdtype == jnp.float64 and not jax.config.jax_enable_x64:
         raise ValueError("dtype='float64' needs jax_enable_x64 (import bayeskern turns it on)")
-    Xj = jnp.asarray(X, jdtype)
-    yj = jnp.asarray(y, jdtype)
-    mb = None if mean_basis is None else jnp.asarray(mean_basis, jdtype)
     if isinstance(key, (int, np.integer)):
         key = jax.random.PRNGKey(int(key))
-    k_init, k_run = jax.random.split(key)
-    init_keys = jax.random.split(k_init, num_chains)
-    run_keys = jax.random.split(k_run, num_chains)
-
-    states, datas = [], []
-    for c in range(num_chains):
-        st, cfg, data = init(init_keys[c], Xj, yj, task=task, n_features=n_features,
-                             n_features_v=n_features_v, mean_basis=mb, prior=prior)
-        states.append(st)
-        datas.append(data)
-    cfg = cfg._replace(evidence=evidence)
-    data = datas[0]  # identical across chains (the quantile subsample uses a fixed key)
-
+    kernel = GaBaSRGibbs(task, n_features, n_features_v=n_features_v, prior=prior,
+                         evidence=evidence)
+    data = dict(X=jnp.asarray(X, jdtype), y=jnp.asarray(y, jdtype),
+                mean_basis=None if mean_basis is None else jnp.asarray(mean_basis, jdtype))
     t0 = time.perf_counter()
-    if progress_bar:
-        from tqdm.auto import tqdm
-
-        sweep_j = _jitted_sweep(cfg)
-        outs, last = [], []
-        for c in range(num_chains):
-            state = states[c]
-            recs = []
-            keys = jax.random.split(run_keys[c], num_warmup + num_samples)
-            for i in tqdm(range(num_warmup + num_samples), desc=f"gibbs chain {c}"):
-                state, info = sweep_j(keys[i], state, data)
-                if i >= num_warmup:
-                    recs.append(_record(state, info, cfg))
-            outs.append(jax.tree.map(lambda *a: jnp.stack(a), *recs))
-            last.append(state)
-        recs = jax.tree.map(lambda *a: jnp.stack(a), *outs)
-    elif chain_method == "vectorized":
-        st = jax.tree.map(lambda *a: jnp.stack(a), *states)
-        last, recs = _jitted_runner(cfg, num_warmup, num_samples, True)(run_keys, st, data)
+    if progress_bar or chain_method == "parallel":
+        mcmc = MCMC(kernel, num_warmup=num_warmup, num_samples=num_samples,
+                    num_chains=num_chains, chain_method=chain_method, progress_bar=progress_bar)
+        fields = ("accept_rate", "drift") + (("accept_rate_v",) if locally_stationary else ())
+        with warnings.catch_warnings():
+            # "not enough devices to run parallel chains": MCMC then runs them one by one
+            warnings.filterwarnings("ignore", message=".*enough devices.*")
+            mcmc.run(key, extra_fields=fields, **data)
+        samples = mcmc.get_samples(group_by_chain=True)
+        stats = mcmc.get_extra_fields(group_by_chain=True)
+        last = mcmc.last_state
     else:
-        run_j = _jitted_runner(cfg, num_warmup, num_samples, False)
-        res = [run_j(run_keys[c], states[c], data) for c in range(num_chains)]
-        last = [r[0] for r in res]
-        recs = jax.tree.map(lambda *a: jnp.stack(a), *[r[1] for r in res])
-    samples, stats = jax.tree.map(np.asarray, recs)
+        # the same chains as MCMC(kernel).run(key, **data) (its key split and collection),
+        # with the compiled loop cached across calls
+        keys = jax.random.split(key, num_chains) if num_chains > 1 else key[None]
+        states = [kernel.init(k, num_warmup, None, (), data) for k in keys]
+        if chain_method == "vectorized":
+            run = _compiled_chain(kernel, num_warmup, num_samples, True)
+            last, samples, stats = run(jax.tree.map(lambda *a: jnp.stack(a), *states))
+        else:
+            run = _compiled_chain(kernel, num_warmup, num_samples, False)
+            out = [run(st) for st in states]
+            last = [o[0] for o in out]
+            samples, stats = jax.tree.map(lambda *a: jnp.stack(a), *[o[1:] for o in out])
+    samples, stats = jax.tree.map(np.asarray, (samples, stats))
     wall = time.perf_counter() - t0
     for suffix in ("", "_v"):
         if "prec_chol" + suffix in samples:
