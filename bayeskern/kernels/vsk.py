@@ -155,6 +155,7 @@ class Scaling:
 
     @property
     def is_fitted(self) -> bool:
+        """Return ``True`` after :meth:`fit`."""
         return hasattr(self, "n_outputs_")
 
     def __repr__(self) -> str:
@@ -325,6 +326,7 @@ class LinearModelScaling(Scaling):
         self.columns = columns
 
     def fit(self, X, y=None):
+        """Return a copy with the least-squares coefficients on ``(X, y)``."""
         if y is None:
             raise ValueError("LinearModelScaling needs targets y to fit")
         X = np.asarray(X, dtype=float)
@@ -339,6 +341,7 @@ class LinearModelScaling(Scaling):
         return s
 
     def transform(self, X):
+        r"""Return :math:`\beta_0^* + x^\top\beta^*`, shape ``(n, 1)``."""
         Xc = self._cols(X)
         return (self.coef_[0] + Xc @ _xp(X).asarray(self.coef_[1:]))[:, None]
 
@@ -366,6 +369,7 @@ class CallableScaling(Scaling):
         return s
 
     def transform(self, X):
+        """Return ``fn`` of the selected columns, shape ``(n, m)``."""
         return _host_call(self.fn, self._cols(X), self.n_outputs_, "the scaling function")
 
 
@@ -381,11 +385,13 @@ class ColumnScaling(Scaling):
         self.columns = columns
 
     def fit(self, X, y=None):
+        """Return a fitted copy (checks that the columns are named)."""
         if self.columns is None:
             raise ValueError("ColumnScaling needs the list of covariate columns")
         return super().fit(X, y)
 
     def transform(self, X):
+        """Return the covariate columns, shape ``(n, m)``."""
         return self._cols(X)
 
 
@@ -396,17 +402,19 @@ class StackedScaling(Scaling):
         self.scalings = scalings
 
     def fit(self, X, y=None):
+        """Return a copy with every scaling fitted."""
         s = copy.copy(self)
         s.scalings_ = [make_scaling(p).fit(X, y) for p in self.scalings]
         s.n_outputs_ = sum(p.n_outputs_ for p in s.scalings_)
         return s
 
     def transform(self, X):
+        """Return the fitted scalings' outputs side by side."""
         return jnp.concatenate([p.transform(X) for p in self.scalings_], axis=1)
 
 
 def make_scaling(spec) -> Scaling:
-    """A :class:`Scaling` from a name, a :class:`Scaling`, a callable or a list.
+    """Return a :class:`Scaling` from a name, a :class:`Scaling`, a callable or a list.
 
     Names: ``"naive_bayes"`` (:class:`NaiveBayesScaling`, classification) and ``"linear"``
     (:class:`LinearModelScaling`, regression). A callable becomes a
@@ -494,14 +502,14 @@ class VSK(Kernel):
         return self.form
 
     def _inner(self) -> Kernel:
-        """The base kernel with leaves named ``<vsk name>_<leaf name>`` (its theta keys)."""
+        """Return the base kernel with leaves named ``<vsk name>_<leaf name>`` (its theta keys)."""
         inner = name_leaves(getattr(self, "base_", None) or self._base())
         for leaf in inner.leaves():
             leaf.name_ = f"{self.name_}_{leaf.name_}"
         return inner
 
     def hyperparameters(self):
-        """The base kernel's hyper-parameters (prefixed by leaf name) and ``weight``."""
+        """Return the base kernel's hyper-parameters (prefixed by leaf name) and ``weight``."""
         hyper = {}
         inner = name_leaves(self._base())
         for leaf in inner.leaves():
@@ -546,6 +554,7 @@ class VSK(Kernel):
 
     @property
     def is_fitted(self) -> bool:
+        """Return ``True`` after :meth:`fit`."""
         return (hasattr(self, "scaling_") or hasattr(self, "nb_theta_")
                 or hasattr(self, "lin_coef_"))
 
@@ -570,7 +579,7 @@ class VSK(Kernel):
 
     # -------------------------------------------------------------- evaluation
     def psi(self, X) -> jax.Array:
-        """The learned scaling function :math:`\\psi(X)`, shape ``(n, m)``."""
+        """Return the learned scaling function :math:`\\psi(X)`, shape ``(n, m)``."""
         self._check_fitted()
         return self._fitted_scaling().transform(jnp.asarray(X))
 
@@ -607,13 +616,16 @@ class VSK(Kernel):
         return K, jnp.exp(-0.5 * d2)
 
     def gram(self, theta, X1, X2):
+        """Return the Gram matrix (sum or Hadamard product of the two blocks)."""
         K, Kpsi = self.block_grams(theta, X1, X2)
         return K + Kpsi if self._form() == "sum" else K * Kpsi
 
     def evaluate(self, theta, x1, x2):
+        """Return the kernel value for one pair of points."""
         return self.gram(theta, x1[None], x2[None])[0, 0]
 
     def diag(self, theta, X):
+        """Return the kernel's diagonal for every row of ``X``."""
         inner = self._inner()
         X = jnp.asarray(X)
         kd = inner.diag(self._base_theta(theta, inner), X[:, self.x_columns_])
@@ -623,6 +635,7 @@ class VSK(Kernel):
         return kd
 
     def get_config(self):
+        """Return the JSON configuration (named scalings only)."""
         if not isinstance(self.scaling, str):
             raise TypeError("VSK with a custom scaling object or callable cannot be saved "
                             "without pickle; only scaling='naive_bayes' is saved")
