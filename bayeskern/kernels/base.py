@@ -59,7 +59,7 @@ def register_learner(kernel_cls: type):
     Parameters
     ----------
     kernel_cls : type
-        The kernel class (subclasses inherit its learner).
+        The kernel class, or a VSK scaling class (subclasses inherit its learner).
 
     Returns
     -------
