@@ -35,8 +35,10 @@ __all__ = ["report", "render_report", "export_pdf"]
 _CSS = """
 body{font-family:system-ui,Segoe UI,Helvetica,Arial,sans-serif;max-width:1000px;margin:2em auto;
 color:#222;line-height:1.45;padding:0 1em}
-h1{font-size:1.6em;margin-bottom:.2em}h2{border-bottom:1px solid #ccc;padding-bottom:.2em;margin-top:1.8em}
-table{border-collapse:collapse;font-size:.88em;margin:.6em 0}td,th{border:1px solid #ddd;padding:3px 8px;text-align:right}
+h1{font-size:1.6em;margin-bottom:.2em}
+h2{border-bottom:1px solid #ccc;padding-bottom:.2em;margin-top:1.8em}
+table{border-collapse:collapse;font-size:.88em;margin:.6em 0}
+td,th{border:1px solid #ddd;padding:3px 8px;text-align:right}
 th{background:#f4f4f4}td:first-child,th:first-child{text-align:left}
 .ok{background:#e7f6e7;border-left:5px solid #2a2;padding:.6em 1em}
 .bad{background:#fdeaea;border-left:5px solid #c22;padding:.6em 1em}
@@ -261,9 +263,11 @@ def _render(est, *, X_test, y_test, title, data_name, target_name) -> str:
 
 
 def report(est, path, *, pdf: bool = False, **kwargs) -> Path:
-    """Write the HTML report of a fitted estimator to ``path`` (atomically); see
-    :func:`render_report` for the keyword arguments. ``pdf=True`` also prints it to
-    ``path`` with the suffix ``.pdf`` (:func:`export_pdf`, needs Chromium)."""
+    """Write the HTML report of a fitted estimator to ``path`` (atomically).
+
+    See :func:`render_report` for the keyword arguments. ``pdf=True`` also prints it to
+    ``path`` with the suffix ``.pdf`` (:func:`export_pdf`, needs Chromium).
+    """
     text = render_report(est, **kwargs)
     atomic_write(path, lambda tmp: tmp.write_text(text, encoding="utf-8"))
     if pdf:
@@ -272,8 +276,11 @@ def report(est, path, *, pdf: bool = False, **kwargs) -> Path:
 
 
 def find_chromium() -> str | None:
-    """Path of a Chromium/Chrome executable: ``$BAYESKERN_CHROMIUM`` or the first of
-    ``chromium``, ``chromium-browser``, ``google-chrome`` on ``PATH``; ``None`` if absent."""
+    """Return the path of a Chromium/Chrome executable, or ``None`` if absent.
+
+    ``$BAYESKERN_CHROMIUM`` or the first of ``chromium``, ``chromium-browser``,
+    ``google-chrome`` on ``PATH``.
+    """
     import os
     import shutil
 

@@ -77,8 +77,10 @@ def _pad_rows(X, y, multiple):
 
 
 def _scan_stats(X, y, mask, params, featurize, chunk_size):
-    """Sum of :func:`feature_stats` over consecutive chunks of ``chunk_size`` rows (padded
-    rows carry mask 0 and contribute nothing)."""
+    """Sum :func:`feature_stats` over consecutive chunks of ``chunk_size`` rows.
+
+    Padded rows carry mask 0 and contribute nothing.
+    """
     n, d = X.shape
     Xc = X.reshape(n // chunk_size, chunk_size, d)
     yc = y.reshape(-1, chunk_size)
@@ -104,8 +106,9 @@ def _chunked(X, y, mask, params, featurize, chunk_size):
 
 
 def chunked_feature_stats(X, y, featurize: Callable, params, *, chunk_size: int = 4096) -> Stats:
-    r"""Sufficient statistics :math:`(\Phi^\top\Phi, \Phi^\top y, y^\top y, N)` accumulated
-    over row chunks, without forming :math:`\Phi`.
+    r"""Accumulate the sufficient statistics over row chunks, without forming :math:`\Phi`.
+
+    The statistics are :math:`(\Phi^\top\Phi, \Phi^\top y, y^\top y, N)`.
 
     .. math:: \Phi^\top\Phi = \sum_{c} \Phi_c^\top\Phi_c,\qquad \Phi_c = \mathrm{featurize}
               (X_c, \mathrm{params})
@@ -130,8 +133,11 @@ def chunked_feature_stats(X, y, featurize: Callable, params, *, chunk_size: int 
 
 
 def data_mesh(devices=None) -> Mesh:
-    """A 1-D mesh with axis ``"data"`` over ``devices`` (default: all of ``jax.devices()``,
-    every host's devices after ``jax.distributed.initialize``)."""
+    """Return a 1-D mesh with axis ``"data"`` over ``devices``.
+
+    The default is all of ``jax.devices()``, every host's devices after
+    ``jax.distributed.initialize``.
+    """
     devices = jax.devices() if devices is None else list(devices)
     return Mesh(np.asarray(devices), ("data",))
 
@@ -181,9 +187,11 @@ def add_stats(a: Stats, b: Stats) -> Stats:
 
 def stream_feature_stats(blocks: Iterable, featurize: Callable, params, *,
                          chunk_size: int = 4096) -> Stats:
-    """Statistics of blocks ``(X_b, y_b)`` arriving one at a time (out-of-core data): the
-    sum over blocks of :func:`chunked_feature_stats`. Only one block is in memory at a
-    time."""
+    """Return the statistics of blocks ``(X_b, y_b)`` arriving one at a time.
+
+    For out-of-core data: the sum over blocks of :func:`chunked_feature_stats`. Only one
+    block is in memory at a time.
+    """
     total = None
     for i, blk in enumerate(blocks):
         try:

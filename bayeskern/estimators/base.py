@@ -38,12 +38,14 @@ class Standardizer:
 
     @classmethod
     def fit(cls, A):
+        """Return a standardizer with the column means and scales of ``A``."""
         A = np.asarray(A, dtype=float)
         scale = A.std(axis=0)
         scale = np.where(scale > 1e-12 * (1 + np.abs(A.mean(axis=0))), scale, 1.0)
         return cls(A.mean(axis=0), scale)
 
     def transform(self, A):
+        """Return ``A`` centred and scaled column by column."""
         return (np.asarray(A, dtype=float) - self.mean) / self.scale
 
 
@@ -58,7 +60,7 @@ def flat_draws(idata, var_names) -> dict[str, np.ndarray]:
 
 
 def _non_numeric(name: str, A) -> str | None:
-    """A message naming ``name`` and its non-numeric columns/values, or ``None``."""
+    """Return a message naming ``name`` and its non-numeric columns/values, or ``None``."""
     if isinstance(A, str) or A is None:
         return None
     try:
@@ -85,8 +87,11 @@ def _non_numeric(name: str, A) -> str | None:
 
 
 def check_numeric(X, y="no_validation", *, y_numeric: bool = False) -> None:
-    """Refuse non-numeric input with an error naming the argument (``X``, or ``y`` when it
-    must be numeric) and, for a DataFrame, its text columns."""
+    """Refuse non-numeric input with an error naming the argument.
+
+    The argument is ``X``, or ``y`` when it must be numeric; for a DataFrame the error
+    also names its text columns.
+    """
     msg = _non_numeric("X", X) or (_non_numeric("y", y) if y_numeric else None)
     if msg is not None:
         raise ValueError(msg)
@@ -108,9 +113,10 @@ def validate_data(estimator, X="no_validation", y="no_validation", **kwargs):
 
 
 def map_draws(fn, draws: dict, *args, batch_size: int = 1):
-    """Apply ``fn(draw, *args)`` to every posterior draw with
-    :func:`~bayeskern.batching.batched_map`, the draws split over the CPU devices (``pmap``,
-    one share per device, see :mod:`bayeskern.devices`) when there are several.
+    """Apply ``fn(draw, *args)`` to every posterior draw.
+
+    With :func:`~bayeskern.batching.batched_map`, the draws split over the CPU devices
+    (``pmap``, one share per device, see :mod:`bayeskern.devices`) when there are several.
 
     ``batch_size`` stays 1 for bodies with linear algebra: batches of draws put batched
     LAPACK calls (Cholesky, triangular solves) inside ``lax.map``'s loop, and that blocks
@@ -168,7 +174,7 @@ class BayesianEstimatorMixin:
         return validate_data(self, X, reset=False, dtype=np.float64)
 
     def _seed(self) -> int:
-        """An int seed from ``random_state`` (``None`` draws a fresh one, like scikit-learn)."""
+        """Return an int seed from ``random_state`` (``None``: a fresh one, as scikit-learn)."""
         rs = self.random_state
         if isinstance(rs, numbers.Integral):
             return int(rs)
@@ -264,8 +270,11 @@ class BayesianEstimatorMixin:
 
 
 class PredictiveRegressorMixin:
-    """``predict``, ``predict_interval`` and ``sample_posterior_predictive`` of a Bayesian
-    regressor, all read off its ``predictive(X)`` (a :class:`~bayeskern.predictive.MixturePredictive`)."""
+    """``predict``, ``predict_interval`` and ``sample_posterior_predictive`` of a regressor.
+
+    All are read off the Bayesian regressor's ``predictive(X)`` (a
+    :class:`~bayeskern.predictive.MixturePredictive`).
+    """
 
     def predict(self, X, return_std: bool = False):
         """Posterior predictive mean (and standard deviation with ``return_std=True``)."""

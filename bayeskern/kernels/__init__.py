@@ -18,7 +18,12 @@ from .base import (
     name_leaves,
     term_name,
 )
-from .stationary import RBF, Laplacian, Linear, MahalanobisRBF, Periodic, safe_norm  # noqa: I001
+
+# isort: split
+# The stationary kernels first: import order is KERNEL_REGISTRY's order.
+from .stationary import RBF, Laplacian, Linear, MahalanobisRBF, Periodic, safe_norm
+
+# isort: split
 from .ckrbf import CkRBF
 from .conformal import Conformal
 from .labrbf import LABRBF, LABRBFFeatures

@@ -54,12 +54,12 @@ LEARNERS: dict[type, Callable] = {}
 
 
 def register_learner(kernel_cls: type):
-    """Decorator: register ``fn(kernel, X, y, **kwargs)`` as the training function of a class.
+    """Register ``fn(kernel, X, y, **kwargs)`` as the training function of a class (decorator).
 
     Parameters
     ----------
     kernel_cls : type
-        The kernel class (subclasses inherit its learner).
+        The kernel class, or a VSK scaling class (subclasses inherit its learner).
 
     Returns
     -------
@@ -74,7 +74,7 @@ def register_learner(kernel_cls: type):
 
 
 def learner(kernel: Kernel) -> Callable:
-    """The training function registered for ``kernel``'s class (see :func:`register_learner`).
+    """Return the training function registered for ``kernel``'s class (:func:`register_learner`).
 
     Parameters
     ----------
@@ -150,16 +150,18 @@ class Kernel:
         return {}
 
     def leaves(self) -> list[Kernel]:
-        """The leaf kernels of this tree, left to right."""
+        """Return the leaf kernels of this tree, left to right."""
         return [self]
 
     def children(self) -> list[Kernel]:
-        """The kernels this node is built from (none for a leaf; see :func:`kernel_nodes`)."""
+        """Return the kernels this node is built from (none for a leaf; :func:`kernel_nodes`)."""
         return []
 
     def terms(self) -> list[Kernel]:
-        """The additive terms of this kernel (a :class:`Sum` flattens; anything else is one
-        term)."""
+        """Return the additive terms of this kernel.
+
+        A :class:`Sum` flattens; anything else is one term.
+        """
         return [self]
 
     def _site(self, param: str) -> str:
@@ -168,7 +170,7 @@ class Kernel:
         return f"{self.name_}_{param}"
 
     def _p(self, theta: dict, param: str):
-        """The value of ``param`` of this leaf in ``theta``."""
+        """Return the value of ``param`` of this leaf in ``theta``."""
         return theta[self._site(param)]
 
     # ----------------------------------------------------------------- evaluation
@@ -187,14 +189,18 @@ class Kernel:
 
     # ----------------------------------------------------------------- work done once per fit
     def is_constant(self) -> bool:
-        """``True`` when no hyper-parameter of this kernel (or of a kernel it wraps) is
-        sampled: its Gram matrix is then the same at every posterior draw."""
+        """Return ``True`` when no hyper-parameter of this kernel (or one it wraps) is sampled.
+
+        Its Gram matrix is then the same at every posterior draw.
+        """
         return all(h.value is not None for k in [self, *self.leaves()]
                    for h in k.hyperparameters().values())
 
     def prepare(self, theta: dict, X1: jax.Array, X2: jax.Array):
-        """Everything in ``gram(theta, X1, X2)`` that does not depend on the sampled
-        hyper-parameters, computed once per fit instead of once per leapfrog step.
+        """Compute the parts of ``gram(theta, X1, X2)`` that the sampled parameters leave alone.
+
+        Everything that does not depend on the sampled hyper-parameters, computed once per
+        fit instead of once per leapfrog step.
 
         ``theta`` needs only the fixed hyper-parameters (e.g. :func:`default_theta`); the
         result is a pytree for :meth:`gram_prepared`. A kernel with nothing to sample is
@@ -213,8 +219,10 @@ class Kernel:
         return self.gram(theta, *prepared)
 
     def pairwise_prepared(self) -> bool:
-        """``True`` when :meth:`prepare` returns arrays whose leading axes run over the pairs
-        of points ``(n1, n2, ...)`` and :meth:`gram_prepared` works elementwise over them.
+        """Return ``True`` when :meth:`prepare`'s arrays run over pairs of points.
+
+        That is, when their leading axes are ``(n1, n2, ...)`` and :meth:`gram_prepared`
+        works elementwise over them.
 
         The models then keep only the lower triangle of a symmetric Gram matrix, packed into
         one axis of :math:`n(n+1)/2` pairs, and do half the elementwise work per leapfrog
@@ -240,6 +248,7 @@ class Kernel:
 
     @property
     def is_fitted(self) -> bool:
+        """Return ``True`` when the data-dependent parts are learned (base kernels have none)."""
         return True
 
     # ----------------------------------------------------------------- algebra
@@ -257,7 +266,7 @@ class Kernel:
 
     # ----------------------------------------------------------------- config (no pickle)
     def get_params(self) -> dict[str, Any]:
-        """Constructor arguments, read from the attributes of the same name."""
+        """Return the constructor arguments, read from the attributes of the same name."""
         sig = inspect.signature(type(self).__init__)
         return {
             name: getattr(self, name)
@@ -368,6 +377,7 @@ class Sum(_Binary):
     op = staticmethod(jnp.add)
 
     def terms(self):
+        """Return the additive terms of both operands."""
         return self.k1.terms() + self.k2.terms()
 
     def __repr__(self):
@@ -414,9 +424,12 @@ def _unshare(node: Kernel, seen: set) -> Kernel:
 
 
 def kernel_nodes(kernel: Kernel, path: str = "0"):
-    """Every node of a kernel tree as ``(path, node)``, depth first; the root has path ``"0"``,
-    the children of node ``p`` have paths ``p.0``, ``p.1``... (used to save fitted state of
-    nodes that are not leaves, e.g. :class:`~bayeskern.kernels.Conformal`)."""
+    """Return every node of a kernel tree as ``(path, node)``, depth first.
+
+    The root has path ``"0"``, the children of node ``p`` have paths ``p.0``, ``p.1``...
+    (used to save fitted state of nodes that are not leaves, e.g.
+    :class:`~bayeskern.kernels.Conformal`).
+    """
     out = [(path, kernel)]
     for i, child in enumerate(kernel.children()):
         out += kernel_nodes(child, f"{path}.{i}")

@@ -79,7 +79,7 @@ def pair_factors(covariances: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
 
 @jax.jit
 def ckrbf_exponent(X1, X2, cells1, cells2, log_norms, precisions, centres):
-    r"""The :math:`\gamma`-free parts of :math:`C_k\mathrm{RBF}` for every pair of points.
+    r"""Return the :math:`\gamma`-free parts of :math:`C_k\mathrm{RBF}` for every pair of points.
 
     .. math:: q_{ij} = (x_i - x_j)^\top S_{a_i b_j} (x_i - x_j), \qquad
               \ell_{ij} = \log n_{a_i b_j},
@@ -233,6 +233,7 @@ class CkRBF(Kernel):
 
     # ------------------------------------------------------------------ parameters
     def hyperparameters(self):
+        r"""Return the hyper-parameter :math:`\gamma` (prior scaled by the input dimension)."""
         d = self.centers_.shape[1] if self.is_fitted else 1
         return {"gamma": Hyper(self.gamma, _gamma_prior(d), 1.0 / d)}
 
@@ -261,6 +262,7 @@ class CkRBF(Kernel):
 
     @property
     def is_fitted(self) -> bool:
+        """Return ``True`` after :meth:`fit`."""
         return hasattr(self, "log_norms_")
 
     @property
@@ -298,7 +300,7 @@ class CkRBF(Kernel):
         return xp.asarray(self.log_weights_) + logdet - 0.5 * xp.sum(Y * Y, axis=2)
 
     def factors(self, X1, X2=None):
-        r"""The γ-free factors ``(ell, q)`` with :math:`K_\gamma = e^{\ell - \gamma q}`.
+        r"""Return the γ-free factors ``(ell, q)`` with :math:`K_\gamma = e^{\ell - \gamma q}`.
 
         ``ell`` includes the normalizing offset. Scanning a :math:`\gamma` grid with these
         is the exact form of the seed's γ-conversion (section 4).
@@ -360,6 +362,7 @@ class CkRBF(Kernel):
         return jnp.asarray(xp.exp(xp.asarray(self.log_norms_)[a, a] - float(self.log_offset_)))
 
     def evaluate(self, theta, x1, x2):
+        """Return the kernel value for one pair of points."""
         return self.gram(theta, x1[None, :], x2[None, :])[0, 0]
 
 

@@ -73,6 +73,7 @@ class SquaredExponential(RBF):
         super().__init__(lengthscale=lengthscale, ard=False)
 
     def gram(self, theta, X1, X2):
+        """Return the RBF Gram matrix."""
         A = X1 / self._p(theta, "lengthscale")
         B = X2 / self._p(theta, "lengthscale")
         d2 = jnp.sum(A * A, axis=1)[:, None] + jnp.sum(B * B, axis=1)[None, :] - 2.0 * A @ B.T
@@ -80,6 +81,7 @@ class SquaredExponential(RBF):
         return jnp.exp(-0.5 * jnp.maximum(d2, 0.0))
 
     def diag(self, theta, X):
+        """Return ones: the RBF is 1 on the diagonal."""
         return jnp.ones(X.shape[0], dtype=X.dtype)
 
 
@@ -189,16 +191,20 @@ class Conformal(Kernel):
 
     # ----------------------------------------------------------------- tree structure
     def leaves(self):
+        """Return the base kernel's leaves (only :math:`K_0` is sampled)."""
         # only K0's hyper-parameters are free; K1 and alpha are fitted, not sampled
         return self._base.leaves()
 
     def terms(self):
+        """Return this kernel as its only term."""
         return [self]
 
     def children(self):
+        """Return the base kernel :math:`K_0`."""
         return [self._base]
 
     def hyperparameters(self):
+        """Return no hyper-parameters of its own (the base kernel's are its leaves')."""
         return {}
 
     # ----------------------------------------------------------------- fitting
@@ -242,6 +248,7 @@ class Conformal(Kernel):
 
     @property
     def is_fitted(self) -> bool:
+        """Return ``True`` after :meth:`fit`."""
         return hasattr(self, "alpha_") and self._base.is_fitted
 
     # ----------------------------------------------------------------- evaluation
@@ -255,7 +262,9 @@ class Conformal(Kernel):
         return gram(self._factor(), X, jnp.asarray(self.expansion_))
 
     def factor(self, X) -> jax.Array:
-        r"""The conformal factor :math:`q(x) = \alpha_0 + \sum_j \alpha_j K_1(x, e_j)` (eq. 53).
+        r"""Return the conformal factor (eq. 53).
+
+        :math:`q(x) = \alpha_0 + \sum_j \alpha_j K_1(x, e_j)`.
 
         Parameters
         ----------
@@ -268,6 +277,7 @@ class Conformal(Kernel):
         return alpha[0] + self._factor_gram(X) @ alpha[1:]
 
     def evaluate(self, theta, x1, x2):
+        """Return the kernel value for one pair of points."""
         q = self.factor(jnp.stack([x1, x2]))
         return q[0] * self._base.evaluate(theta, x1, x2) * q[1]
 
@@ -276,6 +286,7 @@ class Conformal(Kernel):
         return self.factor(X1)[:, None] * self._base.gram(theta, X1, X2) * self.factor(X2)[None, :]
 
     def diag(self, theta, X):
+        """Return :math:`q(x)^2 K_0(x, x)` for every row of ``X``."""
         return self.factor(X) ** 2 * self._base.diag(theta, X)
 
     def __repr__(self):

@@ -94,8 +94,10 @@ def _gram_fast(T, X_sv, Theta, p, same=False):
 
 
 def labrbf_gram_np(T, X_sv, Theta, p: int = 1, block: int = 1024) -> np.ndarray:
-    """NumPy :func:`labrbf_gram` in row blocks (prediction path: no XLA compilation per
-    input shape, bounded memory)."""
+    """Compute :func:`labrbf_gram` in NumPy, in row blocks.
+
+    The prediction path: no XLA compilation per input shape, bounded memory.
+    """
     T, X_sv, Theta = (np.asarray(a, dtype=float) for a in (T, X_sv, Theta))
     out = np.empty((T.shape[0], X_sv.shape[0]))
     for s in range(0, T.shape[0], block):
@@ -355,6 +357,7 @@ class LABRBF(Kernel):
 
     @property
     def is_fitted(self) -> bool:
+        """Return ``True`` after :meth:`fit`."""
         return hasattr(self, "bandwidths_")
 
     def _require_fitted(self):
@@ -363,7 +366,7 @@ class LABRBF(Kernel):
 
     # ----------------------------------------------------------------- evaluation
     def scale(self, X) -> jax.Array:
-        """Inputs in the kernel's :math:`[-1, 1]` units (ranges of the fitted data)."""
+        """Return the inputs in the kernel's :math:`[-1, 1]` units (ranges of the fitted data)."""
         self._require_fitted()
         return (jnp.asarray(X) - self.center_) / self.half_range_
 
@@ -391,6 +394,7 @@ class LABRBF(Kernel):
         return jnp.exp(-r)
 
     def diag(self, theta, X):
+        """Return ones: the kernel is 1 on the diagonal."""
         return jnp.ones(jnp.asarray(X).shape[0])
 
     def support_gram_np(self, X) -> np.ndarray:
@@ -418,9 +422,12 @@ class LABRBF(Kernel):
         return self.dual_coef_ / np.diag(np.linalg.inv(A))
 
     def predict_f2(self, X) -> np.ndarray:
-        r""":math:`f_2` of eq. (6): :math:`\beta + K(X_{sv}, t)^\top(K(X_{sv},X_{sv})^\top
+        r"""Return :math:`f_2` of eq. (6) at the rows of ``X``.
+
+        :math:`f_2` is :math:`\beta + K(X_{sv}, t)^\top(K(X_{sv},X_{sv})^\top
         + \lambda I)^{-1}(Y - \beta)`, with the test point's bandwidth :math:`\theta(t)` taken
-        from its nearest support point (exact for support points)."""
+        from its nearest support point (exact for support points).
+        """
         self._require_fitted()
         Zsv, Th = self.support_, self.bandwidths_
         Kxx = labrbf_gram_np(Zsv, Zsv, Th, self.p)
@@ -465,6 +472,7 @@ class LABRBFFeatures(Kernel):
         self.bandwidth_scale = bandwidth_scale
 
     def hyperparameters(self):
+        """Return the hyper-parameter ``bandwidth_scale``."""
         return {
             "bandwidth_scale": Hyper(self.bandwidth_scale, lambda: dist.LogNormal(0.0, 0.3), 1.0)
         }
@@ -482,6 +490,7 @@ class LABRBFFeatures(Kernel):
 
     @property
     def is_fitted(self) -> bool:
+        """Return ``True`` after :meth:`fit`."""
         return hasattr(self, "bandwidths_")
 
     def _phi(self, theta, X):
@@ -491,11 +500,14 @@ class LABRBFFeatures(Kernel):
                            int(self.p_))
 
     def gram(self, theta, X1, X2):
+        """Return the Gram matrix of the normalized features."""
         return self._phi(theta, X1) @ self._phi(theta, X2).T / self.feature_norm_
 
     def diag(self, theta, X):
+        """Return the squared feature norms, normalized."""
         P = self._phi(theta, X)
         return jnp.sum(P * P, axis=1) / self.feature_norm_
 
     def evaluate(self, theta, x1, x2):
+        """Return the kernel value for one pair of points."""
         return self.gram(theta, x1[None, :], x2[None, :])[0, 0]

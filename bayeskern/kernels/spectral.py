@@ -39,8 +39,11 @@ def spectral_mixture_kernel(tau, weights, means, scales):
 
 
 def mixture_density(omega, weights, means, scales):
-    """Symmetrized 1-D mixture density :math:`\\tfrac12\\sum_k\\pi_k[N(\\omega\\mid\\mu_k,
-    \\sigma_k^2) + N(\\omega\\mid-\\mu_k, \\sigma_k^2)]` at ``omega`` (n,); parameters (K,)."""
+    """Return the symmetrized 1-D mixture density at ``omega`` (n,); parameters (K,).
+
+    The density is :math:`\\tfrac12\\sum_k\\pi_k[N(\\omega\\mid\\mu_k,
+    \\sigma_k^2) + N(\\omega\\mid-\\mu_k, \\sigma_k^2)]`.
+    """
     omega = np.asarray(omega, float)[:, None]
     pdf = 0.5 * (_npdf(omega, means, scales) + _npdf(omega, -means, scales))
     return pdf @ weights
@@ -121,6 +124,7 @@ class SpectralMixture(Kernel):
 
     @property
     def is_fitted(self) -> bool:
+        """Return ``True`` with fixed components or after :meth:`fit`."""
         return self._fixed() is not None or hasattr(self, "means_")
 
     def fit(self, X, y=None) -> SpectralMixture:
@@ -148,6 +152,7 @@ class SpectralMixture(Kernel):
         return k
 
     def hyperparameters(self) -> dict[str, Hyper]:
+        """Return the mixture's hyper-parameters (none with fixed components)."""
         fx = self._fixed()
         if fx is not None:
             # fixed components: nothing to sample (values already in the units of X)
@@ -179,14 +184,17 @@ class SpectralMixture(Kernel):
         return w, m, s
 
     def evaluate(self, theta, x1, x2):
+        """Return the kernel value for one pair of points."""
         w, m, s = self._params(theta)
         return spectral_mixture_kernel(x1 - x2, w, m, s)
 
     def gram(self, theta, X1, X2):
+        """Return the Gram matrix."""
         w, m, s = self._params(theta)
         return spectral_mixture_kernel(X1[:, None, :] - X2[None, :, :], w, m, s)
 
     def diag(self, theta, X):
+        """Return the total weight for every row of ``X``."""
         w, _, _ = self._params(theta)
         return jnp.full(X.shape[0], jnp.sum(w), dtype=X.dtype)
 
@@ -194,7 +202,7 @@ class SpectralMixture(Kernel):
     @classmethod
     def from_draws(cls, weights, means, scales, *, n_draws: int = 200,
                    seed: int = 0) -> SpectralMixture:
-        """The posterior-mean mixture of posterior draws of a spectral mixture.
+        """Return the posterior-mean mixture of posterior draws of a spectral mixture.
 
         Parameters
         ----------
@@ -226,7 +234,7 @@ class SpectralMixture(Kernel):
 
     @classmethod
     def from_estimator(cls, est, n_draws: int = 200, seed: int = 0) -> SpectralMixture:
-        """The learned mixture of a fitted GaBaSR estimator: ``est.spectral_mixture(...)``.
+        """Return the learned mixture of a fitted GaBaSR estimator: ``est.spectral_mixture(...)``.
 
         Kept for compatibility; the estimator reads its own posterior
         (:meth:`bayeskern.GaBaSRRegressor.spectral_mixture`) and calls :meth:`from_draws`.
@@ -263,5 +271,6 @@ class SpectralMixture(Kernel):
         return grid, per.mean(0), np.quantile(per, a, axis=0), np.quantile(per, 1 - a, axis=0)
 
     def get_state(self):
+        """Return the fitted arrays for saving."""
         return {k: np.asarray(v) for k, v in vars(self).items()
                 if k.endswith("_") and k != "name_" and isinstance(v, (np.ndarray, jax.Array))}

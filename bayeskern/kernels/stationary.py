@@ -23,8 +23,10 @@ def _lengthscale_prior():
 
 
 def sqdist(A, B):
-    r"""Matrix of squared Euclidean distances between the rows of ``A`` and ``B`` (clipped at
-    zero against rounding), :math:`\|a\|^2 + \|b\|^2 - 2a^\top b`."""
+    r"""Return the squared Euclidean distances between the rows of ``A`` and ``B``.
+
+    Clipped at zero against rounding, :math:`\|a\|^2 + \|b\|^2 - 2a^\top b`.
+    """
     sq = jnp.sum(A * A, 1)[:, None] + jnp.sum(B * B, 1)[None, :] - 2.0 * A @ B.T
     return jnp.maximum(sq, 0.0)
 
@@ -52,8 +54,10 @@ class _Stationary(Kernel):
         return (x1 - x2) / self._p(theta, "lengthscale")
 
     def _sqdist(self, theta, X1, X2):
-        """Matrix of scaled squared distances (matrix form: XLA's batched tiny dot products
-        under a double ``vmap`` are slow on CPU)."""
+        """Return the matrix of scaled squared distances.
+
+        Matrix form: XLA's batched tiny dot products under a double ``vmap`` are slow on CPU.
+        """
         ls = self._p(theta, "lengthscale")
         return sqdist(X1 / ls, X2 / ls)
 
@@ -89,6 +93,7 @@ class RBF(_Stationary):
     """
 
     def evaluate(self, theta, x1, x2):
+        """Return the kernel value for one pair of points."""
         r = self._scaled(theta, x1, x2)
         return jnp.exp(-0.5 * jnp.sum(r * r))
 
@@ -97,6 +102,7 @@ class RBF(_Stationary):
         return jnp.exp(-0.5 * sq)
 
     def diag(self, theta, X):
+        """Return ones: the kernel is 1 on the diagonal."""
         return jnp.ones(X.shape[0], dtype=X.dtype)
 
 
@@ -107,6 +113,7 @@ class Laplacian(_Stationary):
     """
 
     def evaluate(self, theta, x1, x2):
+        """Return the kernel value for one pair of points."""
         return jnp.exp(-safe_norm(self._scaled(theta, x1, x2)))
 
     @staticmethod
@@ -115,6 +122,7 @@ class Laplacian(_Stationary):
         return jnp.exp(-jnp.where(nz, jnp.sqrt(jnp.where(nz, sq, 1.0)), 0.0))
 
     def diag(self, theta, X):
+        """Return ones: the kernel is 1 on the diagonal."""
         return jnp.ones(X.shape[0], dtype=X.dtype)
 
 
@@ -126,12 +134,15 @@ class Linear(Kernel):
     """
 
     def evaluate(self, theta, x1, x2):
+        """Return the dot product of the two points."""
         return jnp.dot(x1, x2)
 
     def gram(self, theta, X1, X2):
+        """Return the Gram matrix ``X1 @ X2.T``."""
         return X1 @ X2.T
 
     def diag(self, theta, X):
+        """Return the squared norms of the rows of ``X``."""
         return jnp.sum(X * X, axis=1)
 
 
@@ -154,12 +165,14 @@ class Periodic(Kernel):
         self.lengthscale = lengthscale
 
     def hyperparameters(self):
+        """Return the hyper-parameters ``period`` and ``lengthscale``."""
         return {
             "period": Hyper(self.period, lambda: dist.LogNormal(0.0, 1.0), 1.0, length=True),
             "lengthscale": Hyper(self.lengthscale, lambda: dist.LogNormal(0.0, 1.0), 1.0),
         }
 
     def evaluate(self, theta, x1, x2):
+        """Return the kernel value for one pair of points."""
         s = jnp.sin(jnp.pi * (x1 - x2) / self._p(theta, "period"))
         return jnp.exp(-2.0 * jnp.sum(s * s) / self._p(theta, "lengthscale") ** 2)
 
@@ -168,23 +181,27 @@ class Periodic(Kernel):
         return jnp.sum(s * s, axis=-1)
 
     def gram(self, theta, X1, X2):
+        """Return the Gram matrix."""
         return jnp.exp(-2.0 * self._sin2(theta, X1, X2) / self._p(theta, "lengthscale") ** 2)
 
     def prepare(self, theta, X1, X2):
-        """The sin² matrix when the period is fixed (the usual case: a known season)."""
+        """Return the sin² matrix when the period is fixed (the usual case: a known season)."""
         if self.period is None or self.is_constant():
             return super().prepare(theta, X1, X2)
         return self._sin2(theta, X1, X2)
 
     def gram_prepared(self, theta, prepared):
+        """Return the Gram matrix from :meth:`prepare`'s output."""
         if self.period is None or self.is_constant():
             return super().gram_prepared(theta, prepared)
         return jnp.exp(-2.0 * prepared / self._p(theta, "lengthscale") ** 2)
 
     def pairwise_prepared(self):
+        """Return ``True`` when :meth:`prepare` returns the pairwise sin² matrix."""
         return self.period is not None or self.is_constant()
 
     def diag(self, theta, X):
+        """Return ones: the kernel is 1 on the diagonal."""
         return jnp.ones(X.shape[0], dtype=X.dtype)
 
 
@@ -205,9 +222,11 @@ class MahalanobisRBF(Kernel):
             self.precision_ = np.linalg.inv(np.atleast_2d(np.asarray(covariance, dtype=float)))
 
     def hyperparameters(self):
+        """Return the hyper-parameter ``lengthscale``."""
         return {"lengthscale": Hyper(self.lengthscale, _lengthscale_prior, 1.0)}
 
     def fit(self, X, y=None):
+        """Return a copy with the precision of ``X``'s covariance (unless one was given)."""
         import copy
 
         k = copy.copy(self)
@@ -227,9 +246,11 @@ class MahalanobisRBF(Kernel):
 
     @property
     def is_fitted(self):
+        """Return ``True`` once the precision is known."""
         return hasattr(self, "precision_")
 
     def evaluate(self, theta, x1, x2):
+        """Return the kernel value for one pair of points."""
         d = x1 - x2
         q = d @ jnp.asarray(self.precision_) @ d
         return jnp.exp(-0.5 * q / self._p(theta, "lengthscale") ** 2)
@@ -240,17 +261,21 @@ class MahalanobisRBF(Kernel):
         return sqdist(X1 @ W, X2 @ W)
 
     def gram(self, theta, X1, X2):
+        """Return the Gram matrix."""
         return self.gram_prepared(theta, self._whitened_sqdist(X1, X2))
 
     def prepare(self, theta, X1, X2):
-        """The Mahalanobis squared distances (the precision is fitted, not sampled)."""
+        """Return the Mahalanobis squared distances (the precision is fitted, not sampled)."""
         return self._whitened_sqdist(X1, X2)
 
     def gram_prepared(self, theta, prepared):
+        """Return the Gram matrix from the prepared squared distances."""
         return jnp.exp(-0.5 * prepared / self._p(theta, "lengthscale") ** 2)
 
     def pairwise_prepared(self):
+        """Return ``True``: the prepared distances are pairwise."""
         return True
 
     def diag(self, theta, X):
+        """Return ones: the kernel is 1 on the diagonal."""
         return jnp.ones(X.shape[0], dtype=X.dtype)

@@ -28,7 +28,9 @@ Scaling functions (section 5): :class:`NaiveBayesScaling` (the SVM-VSK choice
 trained on extra a-priori data as in section 6.1), :class:`ParametricScaling` (least-squares fit
 of a user model :math:`\mathcal{M}(x,\beta)`, eq. 5.1), :class:`CallableScaling` (any fixed
 user function), :class:`ColumnScaling` (extra covariate columns, section 6.2), and lists of
-these (stacked into a multi-dimensional :math:`\psi`).
+these (stacked into a multi-dimensional :math:`\psi`). This module holds their fitted state
+and JAX ``transform``; the fits (``GaussianNB``, least squares) live in
+:mod:`bayeskern.learning.vsk`, registered as the scalings' learners.
 """
 
 from __future__ import annotations
@@ -41,10 +43,8 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 import numpyro.distributions as dist
-from scipy import optimize
-from sklearn.naive_bayes import GaussianNB
 
-from .base import Hyper, Kernel, name_leaves
+from .base import Hyper, Kernel, learner, name_leaves
 from .stationary import RBF, Linear
 
 __all__ = [
@@ -155,6 +155,7 @@ class Scaling:
 
     @property
     def is_fitted(self) -> bool:
+        """Return ``True`` after :meth:`fit`."""
         return hasattr(self, "n_outputs_")
 
     def __repr__(self) -> str:
@@ -196,40 +197,11 @@ class NaiveBayesScaling(Scaling):
         self.var_smoothing = var_smoothing
 
     def fit(self, X, y=None):
-        """Fit the Gaussian naive-Bayes classifier on ``(X, y)`` (+ ``prior_data``)."""
-        if y is None:
-            raise ValueError("NaiveBayesScaling needs class labels y to fit")
-        X = np.asarray(X, dtype=float)
-        self._check_columns(X.shape[1])
-        Xc, yc = self._cols(X), np.asarray(y)
-        if self.prior_data is not None:
-            try:
-                Xp, yp = self.prior_data
-            except (TypeError, ValueError):
-                raise TypeError("prior_data must be a tuple (X_prior, y_prior)") from None
-            Xp = np.atleast_2d(np.asarray(Xp, dtype=float))
-            if Xp.shape[1] != X.shape[1]:
-                raise ValueError(f"prior_data: X_prior has {Xp.shape[1]} columns, X has "
-                                 f"{X.shape[1]}")
-            Xc = np.vstack([Xc, self._cols(Xp)])
-            yc = np.concatenate([yc, np.asarray(yp)])
-        classes = np.unique(yc)
-        if len(classes) != 2 or (yc.dtype.kind == "f" and len(np.unique(yc)) > 2):
-            raise ValueError(
-                f"scaling 'naive_bayes' needs binary class labels y, got {len(classes)} "
-                "distinct values; for regression use a ParametricScaling or a callable"
-            )
-        nb = GaussianNB(var_smoothing=self.var_smoothing).fit(Xc, yc)
-        s = copy.copy(self)
-        s.classes_ = nb.classes_
-        s.theta_ = nb.theta_
-        # GaussianNB smooths by a fraction of the largest variance, which is 0 when every
-        # feature is constant: fall back to that fraction of the squared scale of the values
-        s.var_ = np.where(nb.var_ > 0, nb.var_,
-                          max(self.var_smoothing, 1e-12) * max(float(np.max(Xc**2)), 1.0))
-        s.class_log_prior_ = np.log(nb.class_prior_)
-        s.n_outputs_ = 1
-        return s
+        """Fit the Gaussian naive-Bayes classifier on ``(X, y)`` (+ ``prior_data``).
+
+        The fitting is :func:`bayeskern.learning.vsk.fit_naive_bayes_scaling`.
+        """
+        return learner(self)(self, X, y)
 
     def joint_log_likelihood(self, X) -> jax.Array:
         """:math:`\\log P(C_j) + \\sum_i \\log N(x_i\\mid\\mu_j^i,\\sigma_j^{i2})`, ``(n, 2)``."""
@@ -274,38 +246,11 @@ class ParametricScaling(Scaling):
         self.bounds = bounds
 
     def fit(self, X, y=None):
-        """Fit :math:`\\beta^*` by least squares on ``(X, y)``."""
-        if not callable(self.model):
-            raise TypeError(f"ParametricScaling: model must be callable, got {self.model!r}")
-        if y is None:
-            raise ValueError("ParametricScaling needs targets y to fit the model")
-        X = np.asarray(X, dtype=float)
-        self._check_columns(X.shape[1])
-        Xc, y = self._cols(X), np.asarray(y, dtype=float)
+        """Fit :math:`\\beta^*` by least squares on ``(X, y)``.
 
-        def residual(beta):
-            out = np.asarray(self.model(Xc, beta), dtype=float).reshape(-1)
-            if out.shape != y.shape:
-                raise ValueError(f"ParametricScaling: model returned shape {out.shape} for "
-                                 f"{len(y)} points; expected ({len(y)},)")
-            return y - out
-
-        kw = {} if self.bounds is None else {"bounds": self.bounds}
-        try:
-            res = optimize.least_squares(residual, np.atleast_1d(np.asarray(self.beta0, float)),
-                                         **kw)
-        except ValueError as e:
-            raise ValueError(f"ParametricScaling: the model could not be fitted: {e}") from e
-        if res.status <= 0 or not np.all(np.isfinite(res.x)) or not np.isfinite(res.cost):
-            raise ValueError(
-                f"ParametricScaling: the least-squares fit failed ({res.message}); check "
-                "the model and beta0"
-            )
-        s = copy.copy(self)
-        s.beta_ = res.x
-        s.n_outputs_ = 1
-        _as_psi_matrix(self.model(Xc, s.beta_), len(Xc), "ParametricScaling model")
-        return s
+        The fitting is :func:`bayeskern.learning.vsk.fit_parametric_scaling`.
+        """
+        return learner(self)(self, X, y)
 
     def transform(self, X):
         """:math:`\\mathcal{M}(x, \\beta^*)`, shape ``(n, 1)``."""
@@ -325,20 +270,14 @@ class LinearModelScaling(Scaling):
         self.columns = columns
 
     def fit(self, X, y=None):
-        if y is None:
-            raise ValueError("LinearModelScaling needs targets y to fit")
-        X = np.asarray(X, dtype=float)
-        self._check_columns(X.shape[1])
-        y = np.asarray(y, dtype=float)
-        if y.ndim != 1 or not np.all(np.isfinite(y)):
-            raise ValueError("LinearModelScaling: y must be a finite 1-D array")
-        A = np.column_stack([np.ones(len(X)), self._cols(X)])
-        s = copy.copy(self)
-        s.coef_ = np.linalg.lstsq(A, y, rcond=None)[0]
-        s.n_outputs_ = 1
-        return s
+        """Return a copy with the least-squares coefficients on ``(X, y)``.
+
+        The fitting is :func:`bayeskern.learning.vsk.fit_linear_model_scaling`.
+        """
+        return learner(self)(self, X, y)
 
     def transform(self, X):
+        r"""Return :math:`\beta_0^* + x^\top\beta^*`, shape ``(n, 1)``."""
         Xc = self._cols(X)
         return (self.coef_[0] + Xc @ _xp(X).asarray(self.coef_[1:]))[:, None]
 
@@ -366,6 +305,7 @@ class CallableScaling(Scaling):
         return s
 
     def transform(self, X):
+        """Return ``fn`` of the selected columns, shape ``(n, m)``."""
         return _host_call(self.fn, self._cols(X), self.n_outputs_, "the scaling function")
 
 
@@ -381,11 +321,13 @@ class ColumnScaling(Scaling):
         self.columns = columns
 
     def fit(self, X, y=None):
+        """Return a fitted copy (checks that the columns are named)."""
         if self.columns is None:
             raise ValueError("ColumnScaling needs the list of covariate columns")
         return super().fit(X, y)
 
     def transform(self, X):
+        """Return the covariate columns, shape ``(n, m)``."""
         return self._cols(X)
 
 
@@ -396,17 +338,19 @@ class StackedScaling(Scaling):
         self.scalings = scalings
 
     def fit(self, X, y=None):
+        """Return a copy with every scaling fitted."""
         s = copy.copy(self)
         s.scalings_ = [make_scaling(p).fit(X, y) for p in self.scalings]
         s.n_outputs_ = sum(p.n_outputs_ for p in s.scalings_)
         return s
 
     def transform(self, X):
+        """Return the fitted scalings' outputs side by side."""
         return jnp.concatenate([p.transform(X) for p in self.scalings_], axis=1)
 
 
 def make_scaling(spec) -> Scaling:
-    """A :class:`Scaling` from a name, a :class:`Scaling`, a callable or a list.
+    """Return a :class:`Scaling` from a name, a :class:`Scaling`, a callable or a list.
 
     Names: ``"naive_bayes"`` (:class:`NaiveBayesScaling`, classification) and ``"linear"``
     (:class:`LinearModelScaling`, regression). A callable becomes a
@@ -494,14 +438,14 @@ class VSK(Kernel):
         return self.form
 
     def _inner(self) -> Kernel:
-        """The base kernel with leaves named ``<vsk name>_<leaf name>`` (its theta keys)."""
+        """Return the base kernel with leaves named ``<vsk name>_<leaf name>`` (its theta keys)."""
         inner = name_leaves(getattr(self, "base_", None) or self._base())
         for leaf in inner.leaves():
             leaf.name_ = f"{self.name_}_{leaf.name_}"
         return inner
 
     def hyperparameters(self):
-        """The base kernel's hyper-parameters (prefixed by leaf name) and ``weight``."""
+        """Return the base kernel's hyper-parameters (prefixed by leaf name) and ``weight``."""
         hyper = {}
         inner = name_leaves(self._base())
         for leaf in inner.leaves():
@@ -546,6 +490,7 @@ class VSK(Kernel):
 
     @property
     def is_fitted(self) -> bool:
+        """Return ``True`` after :meth:`fit`."""
         return (hasattr(self, "scaling_") or hasattr(self, "nb_theta_")
                 or hasattr(self, "lin_coef_"))
 
@@ -570,7 +515,7 @@ class VSK(Kernel):
 
     # -------------------------------------------------------------- evaluation
     def psi(self, X) -> jax.Array:
-        """The learned scaling function :math:`\\psi(X)`, shape ``(n, m)``."""
+        """Return the learned scaling function :math:`\\psi(X)`, shape ``(n, m)``."""
         self._check_fitted()
         return self._fitted_scaling().transform(jnp.asarray(X))
 
@@ -607,13 +552,16 @@ class VSK(Kernel):
         return K, jnp.exp(-0.5 * d2)
 
     def gram(self, theta, X1, X2):
+        """Return the Gram matrix (sum or Hadamard product of the two blocks)."""
         K, Kpsi = self.block_grams(theta, X1, X2)
         return K + Kpsi if self._form() == "sum" else K * Kpsi
 
     def evaluate(self, theta, x1, x2):
+        """Return the kernel value for one pair of points."""
         return self.gram(theta, x1[None], x2[None])[0, 0]
 
     def diag(self, theta, X):
+        """Return the kernel's diagonal for every row of ``X``."""
         inner = self._inner()
         X = jnp.asarray(X)
         kd = inner.diag(self._base_theta(theta, inner), X[:, self.x_columns_])
@@ -623,6 +571,7 @@ class VSK(Kernel):
         return kd
 
     def get_config(self):
+        """Return the JSON configuration (named scalings only)."""
         if not isinstance(self.scaling, str):
             raise TypeError("VSK with a custom scaling object or callable cannot be saved "
                             "without pickle; only scaling='naive_bayes' is saved")

@@ -7,9 +7,11 @@ and below the models. Each module registers its training function for a kernel c
 * :mod:`bayeskern.learning.labrbf`: LAB-RBF bandwidth training (seed 002, Algorithm 1);
 * :mod:`bayeskern.learning.conformal`: Xiong's Fisher-ratio optimization of the conformal
   factor (seed 004);
-* :mod:`bayeskern.learning.ckrbf`: the CkRBF partition and per-cell covariances (seed 001).
+* :mod:`bayeskern.learning.ckrbf`: the CkRBF partition and per-cell covariances (seed 001);
+* :mod:`bayeskern.learning.vsk`: the VSK scaling functions' fits (naive Bayes, least
+  squares; seed 000).
 """
 
-from bayeskern.learning import ckrbf, conformal, labrbf
+from bayeskern.learning import ckrbf, conformal, labrbf, vsk
 
-__all__ = ["ckrbf", "conformal", "labrbf"]
+__all__ = ["ckrbf", "conformal", "labrbf", "vsk"]

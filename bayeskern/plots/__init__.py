@@ -38,7 +38,7 @@ def plot_predictive_1d(x, predictive, *, X_train=None, y_train=None, X_test=None
     ax = _ax(ax, (8, 4))
     x = np.ravel(x)
     order = np.argsort(x)
-    for p, alpha in zip(sorted(probs, reverse=True), (0.2, 0.35, 0.5)):
+    for p, alpha in zip(sorted(probs, reverse=True), (0.2, 0.35, 0.5), strict=False):
         lo, hi = predictive.interval(p)
         ax.fill_between(x[order], lo[order], hi[order], alpha=alpha, color="C0", lw=0,
                         label=f"{int(p * 100)} % predictive interval")
@@ -92,7 +92,7 @@ def plot_reliability(y, p, *, n_bins=10, ax=None):
             counts.append(m.sum())
     ax.plot([0, 1], [0, 1], "k--", lw=0.8, label="perfect calibration")
     ax.plot(centers, freq, "o-", color="C0", label="model")
-    for c, f, n in zip(centers, freq, counts):
+    for c, f, n in zip(centers, freq, counts, strict=True):
         ax.annotate(str(n), (c, f), fontsize=6, xytext=(2, 2), textcoords="offset points")
     ax.set_xlabel("predicted probability")
     ax.set_ylabel("observed frequency")
@@ -127,7 +127,7 @@ def plot_trace(idata, var_names, *, max_vars=6):
     series = series[:max_vars]
     fig, axes = subplots(len(series), 2, figsize=(9, 1.6 * len(series) + 0.4),
                              layout="constrained", squeeze=False)
-    for (name, a), (ax_t, ax_h) in zip(series, axes):
+    for (name, a), (ax_t, ax_h) in zip(series, axes, strict=True):
         for c in range(a.shape[0]):
             ax_t.plot(a[c], lw=0.5, alpha=0.8)
             ax_h.hist(a[c], bins=30, histtype="step", density=True)

@@ -80,7 +80,7 @@ def plot_mds(estimator, X_train, y_train, X_test=None, y_test=None, *, space: st
 
 
 def plot_conformal_factor(model, X, y=None, *, ax=None):
-    r"""The learned conformal factor :math:`q(x)` (seed 004, eq. 53).
+    r"""Plot the learned conformal factor :math:`q(x)` (seed 004, eq. 53).
 
     One input column: :math:`q` along :math:`x` with the points of ``X`` marked. More
     columns: histograms of :math:`q(x_i)` per class of ``y`` (or of all points), with the

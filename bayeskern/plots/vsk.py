@@ -47,7 +47,7 @@ def plot_shape_sweep(sweeps: dict, quantity: str = "cond", ax=None):
 
 
 def plot_psi(estimator, X, feature: int = 0, y=None, ax=None):
-    """The learned scaling function ψ along one input column (sorted), with optional targets.
+    """Plot the learned scaling function ψ along one input column (sorted), optionally targets.
 
     ``estimator`` is a fitted ``VSKClassifier`` / ``VSKRegressor`` (anything with ``psi``
     or ``scaling_``) or a fitted :class:`~bayeskern.kernels.vsk.VSK` kernel.

@@ -9,7 +9,7 @@ unless ``--no-write``; prints one ``RESULT {...}`` JSON line.
     timeout 3600 .venv/bin/python benchmarks/scale/scale_predict.py --model both
 
 The GP run used to hang inside XLA:CPU after 10-40 batches; fixed by
-``bayeskern.estimators.base.batched_map`` (lax.map without a remainder batch).
+``bayeskern.batching.batched_map`` (lax.map without a remainder batch).
 """
 
 from __future__ import annotations
