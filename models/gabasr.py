@@ -170,8 +170,10 @@ def mixture_frequencies(mu, sigma, eps):
 
 
 def _column_scale(weights, J):
-    """Per-frequency factor :math:`\\sqrt{K\\pi_k}` turning ``rff_features``' :math:`1/\\sqrt{KJ}`
-    into :math:`\\sqrt{\\pi_k/J}`."""
+    """Return the per-frequency factor :math:`\\sqrt{K\\pi_k}`, repeated ``J`` times.
+
+    It turns ``rff_features``' :math:`1/\\sqrt{KJ}` into :math:`\\sqrt{\\pi_k/J}`.
+    """
     return jnp.repeat(jnp.sqrt(weights.shape[0] * weights), J)
 
 
@@ -455,10 +457,9 @@ def significant_peaks(x: np.ndarray, r: np.ndarray, *, w_min: float, w_max: floa
     :math:`\pm 10` resolutions :math:`\Delta = 2\pi/\mathrm{span}` (the local continuum:
     under locally white noise :math:`z(\omega) \sim \mathrm{Exp}(1)`, whose median is
     :math:`\ln 2`; smooth red-noise variation raises the continuum, not :math:`z`). The
-    highest peak on the
-    grid over :math:`[w_{min}, w_{max}]` is kept when (with :math:`z` the smaller of the ratios to the continuum and to the white
-    level :math:`\mathrm{RSS}_0/n`, and at least 3 resolutions from the lines already found)
-    its false-alarm probability
+    highest peak on the grid over :math:`[w_{min}, w_{max}]` is kept when (with :math:`z` the
+    smaller of the ratios to the continuum and to the white level :math:`\mathrm{RSS}_0/n`,
+    and at least 3 resolutions from the lines already found) its false-alarm probability
     :math:`1 - (1 - e^{-z})^{M}`, :math:`M = (w_{max} - w_{min}) / (2\pi/\mathrm{span})`
     independent frequencies (Horne & Baliunas 1986), is below ``fap``; the fitted sinusoid is
     then removed and the search repeats, up to ``max_peaks`` lines.
@@ -524,8 +525,10 @@ def significant_peaks(x: np.ndarray, r: np.ndarray, *, w_min: float, w_max: floa
 
 
 class ExactPrepared(NamedTuple):
-    """What the exact spectral-mixture GP needs from the training inputs, computed once per
-    fit so that the leapfrog steps only evaluate elementwise functions and one Cholesky.
+    """What the exact spectral-mixture GP needs from the training inputs.
+
+    Computed once per fit so that the leapfrog steps only evaluate elementwise functions and
+    one Cholesky.
 
     Attributes
     ----------
@@ -563,8 +566,11 @@ class ExactSpec(NamedTuple):
 
 
 def polynomial_basis(Z: np.ndarray, degree: int) -> np.ndarray:
-    """Trend columns :math:`[1, z_1..z_d, z_1^2..z_d^2, ...]` up to ``degree`` (no
-    interactions), ``(n, 1 + d\\,\\mathrm{degree})``."""
+    """Return the polynomial trend columns up to ``degree``.
+
+    :math:`[1, z_1..z_d, z_1^2..z_d^2, ...]` up to ``degree`` (no
+    interactions), ``(n, 1 + d\\,\\mathrm{degree})``.
+    """
     Z = np.asarray(Z, float)
     return np.concatenate([np.ones((len(Z), 1))] + [Z**p for p in range(1, degree + 1)], axis=1)
 
@@ -690,9 +696,11 @@ def exact_factors(params: dict, prepared: ExactPrepared, y):
 
 
 def exact_predictive(params: dict, prepared: ExactPrepared, X, B, y, Xnew, Bnew):
-    r"""Predictive mean and standard deviation of a new observation for one draw:
+    r"""Return the predictive mean and standard deviation of a new observation for one draw.
+
     :math:`\mu_* = K_*^\top\alpha`, :math:`s_*^2 = k_{**} - \|L^{-1}K_*\|^2 + \sigma_n^2`
-    (Rasmussen & Williams 2006, eqs. 2.25-2.26)."""
+    (Rasmussen & Williams 2006, eqs. 2.25-2.26).
+    """
     Linv, alpha = exact_factors(params, prepared, y)
     Ks, kss = exact_cross(params, X, B, Xnew, Bnew)
     v = Linv @ Ks
@@ -701,8 +709,10 @@ def exact_predictive(params: dict, prepared: ExactPrepared, X, B, y, Xnew, Bnew)
 
 
 def exact_loo(params: dict, prepared: ExactPrepared, y):
-    r"""Exact leave-one-out log densities of one draw (R&W eq. 5.12):
-    :math:`\mu_i = y_i - [K^{-1}y]_i/[K^{-1}]_{ii}`, :math:`v_i = 1/[K^{-1}]_{ii}`."""
+    r"""Return the exact leave-one-out log densities of one draw (R&W eq. 5.12).
+
+    :math:`\mu_i = y_i - [K^{-1}y]_i/[K^{-1}]_{ii}`, :math:`v_i = 1/[K^{-1}]_{ii}`.
+    """
     Linv, alpha = exact_factors(params, prepared, y)
     dg = jnp.sum(Linv * Linv, axis=0)
     return jax.scipy.stats.norm.logpdf(y, y - alpha / dg, 1.0 / jnp.sqrt(dg))

@@ -90,9 +90,12 @@ _MEAN_FUNCTIONS = ("zero", "constant", "linear", "poly2")
 
 
 class RobustScaler1:
-    """Median / IQR scaling with clipping: :math:`\\tilde x = \\mathrm{clip}((x - m)/s, \\pm c)`,
+    """Median / IQR column scaling with clipping.
+
+    :math:`\\tilde x = \\mathrm{clip}((x - m)/s, \\pm c)`,
     :math:`s = \\mathrm{IQR}/1.349` (the standard deviation of a normal column), falling back
-    to the standard deviation and then 1 for (nearly) constant columns."""
+    to the standard deviation and then 1 for (nearly) constant columns.
+    """
 
     def __init__(self, center, scale, clip):
         self.center = np.asarray(center, float)
@@ -101,6 +104,7 @@ class RobustScaler1:
 
     @classmethod
     def fit(cls, X, clip=8.0, robust=True):
+        """Return a scaler fitted to ``X``'s columns (mean / std, no clipping, if not robust)."""
         X = np.asarray(X, float)
         if robust:
             center = np.median(X, axis=0)
@@ -114,13 +118,17 @@ class RobustScaler1:
         return cls(center, scale, clip if robust else np.inf)
 
     def transform(self, X):
+        """Return ``X`` centred, scaled and clipped to ``[-clip, clip]``."""
         Z = (np.asarray(X, float) - self.center) / self.scale
         return np.clip(Z, -self.clip, self.clip)
 
 
 def mean_basis(Z: np.ndarray, kind: str) -> np.ndarray | None:
-    """Mean-function columns: ``zero`` none, ``constant`` 1, ``linear`` [1, x],
-    ``poly2`` [1, x, x²] (squares per column, no interactions)."""
+    """Return the mean-function columns for ``kind``.
+
+    ``zero`` none, ``constant`` 1, ``linear`` [1, x],
+    ``poly2`` [1, x, x²] (squares per column, no interactions).
+    """
     if kind == "zero":
         return None
     cols = [np.ones((len(Z), 1))]
@@ -132,8 +140,11 @@ def mean_basis(Z: np.ndarray, kind: str) -> np.ndarray | None:
 
 
 def frequency_scale(Z: np.ndarray) -> np.ndarray:
-    """Per-column Nyquist-like angular frequency :math:`\\pi / \\mathrm{median\\ gap}` of the
-    sorted distinct values: frequencies above it are not identified by the data."""
+    """Return the per-column Nyquist-like angular frequency.
+
+    :math:`\\pi / \\mathrm{median\\ gap}` of the
+    sorted distinct values: frequencies above it are not identified by the data.
+    """
     out = []
     for col in Z.T:
         gaps = np.diff(np.unique(col))
@@ -212,7 +223,7 @@ class _GaBaSRBase(BayesianEstimatorMixin, BaseEstimator):
             raise ValueError(f"map_steps must be a non-negative integer, got {self.map_steps!r}")
 
     def _n_components_features(self) -> int:
-        """Truncation level of the random-feature model (``"auto"``: 4)."""
+        """Return the truncation level of the random-feature model (``"auto"``: 4)."""
         return 4 if isinstance(self.n_components, str) else int(self.n_components)
 
     # ------------------------------------------------------------------ shared set-up
@@ -244,7 +255,7 @@ class _GaBaSRBase(BayesianEstimatorMixin, BaseEstimator):
         return mean_basis(Z, self.mean_function)
 
     def _probe(self, Z):
-        """A few training points spread along the first column (for ``f_probe``)."""
+        """Return a few training points spread along the first column (for ``f_probe``)."""
         order = np.argsort(Z[:, 0], kind="stable")
         idx = order[np.linspace(0, len(Z) - 1, 5).round().astype(int)]
         P = Z[idx]
@@ -252,7 +263,7 @@ class _GaBaSRBase(BayesianEstimatorMixin, BaseEstimator):
         return jnp.asarray(P), (None if Bp is None else jnp.asarray(Bp))
 
     def _init_values(self, Z, target, B):
-        """Initial spectral parameters: periodogram peaks (d = 1) or a ladder of spreads."""
+        """Return initial spectral parameters: periodogram peaks (d = 1) or a ladder of spreads."""
         n, d = Z.shape
         K = self._n_components_features()
         span = max(float(np.ptp(Z[:, 0])), 1e-6)
@@ -465,7 +476,7 @@ class _GaBaSRBase(BayesianEstimatorMixin, BaseEstimator):
 
     def spectral_mixture(self, n_draws: int = 200, seed: int = 0, *,
                          posterior=None) -> SpectralMixture:
-        """The learned mixture as a kernel, in the units of ``X``.
+        """Return the learned mixture as a kernel, in the units of ``X``.
 
         Frequencies are divided by the input scale (standardized angular frequency → radians
         per unit of ``x``). Posterior draws are kept in ``draws_*_`` (thinned to ``n_draws``)
@@ -676,7 +687,7 @@ _PARAMS_DOC = """
 
 
 @register_estimator
-class GaBaSRRegressor(PredictiveRegressorMixin, RegressorMixin, _GaBaSRBase):
+class GaBaSRRegressor(PredictiveRegressorMixin, RegressorMixin, _GaBaSRBase):  # noqa: D101 (__doc__ is an f-string)
     __doc__ = f"""GaBaSR regression: DP spectral-mixture kernel, weights integrated out.
 
     Two models of the same spectral density, chosen by ``model``:
@@ -930,7 +941,7 @@ class GaBaSRRegressor(PredictiveRegressorMixin, RegressorMixin, _GaBaSRBase):
 
 
 @register_estimator
-class GaBaSRClassifier(ClassifierMixin, _GaBaSRBase):
+class GaBaSRClassifier(ClassifierMixin, _GaBaSRBase):  # noqa: D101 (__doc__ is an f-string)
     __doc__ = f"""GaBaSR binary classification: Bernoulli-logit on spectral features (eq. 11).
 
     Default (``sampler="auto"`` → ``"gibbs"``): the paper's model, :math:`\\eta =
@@ -1077,7 +1088,9 @@ class GaBaSRClassifier(ClassifierMixin, _GaBaSRBase):
     @limit_blas
     def sample_posterior_predictive(self, X, n_draws: int = 200, random_state=None,
                                     row_offset: int = 0):
-        """Predictive label draws ``(n_draws, n)``: per point and draw a posterior draw
+        """Draw predictive labels ``(n_draws, n)``.
+
+        Per point and draw a posterior draw
         :math:`s`, then a Bernoulli(:math:`p_s`) label.
 
         The draws of row ``i`` depend only on the seed and on ``row_offset + i`` (counter-based,

@@ -341,7 +341,7 @@ def escobar_west_alpha(key, alpha, k, n, a, b):
 
 
 def _dp_update(key, dp: DPState, points, hyper, prior: GibbsPrior):
-    """Steps 1-3 of a sweep for one mixture: CRP assignments, NIW parameters, alpha."""
+    """Run steps 1-3 of a sweep for one mixture: CRP assignments, NIW parameters, alpha."""
     m0, Psi0 = hyper
     d = points.shape[-1]
     K = dp.mu.shape[0]
@@ -450,8 +450,11 @@ def _take(a, blocks, axis):
 
 
 def _put(a, blocks, val, axis):
-    """Write ``val`` into the blocks of ``a``; dynamic-update-slices, so that XLA updates the
-    loop-carried buffers in place (index scatters made it copy the whole design each step)."""
+    """Write ``val`` into the blocks of ``a``.
+
+    Dynamic-update-slices, so that XLA updates the
+    loop-carried buffers in place (index scatters made it copy the whole design each step).
+    """
     off = 0
     for st, w in blocks:
         a = lax.dynamic_update_slice_in_dim(a, lax.slice_in_dim(val, off, off + w, axis=axis),
@@ -547,7 +550,7 @@ def design_matrix(X, omega, v=None, mean_basis=None):
 
 
 def _columns_omega(X, w, v, M):
-    """New columns (n, 2 M2) for frequency ``w`` of f1 and their indices' order."""
+    """Return new columns (n, 2 M2) for frequency ``w`` of f1 and their indices' order."""
     if v is None:
         Z = X @ w
         return jnp.stack([jnp.cos(Z), jnp.sin(Z)], axis=1) / jnp.sqrt(M)
@@ -559,8 +562,11 @@ def _columns_omega(X, w, v, M):
 
 
 def _blocks_omega(j, M, M2, ls):
-    """Columns of frequency ``j`` of f1: its cosine and sine (one per ``v_k`` when locally
-    stationary), as ``(start, width)`` blocks in the order of :func:`_columns_omega`."""
+    """Return the column blocks of frequency ``j`` of f1.
+
+    Its cosine and sine (one per ``v_k`` when locally
+    stationary), as ``(start, width)`` blocks in the order of :func:`_columns_omega`.
+    """
     if not ls:
         return ((j, 1), (M + j, 1))
     return tuple((k * M + j, 1) for k in range(M2)) + tuple(
@@ -618,7 +624,7 @@ def _sizes(M, prior: GibbsPrior):
 
 def init(key, X, y, *, task, n_features, n_features_v=0, mean_basis=None,
          prior: GibbsPrior | None = None):
-    """Initial :class:`GibbsState`, static :class:`SweepConfig` and :class:`GibbsData`.
+    """Build the initial :class:`GibbsState`, static :class:`SweepConfig` and :class:`GibbsData`.
 
     Returns ``(state, config, data)``; pass them to :func:`build_sweep`.
     """
@@ -707,7 +713,9 @@ def _mh_moves(key, ev, data: GibbsData, weights, lam0, cfg: SweepConfig, params,
 
 
 def build_sweep(cfg: SweepConfig, data: GibbsData):
-    """The sweep ``(key, state) -> (state, info)`` for ``data`` (pure; jit it), BlackJAX style.
+    """Build the BlackJAX-style sweep ``(key, state) -> (state, info)`` for ``data``.
+
+    Pure; jit it.
 
     ``info`` holds ``accept_rate`` (and ``accept_rate_v``), ``drift`` (absolute gap between
     the rank-updated and the exactly refactorized log evidence before the refresh),
@@ -961,7 +969,7 @@ class GaBaSRGibbs(MCMCKernel):
         return hash((type(self), self.config))
 
     def init(self, rng_key, num_warmup, init_params, model_args, model_kwargs):
-        """Initial state from ``model_kwargs`` ``X``, ``y`` (and ``mean_basis``): BaNK's start."""
+        """Return BaNK's initial state from ``model_kwargs`` ``X``, ``y`` (and ``mean_basis``)."""
         cfg = self.config
         k_init, k_run = jax.random.split(rng_key)
         st, _, data = init(k_init, model_kwargs["X"], model_kwargs["y"], task=cfg.task,
@@ -985,8 +993,11 @@ class GaBaSRGibbs(MCMCKernel):
 
 
 class GibbsResult(NamedTuple):
-    """Draws of :func:`gibbs_sample`: dicts of arrays shaped ``(chain, draw, ...)``, the last
-    :class:`GibbsMCMCState` of the chains, and the sampling wall time in seconds."""
+    """Draws of :func:`gibbs_sample`, the chains' last state and the sampling time.
+
+    Dicts of arrays shaped ``(chain, draw, ...)``, the last
+    :class:`GibbsMCMCState` of the chains, and the sampling wall time in seconds.
+    """
 
     samples: dict
     sample_stats: dict
@@ -996,10 +1007,13 @@ class GibbsResult(NamedTuple):
 
 @functools.lru_cache(maxsize=32)
 def _compiled_chain(kernel: GaBaSRGibbs, num_warmup: int, num_samples: int, vectorized: bool):
-    """``(state) -> (last_state, draws, stats)``: ``num_warmup + num_samples`` calls of
+    """Return the compiled chain ``(state) -> (last_state, draws, stats)``.
+
+    ``num_warmup + num_samples`` calls of
     ``kernel.sample`` in one ``lax.scan``, keeping the last ``num_samples``: what
     ``numpyro.infer.MCMC`` does with the kernel, compiled once per kernel, settings and
-    shapes (``MCMC`` builds a new loop, and XLA recompiles the sweep, at every ``run``)."""
+    shapes (``MCMC`` builds a new loop, and XLA recompiles the sweep, at every ``run``).
+    """
     fields = ("accept_rate", "drift") + (("accept_rate_v",) if kernel.config.M2 else ())
 
     def run(state):
