@@ -61,8 +61,15 @@ def test_lu_body_with_a_remainder_batch_does_not_hang():
         A = rng.normal(size=(20, 100, 100))
         S = jnp.asarray(A @ A.transpose(0, 2, 1) / 100 + np.eye(100))
         g = jax.jit(lambda S: batched_map(jnp.linalg.inv, S, 16))
-        for i in range(300):
-            out = np.asarray(g(S + i * 1e-3))
+        # one BLAS thread, as every bayeskern fit/predict runs (devices.limit_blas): import no
+        # longer caps BLAS, and multi-threaded OpenBLAS spin-waits on these small LU calls
+        # (measured on a busy machine: 61 s instead of 5.6 s for this loop), which is a
+        # different slowness from the hang this test guards against
+        from threadpoolctl import threadpool_limits
+        from bayeskern.devices import blas_threads
+        with threadpool_limits(blas_threads(), user_api="blas"):
+            for i in range(300):
+                out = np.asarray(g(S + i * 1e-3))
         np.testing.assert_allclose(out[0] @ np.asarray(S[0] + 0.299), np.eye(100), atol=1e-8)
         print("done")
     """)
