@@ -137,7 +137,7 @@ def run_conditional(name, seed, n_theta):
 
 
 def write_conditional(res, args):
-    lines = ["## GPClassifier: Laplace vs the exact latent posterior, conditional on theta", "",
+    lines = ["# GPClassifier: Laplace vs the exact latent posterior, conditional on theta", "",
              "Command: `.venv/bin/python benchmarks/papers/gp_classifier_laplace.py --mode "
              f"conditional --n-theta {args.n_theta} --data {' '.join(args.data)}`  ",
              f"Machine: {machine()}; `GPClassifier()` defaults; stratified 80/20 split, seed "
@@ -217,7 +217,7 @@ def main():
     res = [run(name, args.seed) for name in args.data]
     if args.no_write:
         return
-    lines = ["## GPClassifier: embedded Laplace (default) vs exact latent sampler", "",
+    lines = ["# GPClassifier: embedded Laplace (default) vs exact latent sampler", "",
              "Command: `timeout 7200 .venv/bin/python benchmarks/papers/gp_classifier_laplace.py "
              f"--data {' '.join(args.data)}`  ", f"Machine: {machine()}; defaults "
              "(4 chains x (500 + 500)); stratified 80/20 split, seed "
