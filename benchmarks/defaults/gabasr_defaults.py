@@ -6,10 +6,12 @@
 * ``rdata``: four short public 1-D series (``benchmarks/data/r_series``: mcycle 133 rows,
   lynx 114, Nile 100, LakeHuron 98), random 80/20 split per seed; reference
   ``bk.GPRegressor()`` (RBF) in the same run.
+* ``clf``: ``GaBaSRClassifier()`` on breast_cancer and eeg_eye_state, stratified 80/20 split
+  per seed: AUC, Brier, fit time.
 * ``diabetes``: scikit-learn's diabetes, 80/20 splits with seeds 0-2; reference
   ``BayesianRidge`` on the same splits.
 
-Run:  .venv/bin/python benchmarks/defaults/gabasr_defaults.py [series] [rdata] [diabetes]
+Run:  .venv/bin/python benchmarks/defaults/gabasr_defaults.py [series] [rdata] [clf] [diabetes]
       [--seeds 0 1 2]
 Prints one JSON line per fit, with the 1-minute load average before and after.
 """
@@ -27,7 +29,7 @@ from pathlib import Path  # noqa: E402
 import numpy as np  # noqa: E402
 from sklearn.datasets import load_diabetes  # noqa: E402
 from sklearn.linear_model import BayesianRidge  # noqa: E402
-from sklearn.metrics import r2_score  # noqa: E402
+from sklearn.metrics import brier_score_loss, r2_score, roc_auc_score  # noqa: E402
 from sklearn.model_selection import train_test_split  # noqa: E402
 
 import bayeskern as bk  # noqa: E402
@@ -80,6 +82,25 @@ def rdata(seed):
     return out
 
 
+CLF_DATA = ("breast_cancer", "eeg_eye_state")
+
+
+def clf(seed):
+    out = []
+    for name in CLF_DATA:
+        X, y = bk.datasets.load_dataset(name)
+        Xtr, Xte, ytr, yte = train_test_split(X, y, test_size=0.2, stratify=y, random_state=seed)
+        est = bk.GaBaSRClassifier(random_state=seed, progress_bar=False)
+        fit_s, load0 = _fit(est, Xtr, ytr)
+        p = est.predict_proba(Xte)[:, 1]
+        yb = (yte == est.classes_[1]).astype(int)
+        out.append(dict(data=name, seed=seed, model="GaBaSRClassifier()", sampler=est.sampler_,
+                        fit_s=round(fit_s, 1), auc=roc_auc_score(yb, p),
+                        brier=brier_score_loss(yb, p), ok=bool(est.convergence_.ok),
+                        load_before=load0, load_after=os.getloadavg()[0]))
+    return out
+
+
 def diabetes(seed):
     X, y = load_diabetes(return_X_y=True)
     Xtr, Xte, ytr, yte = train_test_split(X, y, test_size=0.2, random_state=seed)
@@ -100,7 +121,7 @@ def main():
     args = ap.parse_args()
     for s in args.seeds:
         for w in args.which:
-            for row in {"series": series, "rdata": rdata, "diabetes": diabetes}[w](s):
+            for row in {"series": series, "rdata": rdata, "clf": clf, "diabetes": diabetes}[w](s):
                 print(json.dumps(row), flush=True)
 
 
