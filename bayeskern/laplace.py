@@ -45,7 +45,7 @@ import jax.scipy.linalg as jsl
 from bayeskern.linalg import cholesky, cholesky_inverse
 
 __all__ = ["LaplaceMode", "laplace_mode", "mode_from_f", "laplace_log_marginal", "laplace_predict",
-           "laplace_loo_logpdf", "NEWTON_MAX_ITER"]
+           "laplace_loo_logpdf", "probit_logit", "NEWTON_MAX_ITER"]
 
 #: Newton iterations allowed before the mode search is declared failed
 NEWTON_MAX_ITER = 50
@@ -202,6 +202,16 @@ def laplace_predict(mode: LaplaceMode, K_cross: jax.Array, k_diag: jax.Array):
     return K_cross.T @ mode.a, jnp.maximum(k_diag - jnp.sum(v * v, axis=0), 0.0)
 
 
+def probit_logit(mean, var):
+    r"""Return :math:`\mu/\sqrt{1 + \pi v/8}`, MacKay's probit approximation of the logit.
+
+    :math:`\int\sigma(f)\,N(f\mid\mu, v)\,df \approx \sigma\big(\mu/\sqrt{1 + \pi v/8}\big)`
+    (MacKay 1992, "The evidence framework applied to classification networks"; Rasmussen &
+    Williams 2006, section 3.4).
+    """
+    return mean / jnp.sqrt(1.0 + jnp.pi * var / 8.0)
+
+
 def laplace_loo_logpdf(mode: LaplaceMode, K: jax.Array, y: jax.Array) -> jax.Array:
     """Leave-one-out predictive log probabilities :math:`\\log p(y_i \\mid y_{-i}, \\theta)`.
 
@@ -221,5 +231,5 @@ def laplace_loo_logpdf(mode: LaplaceMode, K: jax.Array, y: jax.Array) -> jax.Arr
     sigma = jnp.maximum(jnp.diagonal(K) - jnp.sum(v * v, axis=0), 1e-12)
     var = 1.0 / jnp.maximum(1.0 / sigma - w, 1e-12)
     mean = var * (mode.f / sigma - w * mode.f - mode.a)
-    z = mean / jnp.sqrt(1.0 + jnp.pi * var / 8.0)
+    z = probit_logit(mean, var)
     return jnp.where(y > 0, jax.nn.log_sigmoid(z), jax.nn.log_sigmoid(-z))

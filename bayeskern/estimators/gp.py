@@ -32,6 +32,7 @@ from bayeskern.estimators.base import (
 )
 from bayeskern.inference import run_nuts
 from bayeskern.kernels import RBF, get_kernel, name_leaves, term_name
+from bayeskern.laplace import probit_logit
 from bayeskern.linalg import cholesky, triangular_inverse
 from bayeskern.models.gp import (
     JITTER,
@@ -437,7 +438,7 @@ class GPClassifier(ClassifierMixin, _GPBase):  # noqa: D101 (__doc__ is an f-str
         MacKay's probit approximation :math:`\\sigma(\\mu_s/\\sqrt{1 + \\pi v_s/8})`.
         """
         m, v = self._latent(X)
-        return np.asarray(jax.nn.sigmoid(m / np.sqrt(1.0 + np.pi * v / 8.0)))
+        return np.asarray(jax.nn.sigmoid(probit_logit(m, v)))
 
     @limit_blas
     def predict_proba(self, X):

@@ -50,17 +50,13 @@ from sklearn.metrics import brier_score_loss, roc_auc_score
 from sklearn.model_selection import train_test_split
 
 import bayeskern as bk
-from bayeskern.laplace import mode_from_f
+from bayeskern.laplace import mode_from_f, probit_logit
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # benchmarks/: common.py
 from common import DOCS_RESULTS, machine, write_text  # noqa: E402
 
 OUT = DOCS_RESULTS / "gp_classifier_laplace.md"
 OUT_CONDITIONAL = DOCS_RESULTS / "gp_classifier_laplace_conditional.md"
-
-
-def _probit(m, v):
-    return jax.nn.sigmoid(m / jnp.sqrt(1.0 + jnp.pi * v / 8.0))
 
 
 def exact_conditional(est, Xtr, ytr, Xte, draw, key, num_warmup=300, num_samples=500):
@@ -94,7 +90,7 @@ def exact_conditional(est, Xtr, ytr, Xte, draw, key, num_warmup=300, num_samples
     var = jnp.maximum(kss - jnp.sum(A * A, axis=0), 0.0)
     Bf = jsl.solve_triangular(LK, F.reshape(-1, n).T, lower=True)
     mu = (A.T @ Bf).T.reshape(F.shape[0], F.shape[1], -1)
-    G = np.asarray(_probit(mu, var))  # (chain, draw, test point)
+    G = np.asarray(jax.nn.sigmoid(probit_logit(mu, var)))  # (chain, draw, test point)
     ess = np.asarray(effective_sample_size(G))
     se = G.reshape(-1, G.shape[-1]).std(axis=0) / np.sqrt(np.maximum(ess, 1.0))
     return G.mean(axis=(0, 1)), se, float(np.mean(mc.get_extra_fields()["num_steps"])), grad0
