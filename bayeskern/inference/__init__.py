@@ -5,6 +5,9 @@
 * :mod:`bayeskern.inference.gabasr_gibbs` — the GaBaSR paper's Gibbs/Metropolis-Hastings sweep
   as a NumPyro ``MCMCKernel`` (:class:`GaBaSRGibbs`), run by ``numpyro.infer.MCMC``
   (:func:`gibbs_sample`).
+* :mod:`bayeskern.inference.whitening` — NUTS in Laplace-whitened coordinates for the GaBaSR
+  random-feature models (MAP by Levenberg-Marquardt steps, then the inverse-Hessian square
+  root as an affine preconditioner).
 """
 
 from bayeskern.inference.gabasr_gibbs import GaBaSRGibbs, gibbs_sample

@@ -25,7 +25,8 @@ import numpyro.distributions as dist
 
 from .base import Hyper, Kernel
 
-__all__ = ["SpectralMixture", "spectral_mixture_kernel", "mixture_density", "periodogram_peaks"]
+__all__ = ["SpectralMixture", "spectral_mixture_kernel", "mixture_density", "periodogram_peaks",
+           "density_peaks", "chain_peaks"]
 
 
 def spectral_mixture_kernel(tau, weights, means, scales):
@@ -274,3 +275,72 @@ class SpectralMixture(Kernel):
         """Return the fitted arrays for saving."""
         return {k: np.asarray(v) for k, v in vars(self).items()
                 if k.endswith("_") and k != "name_" and isinstance(v, (np.ndarray, jax.Array))}
+
+
+def density_peaks(density: np.ndarray, min_height: float = 0.0) -> np.ndarray:
+    """Return the indices of the local maxima of a density on a grid.
+
+    Index :math:`i` is a peak when :math:`\\rho_i > \\rho_{i-1}` and
+    :math:`\\rho_i \\ge \\rho_{i+1}` (an end point when it exceeds its one neighbour), and
+    it is kept when :math:`\\rho_i \\ge h \\max_j \\rho_j`, :math:`h` = ``min_height``.
+
+    Parameters
+    ----------
+    density : array, shape (n,)
+        Density on an increasing grid, ``n >= 2``.
+    min_height : float
+        Smallest height kept, relative to the highest value.
+
+    Returns
+    -------
+    array of int
+        Increasing indices.
+    """
+    dens = np.asarray(density)
+    top = dens.max()
+    peak = np.r_[dens[0] > dens[1], (dens[1:-1] > dens[:-2]) & (dens[1:-1] >= dens[2:]),
+                 dens[-1] > dens[-2]]
+    return np.flatnonzero(peak & (dens >= min_height * top))
+
+
+def chain_peaks(pooled: SpectralMixture, chains, *, dim: int = 0, min_height: float = 0.05,
+                n_grid: int = 1024):
+    """Which spectral peaks each chain holds: the local maxima of each chain's density.
+
+    On a grid of ``n_grid`` angular frequencies from 0 to the default upper end of
+    ``pooled`` (all chains together: :math:`\\max_k |\\mu_k| + 4\\sigma_k` along ``dim``),
+    the density :math:`\\bar\\rho_c(\\omega)` of every chain's mixture, and its peaks at least
+    ``min_height`` times that chain's highest (:func:`density_peaks`). The density does not
+    change when the components are relabelled, so chains that hold the same peaks explored
+    the same mode even when their component R-hat is large.
+
+    Parameters
+    ----------
+    pooled : SpectralMixture
+        The mixture of all chains (fixes the grid).
+    chains : sequence of SpectralMixture
+        One mixture per chain.
+    dim : int
+        Input column.
+    min_height : float
+        Smallest peak kept, relative to the chain's highest.
+    n_grid : int
+        Grid size.
+
+    Returns
+    -------
+    pandas.DataFrame
+        One row per (chain, peak): ``chain``, ``frequency`` (cycles per unit,
+        :math:`\\omega/2\\pi`), ``height`` (density relative to the chain's highest peak).
+    """
+    import pandas as pd
+
+    hi = pooled._grid(None, dim)[-1]
+    grid = np.linspace(0.0, hi, n_grid)
+    rows = []
+    for c, mixture in enumerate(chains):
+        dens = mixture.spectral_density(grid, dim=dim)
+        top = dens.max()
+        for i in density_peaks(dens, min_height):
+            rows.append((c, grid[i] / (2 * np.pi), dens[i] / top))
+    return pd.DataFrame(rows, columns=["chain", "frequency", "height"])
