@@ -40,7 +40,7 @@ from jax.sharding import Mesh
 from jax.sharding import PartitionSpec as P
 
 from bayeskern.batching import row_slices
-from bayeskern.blr import Stats, feature_stats
+from bayeskern.blr import Stats, scan_feature_stats
 
 __all__ = [
     "chunked_feature_stats",
@@ -79,25 +79,9 @@ def _pad_rows(X, y, multiple):
 def _scan_stats(X, y, mask, params, featurize, chunk_size):
     """Sum :func:`feature_stats` over consecutive chunks of ``chunk_size`` rows.
 
-    Padded rows carry mask 0 and contribute nothing.
+    Padded rows carry mask 0 and contribute nothing (:func:`bayeskern.blr.scan_feature_stats`).
     """
-    n, d = X.shape
-    Xc = X.reshape(n // chunk_size, chunk_size, d)
-    yc = y.reshape(-1, chunk_size)
-    mc = mask.reshape(-1, chunk_size)
-
-    def block(xb, yb, mb):
-        Phi = featurize(xb, params) * mb[:, None]
-        return feature_stats(Phi, yb * mb)._replace(n=jnp.sum(mb))
-
-    def body(acc, blk):
-        return jax.tree.map(jnp.add, acc, block(*blk)), None
-
-    # the first chunk's statistics start the sum (under shard_map the carry then has the
-    # device-varying type of the data, with no cast needed)
-    init = block(Xc[0], yc[0], mc[0])
-    out, _ = jax.lax.scan(body, init, (Xc[1:], yc[1:], mc[1:]))
-    return out
+    return scan_feature_stats(lambda xb: featurize(xb, params), (X,), y, chunk_size, mask)
 
 
 @partial(jax.jit, static_argnames=("featurize", "chunk_size"))

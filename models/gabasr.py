@@ -69,7 +69,14 @@ import numpyro
 import numpyro.distributions as dist
 from jax.scipy.special import gammaln
 
-from bayeskern.blr import Stats, feature_stats, nig_posterior
+from bayeskern.blr import (
+    NIGPosterior,
+    Stats,
+    feature_stats,
+    nig_posterior,
+    nig_predictive,
+    scan_feature_stats,
+)
 from bayeskern.features import locally_stationary_features, rff_features
 from bayeskern.kernels.spectral import periodogram_peaks  # noqa: F401  (re-exported)
 
@@ -79,11 +86,13 @@ __all__ = [
     "stick_breaking",
     "mixture_frequencies",
     "spectral_features",
+    "design_stats",
     "sample_spectral",
     "nig_log_marginal_diag",
     "nig_loo_logpdf",
     "gabasr_regression",
     "gabasr_classification",
+    "regression_posterior",
     "regression_predictive",
     "classification_logits",
     "TREND_PRECISION",
@@ -269,6 +278,22 @@ def _design(X, params, spec, mean_basis):
     return Phi if mean_basis is None else jnp.concatenate([mean_basis, Phi], axis=1)
 
 
+def design_stats(X, y, params, spec, mean_basis=None, chunk_size=None) -> Stats:
+    r"""Sufficient statistics :math:`(\Phi^\top\Phi, \Phi^\top y, y^\top y, N)` of one draw.
+
+    :math:`\Phi = [B \mid \phi_{\pi,\mu,\sigma}(X)]` (mean-function columns, then the
+    spectral features). ``chunk_size=None`` forms :math:`\Phi`; an integer sums the
+    statistics over row chunks (:func:`bayeskern.blr.scan_feature_stats`), so memory is
+    :math:`O(\mathrm{chunk\_size}\cdot M + M^2)` at any :math:`N` and the evidence of
+    seed 003 eq. (10) is unchanged (sums split over rows).
+    """
+    if chunk_size is None or chunk_size >= X.shape[0]:
+        return feature_stats(_design(X, params, spec, mean_basis), y)
+    rows = (X,) if mean_basis is None else (X, mean_basis)
+    return scan_feature_stats(lambda *r: _design(r[0], params, spec, r[1] if len(r) > 1
+                                                 else None), rows, y, chunk_size)
+
+
 def trend_precision(n_trend: int, d: int) -> np.ndarray:
     r"""Prior precisions of the mean-function coefficients (standardized units).
 
@@ -293,7 +318,8 @@ def _precision(n_fourier, n_trend, snr, dtype, d):
 
 
 # --------------------------------------------------------------------------- models
-def gabasr_regression(X, y=None, *, spec: SpectralSpec, mean_basis=None, probe=None):
+def gabasr_regression(X, y=None, *, spec: SpectralSpec, mean_basis=None, probe=None,
+                      chunk_size=None):
     """GaBaSR regression with the weights and noise integrated out (seed 003 eq. 10).
 
     Parameters
@@ -306,6 +332,9 @@ def gabasr_regression(X, y=None, *, spec: SpectralSpec, mean_basis=None, probe=N
     probe : (r, d) or None
         Points whose posterior mean ``f_probe`` is recorded: a permutation-invariant
         quantity for judging convergence (component labels switch, predictions do not).
+    chunk_size : int or None
+        Sum the sufficient statistics over chunks of this many rows (:func:`design_stats`):
+        the ``N × M`` design is never formed, for large ``N``.
 
     Sites: ``alpha``, ``stick``, ``mu``, ``sigma`` (and ``v_*``), ``snr ~ LogNormal(1, 1.5)``;
     deterministic ``log_marginal``, ``noise`` (:math:`\\sqrt{b_N/a_N}`), ``f_probe``.
@@ -313,10 +342,10 @@ def gabasr_regression(X, y=None, *, spec: SpectralSpec, mean_basis=None, probe=N
     d = X.shape[1]
     params = sample_spectral(spec, d)
     snr = numpyro.sample("snr", dist.LogNormal(1.0, 1.5))
-    Phi = _design(X, params, spec, mean_basis)
+    stats = design_stats(X, y, params, spec, mean_basis, chunk_size)
     p = 0 if mean_basis is None else mean_basis.shape[1]
-    prec = _precision(Phi.shape[1] - p, p, snr, Phi.dtype, X.shape[1])
-    lm, post = nig_log_marginal_diag(feature_stats(Phi, y), prec)
+    prec = _precision(stats.Pty.shape[0] - p, p, snr, stats.Pty.dtype, X.shape[1])
+    lm, post = nig_log_marginal_diag(stats, prec)
     numpyro.factor("evidence", lm)
     numpyro.deterministic("log_marginal", lm)
     numpyro.deterministic("noise", jnp.sqrt(post.b / post.a))
@@ -371,24 +400,38 @@ def draw_params(draw: dict, spec: SpectralSpec) -> dict:
     return {k: draw[k] for k in keys}
 
 
+def regression_posterior(draw: dict, X, y, *, spec, mean_basis=None, params=None,
+                         chunk_size=None) -> NIGPosterior:
+    r"""NIG posterior :math:`(w_N, L_N, a_N, b_N)` of the weights and noise given one draw.
+
+    Seed 003 eq. (10) with the draw's features :math:`\Phi = [B \mid \phi(X)]` and prior
+    precision ``diag(trend precisions, 1/snr²)`` (:func:`bayeskern.blr.nig_posterior`);
+    ``chunk_size`` sums the statistics over row chunks (:func:`design_stats`), so ``X``
+    may have millions of rows. ``params`` overrides the spectral parameters of ``draw``.
+    """
+    params = draw_params(draw, spec) if params is None else params
+    stats = design_stats(X, y, params, spec, mean_basis, chunk_size)
+    p = 0 if mean_basis is None else mean_basis.shape[1]
+    prec = _precision(stats.Pty.shape[0] - p, p, draw["snr"], stats.Pty.dtype, X.shape[1])
+    return nig_posterior(stats, prec, A0, B0)
+
+
 def regression_predictive(draw: dict, X, y, Xnew, *, spec, mean_basis=None, mean_new=None,
-                          params=None):
+                          params=None, chunk_size=None, post: NIGPosterior | None = None):
     """Student-t predictive ``(loc, scale, df)`` at ``Xnew`` for one posterior draw.
 
     The NIG posterior of the weights given the draw's features (seed 003 eq. 10's
-    :math:`w_N, V_N, a_N, b_N`), then :func:`bayeskern.blr.nig_predictive`-style
+    :math:`w_N, V_N, a_N, b_N`; :func:`regression_posterior`, or ``post`` when it is
+    already computed), then :func:`bayeskern.blr.nig_predictive`:
     :math:`t_{2a_N}(\\phi_*^\\top w_N,\\ \\tfrac{b_N}{a_N}(1 + \\phi_*^\\top V_N\\phi_*))`.
-    ``params`` overrides the spectral parameters (a Gibbs draw: ``{"omega": ...}``).
+    ``params`` overrides the spectral parameters (a Gibbs draw: ``{"omega": ...}``);
+    ``chunk_size`` sums the training statistics over row chunks (:func:`design_stats`).
     """
     params = draw_params(draw, spec) if params is None else params
-    Phi = _design(X, params, spec, mean_basis)
-    p = 0 if mean_basis is None else mean_basis.shape[1]
-    prec = _precision(Phi.shape[1] - p, p, draw["snr"], Phi.dtype, X.shape[1])
-    post = nig_posterior(feature_stats(Phi, y), prec, A0, B0)
-    Pn = _design(Xnew, params, spec, mean_new)
-    v = jsl.solve_triangular(post.L, Pn.T, lower=True)
-    scale = jnp.sqrt(post.b / post.a * (1.0 + jnp.sum(v * v, axis=0)))
-    return Pn @ post.w, scale, 2.0 * post.a
+    if post is None:
+        post = regression_posterior(draw, X, y, spec=spec, mean_basis=mean_basis,
+                                    params=params, chunk_size=chunk_size)
+    return nig_predictive(post, _design(Xnew, params, spec, mean_new))
 
 
 def regression_loo(draw: dict, X, y, *, spec, mean_basis=None):

@@ -219,3 +219,16 @@ def test_limit_blas_scopes_the_limit():
         inside = limit_blas(blas)()
         assert blas() == outside
     assert inside and all(n == 1 for n in inside)
+
+
+def test_every_package_is_installed():
+    """``pyproject.toml`` lists every package folder, so a wheel (not only an editable
+    install) holds the whole library (``bayeskern.learning`` was once missing)."""
+    import tomllib
+
+    listed = set(tomllib.loads((ROOT / "pyproject.toml").read_text())["tool"]["setuptools"]
+                 ["packages"])
+    found = {".".join(("bayeskern", *p.parent.relative_to(ROOT / "bayeskern").parts))
+             for p in (ROOT / "bayeskern").rglob("__init__.py")} | {"bayeskern.models"}
+    found = {f.rstrip(".") for f in found}
+    assert found - listed == set(), f"packages missing from pyproject.toml: {found - listed}"

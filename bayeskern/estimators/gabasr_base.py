@@ -14,6 +14,7 @@ import jax.numpy as jnp
 import numpy as np
 from sklearn.base import BaseEstimator
 from sklearn.utils.validation import check_is_fitted
+from threadpoolctl import threadpool_limits
 
 from bayeskern import diagnostics
 from bayeskern.estimators.base import BayesianEstimatorMixin, Standardizer, flat_draws
@@ -363,6 +364,8 @@ class _GaBaSRBase(BayesianEstimatorMixin, BaseEstimator):
                     full_bayes=bool(getattr(self, "full_bayes_", True)),
                     spec_none=spec_none)
         meta["model"] = getattr(self, "model_", "features")
+        meta["n_sample_rows"] = int(getattr(self, "n_sample_rows_",
+                                            len(self.idata_.constant_data["X"])))
         if meta["model"] == "exact":
             meta.update(trend_degree=int(self.trend_degree_),
                         exact_resolution=float(self.exact_spec_.resolution))
@@ -413,3 +416,7 @@ class _GaBaSRBase(BayesianEstimatorMixin, BaseEstimator):
         self._Ztrain = self.x_scaler_.transform(np.asarray(self.idata_.constant_data["X"]))
         if hasattr(self, "y_std_"):
             self._ytrain = self.y_std_.transform(np.asarray(self.idata_.observed_data["y"]))
+        self.n_sample_rows_ = meta.get("n_sample_rows", len(self._Ztrain))
+        if self.n_sample_rows_ < len(self._Ztrain):  # regressor with max_sample_rows
+            with threadpool_limits(1, user_api="blas"):
+                self._condition_on_all_rows()  # recomputed, not saved (S x M^2 numbers)

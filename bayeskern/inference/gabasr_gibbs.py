@@ -144,6 +144,7 @@ __all__ = [
     "DPState",
     "Evidence",
     "gibbs_sample",
+    "regression_posteriors",
     "init",
     "build_sweep",
     "design_matrix",
@@ -1155,33 +1156,74 @@ def gibbs_sample(
 # --------------------------------------------------------------------------- prediction
 
 
-def predict_regression(samples, X_train, y_train, X_new, *, mean_basis=None,
-                       mean_basis_new=None, prior: GibbsPrior | None = None):
-    """Student-t predictive ``(loc, scale, df)`` per draw, each ``(S, n_new)`` (seed 003 eq. 10).
-
-    For every draw the NIG posterior of the weights given the design of its frequencies
-    (:func:`design_matrix`) and its ``prior_precision`` is recomputed (:mod:`bayeskern.blr`);
-    pass ``loc, scale, df`` to :class:`bayeskern.predictive.MixturePredictive`.
-    """
-    prior = GibbsPrior() if prior is None else prior
+def _flat_regression_draws(samples):
+    """Draws ``(omega, prior_precision, v)`` with chains and draws flattened into one axis."""
     om = np.asarray(samples["omega"])
     om = om.reshape((-1,) + om.shape[-2:])
     lam = np.asarray(samples["prior_precision"]).reshape(-1)
-    vv = None
     if "v" in samples:
-        vv = np.asarray(samples["v"]).reshape((-1,) + np.asarray(samples["v"]).shape[-2:])
-    Xt, yt, Xn = (jnp.asarray(a) for a in (X_train, y_train, X_new))
+        vv = np.asarray(samples["v"])
+        vv = vv.reshape((-1,) + vv.shape[-2:])
+        return jnp.asarray(om), jnp.asarray(lam), jnp.asarray(vv), True
+    return jnp.asarray(om), jnp.asarray(lam), jnp.zeros((om.shape[0], 1, 1)), False
 
-    def one(args):
-        omega, lam0, v = args
-        Pt = design_matrix(Xt, omega, v, mean_basis)
-        post = blr.nig_posterior(blr.feature_stats(Pt, yt), lam0, prior.a0, prior.b0)
-        loc, scale, df = blr.nig_predictive(post, design_matrix(Xn, omega, v, mean_basis_new))
-        return loc, scale, df
 
-    vs = jnp.zeros((om.shape[0], 1, 1)) if vv is None else jnp.asarray(vv)
-    f = jax.jit(lambda a: lax.map(lambda t: one((t[0], t[1], None if vv is None else t[2])), a))
-    loc, scale, df = f((jnp.asarray(om), jnp.asarray(lam), vs))
+def regression_posteriors(samples, X_train, y_train, *, mean_basis=None,
+                          prior: GibbsPrior | None = None, chunk_size: int | None = None,
+                          draws=None) -> blr.NIGPosterior:
+    """NIG posterior of the weights and noise for every draw (seed 003 eq. 10), stacked.
+
+    :math:`\\Lambda_N = \\Phi^\\top\\Phi + \\lambda_0 I`,
+    :math:`w_N = \\Lambda_N^{-1}\\Phi^\\top y`,
+    :math:`a_N = a_0 + N/2`, :math:`b_N = b_0 + (y^\\top y - w_N^\\top\\Phi^\\top y)/2` with the
+    draw's design (:func:`design_matrix`). ``chunk_size`` sums the statistics over row chunks
+    (:func:`bayeskern.blr.scan_feature_stats`), so ``X_train`` may have millions of rows;
+    ``draws`` (indices into the flattened draws) restricts the computation to those draws.
+    """
+    prior = GibbsPrior() if prior is None else prior
+    om, lam, vs, has_v = _flat_regression_draws(samples)
+    if draws is not None:
+        om, lam, vs = om[draws], lam[draws], vs[draws]
+    Xt, yt = jnp.asarray(X_train), jnp.asarray(y_train)
+
+    def one(t):
+        omega, lam0, v = t[0], t[1], t[2] if has_v else None
+        if chunk_size is None or chunk_size >= Xt.shape[0]:
+            stats = blr.feature_stats(design_matrix(Xt, omega, v, mean_basis), yt)
+        else:
+            rows = (Xt,) if mean_basis is None else (Xt, mean_basis)
+            stats = blr.scan_feature_stats(
+                lambda *r: design_matrix(r[0], omega, v, r[1] if len(r) > 1 else None),
+                rows, yt, chunk_size)
+        return blr.nig_posterior(stats, lam0, prior.a0, prior.b0)
+
+    return jax.jit(lambda a: lax.map(one, a))((om, lam, vs))
+
+
+def predict_regression(samples, X_train, y_train, X_new, *, mean_basis=None,
+                       mean_basis_new=None, prior: GibbsPrior | None = None,
+                       posteriors: blr.NIGPosterior | None = None, draws=None):
+    """Student-t predictive ``(loc, scale, df)`` per draw, each ``(S, n_new)`` (seed 003 eq. 10).
+
+    For every draw the NIG posterior of the weights given the design of its frequencies
+    (:func:`design_matrix`) and its ``prior_precision`` is recomputed
+    (:func:`regression_posteriors`), unless ``posteriors`` holds them already (for the
+    draws ``draws``, indices into the flattened draws); pass ``loc, scale, df`` to
+    :class:`bayeskern.predictive.MixturePredictive`.
+    """
+    if posteriors is None:
+        posteriors = regression_posteriors(samples, X_train, y_train, mean_basis=mean_basis,
+                                           prior=prior, draws=draws)
+    om, _, vs, has_v = _flat_regression_draws(samples)
+    if draws is not None:
+        om, vs = om[draws], vs[draws]
+    Xn = jnp.asarray(X_new)
+
+    def one(t):
+        post, omega, v = t[0], t[1], t[2] if has_v else None
+        return blr.nig_predictive(post, design_matrix(Xn, omega, v, mean_basis_new))
+
+    loc, scale, df = jax.jit(lambda a: lax.map(one, a))((posteriors, om, vs))
     return np.asarray(loc), np.asarray(scale), np.asarray(df)
 
 
