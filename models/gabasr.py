@@ -53,8 +53,11 @@ transcription, and why:
   :math:`\\tfrac12[\\kappa_1(\\tfrac{x+x'}2) + \\kappa_1(\\tfrac{x-x'}2)]\\,\\kappa_2(x-x')`:
   Silverman's locally stationary kernel (the symmetrized eq. 6) plus a stationary part.
 
-Every model is a plain function of standardized inputs; the estimators in
-:mod:`bayeskern.estimators.gabasr` build the fixed draws and the mean-function basis.
+Every model is a plain function of standardized inputs; :mod:`bayeskern.models.gabasr_setup`
+builds the fixed draws, the mean-function basis and the starting values, and the estimators in
+:mod:`bayeskern.estimators.gabasr` call it. For large data, :func:`design_stats` sums the
+sufficient statistics over row chunks (``chunk_size``), so no model forms the ``N × M``
+design.
 """
 
 from __future__ import annotations

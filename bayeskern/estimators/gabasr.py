@@ -11,14 +11,15 @@ Oliva et al. 2016). Two samplers behind one option; ``sampler="auto"`` (the defa
     :math:`\\omega_{kj} = \\mu_k + \\sigma_k\\odot\\varepsilon_{kj}` on fixed base draws, mixture
     weights as feature amplitudes, regression weights and noise integrated out (eq. 10).
     Initialized from the Lomb-Scargle periodogram of the detrended data (1-D inputs) or a
-    multi-scale ladder of spreads (d > 1), refined by a short MAP run (Adam), then NUTS with a
-    dense mass matrix. It is the regressor's (with the exact model of
-    :class:`GaBaSRRegressor`) because it converges within the time budgets measured in
-    ``benchmarks/results/gabasr.md`` (R-hat on permutation-invariant quantities, few
-    divergences) and its draws are nearly independent. For a Bernoulli likelihood it does
-    not mix: the logits' weights and the free-floating mixture are strongly coupled, the
-    trajectories saturate the tree depth, and breast_cancer (455 training rows, 30 columns)
-    did not finish in 12 minutes.
+    multi-scale ladder of spreads (d > 1), refined by damped Newton (Levenberg-Marquardt)
+    steps to the MAP, then NUTS in coordinates whitened by the Laplace approximation there
+    (:func:`bayeskern.inference.whitening.laplace_whitening`). It is the regressor's (with
+    the exact model of :class:`GaBaSRRegressor`) because it converges within the time
+    budgets measured in ``docs/results/gabasr.md`` (R-hat on permutation-invariant
+    quantities, few divergences) and its draws are nearly independent. For a Bernoulli
+    likelihood it does not mix: the logits' weights and the free-floating mixture are
+    strongly coupled, the trajectories saturate the tree depth, and breast_cancer (455
+    training rows, 30 columns) did not finish in 12 minutes.
 ``sampler="gibbs"``
     The paper's algorithm (CRP assignments, conjugate component updates, per-frequency
     Metropolis-Hastings with rank-updated evidence) on the paper's model, random features with

@@ -66,7 +66,7 @@ PARAMS_DOC = """
         regression: a stationary kernel reverts to the mean function away from the data,
         so the mean function decides the extrapolated trend; a linear mean under-predicts
         any accelerating series (measured on CO2: linear mean RMSE 3.56 ppm, 95 % coverage
-        0.47; quadratic mean RMSE 1.08 ppm, coverage 0.99, ``benchmarks/results/gabasr.md``),
+        0.47; quadratic mean RMSE 1.08 ppm, coverage 0.99, ``docs/results/gabasr.md``),
         and on data without curvature the unit-normal prior shrinks the squares towards
         zero. ``"linear"`` for classification (logits).
     input_transform : {"robust", "standard"}, default "robust"
