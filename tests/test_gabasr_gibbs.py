@@ -340,3 +340,55 @@ def test_gibbs_fitted_estimators_report_convergence_and_save(tmp_path, task):
     else:
         np.testing.assert_allclose(back.predict_proba(x), est.predict_proba(x))
         assert set(back.predict(x)) <= {"up", "down"}
+
+
+# ------------------------------------------------------------- the sampler's model in NumPyro
+def test_crp_model_evidence_is_the_samplers_evidence():
+    """``models.gabasr.gabasr_crp_regression``'s evidence factor at given frequencies equals
+    the evidence the Gibbs sampler's moves use (``full_log_evidence`` on ``design_matrix``):
+    the NumPyro model states the target of :class:`GaBaSRGibbs`."""
+    import jax
+    import numpyro
+    from bayeskern.models.gabasr import gabasr_crp_regression
+
+    from bayeskern.inference.gabasr_gibbs import GibbsPrior, design_matrix, full_log_evidence
+
+    rng = np.random.default_rng(1)
+    X = jnp.asarray(rng.normal(size=(40, 2)))
+    y = jnp.asarray(np.sin(X[:, 0]) + 0.1 * rng.normal(size=40))
+    B = jnp.ones((40, 1))
+    prior = GibbsPrior()
+    model = numpyro.handlers.seed(gabasr_crp_regression, jax.random.PRNGKey(0))
+    tr = numpyro.handlers.trace(model).get_trace(X, y, n_features=6, psi0=jnp.eye(2),
+                                                 mean_basis=B, prior=prior)
+    omega, lam0 = tr["omega"]["value"], tr["prior_precision"]["value"]
+    ref = full_log_evidence(design_matrix(X, omega, None, B), y, None, lam0, "regression",
+                            prior)
+    np.testing.assert_allclose(float(tr["evidence"]["fn"].log_factor), float(ref), rtol=1e-12)
+    # a fixed prior precision is a constant, not a site
+    tr2 = numpyro.handlers.trace(model).get_trace(
+        X, y, n_features=6, psi0=jnp.eye(2), prior=prior._replace(prior_precision=1e-6))
+    assert "prior_precision" not in tr2
+
+
+def test_crp_model_number_of_tables_has_the_crp_mean():
+    """Prior draws of the assignments: E[#tables] = sum_j alpha / (alpha + j - 1) (the CRP's
+    expected number of clusters among M points, Antoniak 1974) at fixed alpha = 2."""
+    import jax
+    import numpyro
+    from bayeskern.models.gabasr import gabasr_crp_regression
+    from numpyro.infer import Predictive
+
+    M, alpha, S = 12, 2.0, 4000
+    model = numpyro.handlers.condition(gabasr_crp_regression, {"alpha": alpha})
+    draws = Predictive(model, num_samples=S, return_sites=[f"z_{j}" for j in range(M)])(
+        jax.random.PRNGKey(0), jnp.zeros((3, 1)), None, n_features=M, psi0=jnp.eye(1))
+    z = np.stack([np.asarray(draws[f"z_{j}"]) for j in range(M)], axis=1)
+    tables = np.array([len(np.unique(r)) for r in z])
+    expected = sum(alpha / (alpha + j) for j in range(M))
+    se = tables.std() / np.sqrt(S)
+    assert abs(tables.mean() - expected) < 4 * se, (tables.mean(), expected, se)
+    # labels in order of appearance: the first frequency opens table 0, no label is skipped
+    assert np.all(z[:, 0] == 0)
+    top = np.maximum.accumulate(z, axis=1)
+    assert np.all(top[:, 1:] <= top[:, :-1] + 1)

@@ -131,6 +131,7 @@ from numpyro.infer.mcmc import MCMCKernel
 from bayeskern import blr
 from bayeskern import random as bkr
 from bayeskern.features import locally_stationary_features, rff_features
+from bayeskern.models.gabasr import GibbsPrior
 from bayeskern.random import niw_posterior, normal_inverse_wishart
 
 __all__ = [
@@ -156,54 +157,6 @@ __all__ = [
 ]
 
 _LOG2PI = math.log(2 * math.pi)
-
-
-class GibbsPrior(NamedTuple):
-    """Priors and sampler constants of the Gibbs sampler (all on standardized data).
-
-    Parameters
-    ----------
-    a0, b0 : float
-        Inverse-gamma prior of the noise variance (regression), seed 003 eq. 10; the paper's
-        experiments use ``1e-3``.
-    prior_precision : float or None
-        :math:`\\lambda_0`, weight prior precision (``V_0^{-1}``); ``None`` samples it with a
-        ``Gamma(lam_shape, lam_rate)`` prior (the paper fixes ``1e-6``).
-    lam_shape, lam_rate : float
-        Gamma prior of :math:`\\lambda_0` when it is sampled.
-    alpha_shape, alpha_rate : float
-        Gamma prior of the DP concentration :math:`\\alpha`.
-    kappa0, nu_offset : float
-        Normal-inverse-Wishart :math:`\\kappa_0` and :math:`\\nu_0 = d` + ``nu_offset``
-        (BaNK: 0.1 and 2).
-    psi_quantile : float
-        :math:`\\Psi_0 = I/\\sigma^2` with :math:`\\sigma^2` this quantile of the pairwise squared
-        distances (median).
-    init_quantiles : tuple of float
-        Range of quantile levels for the initial component covariances.
-    max_components : int or None
-        Truncation level of the DP representation (see the module docstring).
-    init_components : int or None
-        Initial number of components (default :math:`\\max(1, \\lfloor M/10\\rfloor)`).
-    lam_steps, lam_step_size : int, float
-        Random-walk MH steps on :math:`\\log\\lambda_0` per sweep and their scale (regression).
-    """
-
-    a0: float = 1e-3
-    b0: float = 1e-3
-    prior_precision: float | None = None
-    lam_shape: float = 1.0
-    lam_rate: float = 1.0
-    alpha_shape: float = 1.0
-    alpha_rate: float = 1.0
-    kappa0: float = 0.1
-    nu_offset: float = 2.0
-    psi_quantile: float = 0.5
-    init_quantiles: tuple = (0.01, 0.5)
-    max_components: int | None = None
-    init_components: int | None = None
-    lam_steps: int = 20
-    lam_step_size: float = 0.5
 
 
 class DPState(NamedTuple):
