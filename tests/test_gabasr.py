@@ -179,6 +179,7 @@ def test_robust_scaler_and_frequency_scale():
     (dict(num_map_starts=0), "num_map_starts"),
     (dict(model="exact", sampler="gibbs"), "model='exact'"),
     (dict(sampler="gibbs", chain_method="vectorized"), "chain_method='vectorized'"),
+    (dict(sampler="gibbs", chain_method="parallel"), "chain_method='parallel'"),
     (dict(num_samples=0), "num_samples"),
 ])
 def test_bad_parameters(kw, msg):

@@ -75,8 +75,9 @@ PARAMS_DOC = """
         Sampler settings.
     chain_method : {None, "parallel", "sequential", "vectorized"}
         NUTS: ``None`` picks parallel chains when there are enough CPU devices. Gibbs:
-        ``None`` runs the chains one after the other (``"sequential"``); ``"vectorized"`` is
-        refused (batched factorizations inside its loops can hang XLA:CPU).
+        ``None`` runs the chains one after the other (``"sequential"``); ``"vectorized"``
+        and ``"parallel"`` are refused (factorizations inside its loops, batched or pmapped,
+        can hang XLA:CPU; pmapped chains were measured to hang on breast_cancer).
     target_accept_prob : float, default 0.8
     map_steps : int, default 30
         Maximum Newton steps of the MAP run that initializes and preconditions NUTS
@@ -130,11 +131,14 @@ class _GaBaSRBase(BayesianEstimatorMixin, BaseEstimator):
         if self.sampler not in ("auto", "nuts", "gibbs"):
             raise ValueError(f"sampler must be 'auto', 'nuts' or 'gibbs', got {self.sampler!r}")
         self.sampler_ = self._AUTO_SAMPLER if self.sampler == "auto" else self.sampler
-        if self.sampler_ == "gibbs" and self.chain_method == "vectorized":
-            # vmapped LAPACK calls inside the sweep's loops can hang XLA:CPU (jax 0.10.2)
-            raise ValueError("chain_method='vectorized' is not available with the Gibbs sampler "
-                             "(batched factorizations inside its loops can hang on CPU); use "
-                             "None, 'sequential' or 'parallel'")
+        if self.sampler_ == "gibbs" and self.chain_method in ("vectorized", "parallel"):
+            # vmapped LAPACK calls inside the sweep's loops can hang XLA:CPU (jax 0.10.2), and
+            # so did pmapped chains: GaBaSRClassifier(chain_method="parallel") on breast_cancer
+            # sat at 0 % CPU for 10 minutes on 4 CPU devices (2026-11-23)
+            raise ValueError(f"chain_method={self.chain_method!r} is not available with the "
+                             "Gibbs sampler (factorizations inside its loops, batched or "
+                             "pmapped over CPU devices, can hang XLA:CPU); use None or "
+                             "'sequential'")
         for name in ("n_features", "n_components"):
             v = getattr(self, name)
             if name == "n_components" and isinstance(v, str) and v == "auto":
