@@ -256,6 +256,8 @@ class Conformal(Kernel):
         if self.factor_kernel is not None:
             return self.factor_kernel
         # exp(-gamma1 |x - z|^2) is the RBF exp(-|x - z|^2 / (2 l^2)) with l = 1/sqrt(2 gamma1)
+        if isinstance(self.gamma1_, jax.core.Tracer):  # the kernel is a jit argument
+            return SquaredExponential(lengthscale=1.0 / jnp.sqrt(2.0 * self.gamma1_))
         return SquaredExponential(lengthscale=float(1.0 / np.sqrt(2.0 * self.gamma1_)))
 
     def _factor_gram(self, X):

@@ -160,7 +160,7 @@ class SpectralMixture(Kernel):
             return {}
         if not hasattr(self, "means_"):
             raise RuntimeError("SpectralMixture without fixed components must be fitted first")
-        res = float(self.resolution_)
+        res = self.resolution_  # no float(): a tracer when the kernel is a jit argument
         hp = {}
         for k in range(int(self.n_components)):
             m = jnp.asarray(self.means_[k])

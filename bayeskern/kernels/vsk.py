@@ -44,7 +44,7 @@ import jax.numpy as jnp
 import numpy as np
 import numpyro.distributions as dist
 
-from .base import Hyper, Kernel, learner, name_leaves
+from .base import Hyper, Kernel, learner, name_leaves, register_fitted_pytree
 from .stationary import RBF, Linear
 
 __all__ = [
@@ -121,6 +121,11 @@ class Scaling:
     #: number of ψ outputs, set by ``fit``
     n_outputs_: int
 
+    def __init_subclass__(cls, **kw):
+        super().__init_subclass__(**kw)
+        # pytree nodes like the kernels, so that a fitted VSK's ψ arrays are leaves
+        register_fitted_pytree(cls)
+
     def _cols(self, X):
         return X if self.columns is None else X[:, np.asarray(self.columns, dtype=int)]
 
@@ -161,6 +166,9 @@ class Scaling:
     def __repr__(self) -> str:
         args = {k: v for k, v in vars(self).items() if not k.endswith("_")}
         return f"{type(self).__name__}({', '.join(f'{k}={v!r}' for k, v in args.items())})"
+
+
+register_fitted_pytree(Scaling)
 
 
 class NaiveBayesScaling(Scaling):
@@ -494,11 +502,22 @@ class VSK(Kernel):
         return (hasattr(self, "scaling_") or hasattr(self, "nb_theta_")
                 or hasattr(self, "lin_coef_"))
 
+    def _pytree_skip(self) -> tuple[str, ...]:
+        """Leave ``scaling_`` out of the pytree when it is rebuilt from the ``nb_*`` arrays.
+
+        Otherwise the scaling object would keep the concrete arrays while the leaves are
+        perturbed or traced (:func:`~bayeskern.kernels.base.register_fitted_pytree`).
+        """
+        s = self.__dict__.get("scaling_")
+        rebuilt = (type(s) is NaiveBayesScaling and hasattr(self, "nb_theta_")
+                   or type(s) is LinearModelScaling and hasattr(self, "lin_coef_"))
+        return ("scaling_",) if rebuilt and s.columns is None else ()
+
     def _fitted_scaling(self) -> Scaling:
         s = self.__dict__.get("scaling_")
         if s is None and hasattr(self, "lin_coef_"):  # restored: scaling="linear"
             s = LinearModelScaling()
-            s.coef_, s.n_outputs_ = np.asarray(self.lin_coef_), 1
+            s.coef_, s.n_outputs_ = self.lin_coef_, 1  # no np.asarray: may be a tracer
             self.scaling_ = s
         if s is None:  # restored from saved arrays (default naive-Bayes scaling only)
             s = NaiveBayesScaling()
