@@ -2,7 +2,7 @@
 
 The large-data path of :class:`bayeskern.GaBaSRRegressor`: ``max_sample_rows`` rows (a random
 subset) carry the spectral posterior (features model; ``--sampler``, default the paper's
-Gibbs/MH sampler: NUTS on the features model with 256 frequencies saturates its trees, 452 s
+Gibbs/MH sampler: NUTS on the features model with 256 frequencies was slow, 452 s
 for 2 x (20 + 10) iterations on a 300-row subset, against 116 s for 2 x (100 + 100) Gibbs
 sweeps on 2000 rows); every retained draw's weights
 and noise are then conditioned on all 10^6 rows through sufficient statistics summed over
