@@ -65,7 +65,7 @@ def feature_stats(Phi: jax.Array, y: jax.Array) -> Stats:
     return Stats(Phi.T @ Phi, Phi.T @ y, y @ y, jnp.asarray(y.shape[0], dtype=Phi.dtype))
 
 
-def scan_feature_stats(featurize: Callable, rows: tuple, y: jax.Array, chunk_size: int,
+def scan_feature_stats(featurize: Callable, rows: tuple, y: jax.Array, chunk_size: int | None,
                        mask: jax.Array | None = None) -> Stats:
     r"""Sufficient statistics summed over consecutive row chunks, inside a JAX trace.
 
@@ -87,9 +87,10 @@ def scan_feature_stats(featurize: Callable, rows: tuple, y: jax.Array, chunk_siz
     rows : tuple of arrays
         Row-aligned inputs, each with leading dimension ``N`` (e.g. ``(X, mean_basis)``).
     y : (N,) targets.
-    chunk_size : int
+    chunk_size : int or None
         Rows per chunk; ``N`` need not be a multiple (the last chunk is zero-padded and
-        masked).
+        masked). ``None``, or at least ``N`` rows with no ``mask``: one dense block,
+        :func:`feature_stats` of ``featurize(*rows)``.
     mask : (N,) or None
         Row weights, 1 on real rows and 0 on padding (``None``: all ones).
 
@@ -99,6 +100,8 @@ def scan_feature_stats(featurize: Callable, rows: tuple, y: jax.Array, chunk_siz
         Equal (up to floating-point summation order) to ``feature_stats(featurize(*rows), y)``.
     """
     n = y.shape[0]
+    if mask is None and (chunk_size is None or chunk_size >= n):
+        return feature_stats(featurize(*rows), y)
     chunk_size = int(max(1, min(chunk_size, n)))
     mask = jnp.ones(n, y.dtype) if mask is None else mask
     pad = (-n) % chunk_size

@@ -293,8 +293,6 @@ def design_stats(X, y, params, spec, mean_basis=None, chunk_size=None) -> Stats:
     :math:`O(\mathrm{chunk\_size}\cdot M + M^2)` at any :math:`N` and the evidence of
     seed 003 eq. (10) is unchanged (sums split over rows).
     """
-    if chunk_size is None or chunk_size >= X.shape[0]:
-        return feature_stats(_design(X, params, spec, mean_basis), y)
     rows = (X,) if mean_basis is None else (X, mean_basis)
     return scan_feature_stats(lambda *r: _design(r[0], params, spec, r[1] if len(r) > 1
                                                  else None), rows, y, chunk_size)

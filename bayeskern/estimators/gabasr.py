@@ -218,17 +218,18 @@ class GaBaSRRegressor(PredictiveRegressorMixin, RegressorMixin, _GaBaSRBase):  #
     def _use_exact(self, n: int) -> bool:
         if self.model == "auto":
             return (self.sampler_ == "nuts" and not self.locally_stationary
-                    and n <= self.exact_max_n and self._sample_rows(n) is None)
+                    and n <= self.exact_max_n and not self._subsampled(n))
         return self.model == "exact"
+
+    def _subsampled(self, n: int) -> bool:
+        return self.max_sample_rows is not None and n > self.max_sample_rows
 
     def _sample_rows(self, n: int) -> np.ndarray | None:
         """Rows the spectral posterior is sampled on: ``None`` (all) or a random subset."""
-        m = self.max_sample_rows
-        if m is None or n <= m:
+        if not self._subsampled(n):
             return None
-        seed = int(self.random_state) if isinstance(self.random_state, numbers.Integral) \
-            else self._seed()
-        return np.sort(np.random.default_rng(seed).choice(n, m, replace=False))
+        rng = np.random.default_rng(self._seed())
+        return np.sort(rng.choice(n, self.max_sample_rows, replace=False))
 
     def fit(self, X, y):
         """Sample the posterior of the spectral density (weights and noise integrated out)."""

@@ -1141,13 +1141,10 @@ def regression_posteriors(samples, X_train, y_train, *, mean_basis=None,
 
     def one(t):
         omega, lam0, v = t[0], t[1], t[2] if has_v else None
-        if chunk_size is None or chunk_size >= Xt.shape[0]:
-            stats = blr.feature_stats(design_matrix(Xt, omega, v, mean_basis), yt)
-        else:
-            rows = (Xt,) if mean_basis is None else (Xt, mean_basis)
-            stats = blr.scan_feature_stats(
-                lambda *r: design_matrix(r[0], omega, v, r[1] if len(r) > 1 else None),
-                rows, yt, chunk_size)
+        rows = (Xt,) if mean_basis is None else (Xt, mean_basis)
+        stats = blr.scan_feature_stats(
+            lambda *r: design_matrix(r[0], omega, v, r[1] if len(r) > 1 else None),
+            rows, yt, chunk_size)
         return blr.nig_posterior(stats, lam0, prior.a0, prior.b0)
 
     return jax.jit(lambda a: lax.map(one, a))((om, lam, vs))
