@@ -66,6 +66,7 @@ __all__ = [
     "check_basis",
     "check_harmonics",
     "build_design",
+    "lengthscale_bounds",
     "hsgp_unsupported_reason",
     "MAX_PER_COLUMN",
     "MAX_TOTAL",
@@ -450,7 +451,7 @@ class HSGPDesign:
 PRIOR_QUANTILES = (0.05, 0.9)
 
 
-def _lengthscale_bounds(leaf: Kernel, x_scale, bounds: dict | None = None) -> tuple:
+def lengthscale_bounds(leaf: Kernel, x_scale, bounds: dict | None = None) -> tuple:
     """Return the (lower, upper) length-scales of a leaf to resolve, standardized.
 
     ``bounds[site]`` when given (the estimator's refit from posterior quantiles), a fixed
@@ -524,11 +525,11 @@ def build_design(kernel: Kernel, X_std, x_scale, *, n_basis=None, bounds: dict |
         if periodic is not None:
             hp = periodic.hyperparameters()
             period = float(np.asarray(hp["period"].fixed_standardized(x_scale)).reshape(-1)[0])
-            lo = _lengthscale_bounds(periodic, x_scale, bounds)[0]
+            lo = lengthscale_bounds(periodic, x_scale, bounds)[0]
             J = choose_harmonics(float(np.min(lo)), max_harmonics=growth * MAX_HARMONICS)
         basis = None
         if stationary is not None:
-            lo, up = _lengthscale_bounds(stationary, x_scale, bounds)
+            lo, up = lengthscale_bounds(stationary, x_scale, bounds)
             basis = choose_basis(X_std, lo, kernel_family(stationary), lengthscale_upper=up,
                                  n_basis=n_basis, max_per_column=growth * MAX_PER_COLUMN[d])
         kind = "stationary" if periodic is None else (

@@ -41,6 +41,7 @@ from bayeskern.hsgp import (
     check_harmonics,
     hsgp_unsupported_reason,
     kernel_family,
+    lengthscale_bounds,
 )
 from bayeskern.inference import run_nuts
 from bayeskern.kernels import RBF, get_kernel, name_leaves, term_name
@@ -200,7 +201,8 @@ class _GPBase(BayesianEstimatorMixin, BaseEstimator):
     def sample_prior_predictive(self, X, y, n_draws: int = 100, random_state=None):
         """Draws of the observations at the rows of ``X`` under the prior alone.
 
-        The same model as :meth:`fit` (``models/gp.py``), run forward with every
+        The same model as :meth:`fit` (``models/gp.py``, or ``models/hsgp.py`` where the
+        regressor's ``approximation`` picks the basis), run forward with every
         hyper-parameter drawn from its prior (a prior predictive check, Gabry et al. 2019,
         "Visualization in Bayesian workflow"). ``y`` is used only as :meth:`fit` uses it
         before sampling: to standardize (regression) and to fit data-dependent kernels
@@ -228,10 +230,12 @@ class _GPBase(BayesianEstimatorMixin, BaseEstimator):
         model, extra = gp_regression, {}
         if classifier:
             model = gp_classification if self.inference == "latent" else gp_classification_laplace
-        elif self._resolve_approximation(kernel, xs.transform(X), warn=False) == "hsgp":
-            model = hsgp_regression
-            extra = dict(design=build_design(kernel, xs.transform(X), xs.scale,
-                                             n_basis=self.n_basis))
+        else:
+            self._check_approximation_params()
+            if self._resolve_approximation(kernel, xs.transform(X), warn=False) == "hsgp":
+                model = hsgp_regression
+                extra = dict(design=build_design(kernel, xs.transform(X), xs.scale,
+                                                 n_basis=self.n_basis))
         seed = self._seed() if random_state is None else \
             int(check_random_state(random_state).randint(0, 2**31 - 1))
         draws = Predictive(model, num_samples=n_draws)(
@@ -253,7 +257,7 @@ BASIS_WARN_FRACTION = 0.05
 #: the basis model's leave-one-out densities use at most this many rows × draws ...
 LOO_MAX_POINTS = 5 * 10**7
 #: ... and at most this many rows × draws × M² multiply-adds; a random subset of rows beyond
-LOO_MAX_WORK = 2 * 10**11
+LOO_MAX_WORK = 5 * 10**10
 
 
 @register_estimator
@@ -298,8 +302,10 @@ class GPRegressor(PredictiveRegressorMixin, RegressorMixin, _GPBase):  # noqa: D
         length-scales are checked against what the basis resolves
         (:func:`bayeskern.hsgp.check_basis`); when more than
         {int(100 * BASIS_WARN_FRACTION)} % of the draws fall outside, a warning gives the
-        numbers and the model is refitted once with a basis chosen from the posterior
-        (caps doubled). With ``n_basis`` given the warning comes without the refit.
+        numbers and the model is refitted once with a larger basis that also covers the
+        posterior's 2.5-97.5 % length-scale range (caps doubled; the basis only grows). With
+        ``n_basis`` given the warning comes without the refit. Predicting outside the box
+        of the basis (beyond :math:`L_j` from the centre of the training range) warns.
     chunk_size : int or None
         Rows per chunk of the one pass over the data that computes the basis statistics
         (``None``: about 4 million features per chunk).
@@ -441,6 +447,7 @@ class GPRegressor(PredictiveRegressorMixin, RegressorMixin, _GPBase):  # noqa: D
                                   growth=2)
         self.hsgp_design_, self._hsgp_stats, self.basis_checks_ = design, stats, checks
         self._set_basis_attributes()
+        diagnostics.set_attrs(self.idata_, basis_checks="; ".join(c.message() for c in checks))
         self._add_hsgp_loo(Xs, ys)
 
     def _set_basis_attributes(self):
@@ -487,19 +494,32 @@ class GPRegressor(PredictiveRegressorMixin, RegressorMixin, _GPBase):  # noqa: D
         return checks
 
     def _posterior_bounds(self) -> dict:
-        """``{length-scale site: (2.5 %, 97.5 % quantiles)}`` of the posterior, per column."""
+        """Per length-scale site, the range to resolve in the refit, per column.
+
+        The union of the prior's range (:func:`bayeskern.hsgp.lengthscale_bounds`) and the
+        posterior's 2.5-97.5 % quantiles: the refitted basis only grows (more functions, a box
+        at least as large, so predictions reach as far as before).
+        """
         bounds = {}
         for leaf in self.kernel_.leaves():
             site = leaf._site("lengthscale")
             if site in self.idata_.posterior:
                 d = self._draws_of(site)
-                bounds[site] = (np.quantile(d, 0.025, axis=0), np.quantile(d, 0.975, axis=0))
+                lo, up = lengthscale_bounds(leaf, self.x_std_.scale)
+                bounds[site] = (np.minimum(lo, np.quantile(d, 0.025, axis=0)),
+                                np.maximum(up, np.quantile(d, 0.975, axis=0)))
         return bounds
 
     def _hsgp_factor_fn(self):
-        design = self.hsgp_design_
-        return self._draw_map("hsgp_factors", lambda kernel, x_scale: (
-            lambda d, st: hsgp_factors(kernel, design, d, st, x_scale)))
+        """Jitted per-draw :func:`hsgp_factors`, cached for the current basis."""
+        cache = self.__dict__.setdefault("_cache", {})
+        hit = cache.get("hsgp_factor_fn")
+        if hit is None or hit[0] is not self.hsgp_design_:
+            kernel, design, x_scale = self.kernel_, self.hsgp_design_, self.x_std_.scale
+            fn = jax.jit(lambda d, st: batched_map(
+                lambda x: hsgp_factors(kernel, design, x, st, x_scale), d, 1))
+            hit = cache["hsgp_factor_fn"] = (design, fn)
+        return hit[1]
 
     def _hsgp_draw_blocks(self, draws):
         """Blocks of draws whose factors (draws × M² floats) fit ``FACTOR_CACHE_BYTES``."""
@@ -553,7 +573,7 @@ class GPRegressor(PredictiveRegressorMixin, RegressorMixin, _GPBase):  # noqa: D
         predict = jax.jit(lambda R, w, P: batched_map(lambda f: hsgp_predict(f[0], f[1], P),
                                                       (R, w), 1))
         loc, scale = np.empty((n_draws, len(Xs))), np.empty((n_draws, len(Xs)))
-        rows = _chunks(len(Xs), max(16, design.size), budget=2**24)
+        rows = _chunks(len(Xs), max(16, design.size), budget=2**22)
         for sl_d in blocks:
             R, w, nv = hit[1] if len(blocks) == 1 else \
                 factors({k: v[sl_d] for k, v in draws.items()}, self._hsgp_stats)
