@@ -357,7 +357,10 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--model", choices=["auto", *MODELS], default="auto",
                    help="the task: auto (classification for a two-valued target), "
                    "gp-regression or gp-classification (any --method)")
-    p.add_argument("--kernel", default="rbf", help="kernel name, e.g. rbf, 'linear+rbf*periodic'")
+    p.add_argument("--kernel", default="rbf",
+                   help="kernel name, e.g. rbf, 'linear+rbf*periodic'; base kernels: rbf, "
+                   "laplacian, matern32, matern52, rq (rational_quadratic), linear, periodic, "
+                   "mahalanobis; + adds, * multiplies")
     p.add_argument("--n-clusters", type=int, default=2, help="cells of --method ckrbf")
     p.add_argument("--num-warmup", type=int, default=500)
     p.add_argument("--num-samples", type=int, default=500)

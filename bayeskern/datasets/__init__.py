@@ -8,8 +8,8 @@ checked at every load, and source/licence notes in ``SOURCES.md``); ``breast_can
 
 >>> from bayeskern import datasets
 >>> datasets.list_datasets()  # doctest: +NORMALIZE_WHITESPACE
-['airfoil', 'boston', 'breast_cancer', 'co2', 'diabetes', 'eeg_eye_state', 'parkinsons',
- 'pima', 'wisconsin_original']
+['airfoil', 'boston', 'breast_cancer', 'co2', 'co2_weekly', 'diabetes', 'eeg_eye_state',
+ 'parkinsons', 'pima', 'wisconsin_original']
 >>> X, y = datasets.load_dataset("pima")
 >>> X.shape, y.dtype
 ((768, 8), dtype('int64'))

@@ -9,6 +9,7 @@ are fitted on the standardized training data before sampling.
 
 from __future__ import annotations
 
+import json
 import warnings
 
 import jax
@@ -20,6 +21,7 @@ from sklearn.utils import check_random_state, check_X_y
 
 from bayeskern import diagnostics
 from bayeskern.batching import batched_map, row_slices
+from bayeskern.blr import Stats, scan_feature_stats
 from bayeskern.devices import limit_blas
 from bayeskern.estimators.base import (
     BayesianEstimatorMixin,
@@ -29,6 +31,17 @@ from bayeskern.estimators.base import (
     flat_draws,
     map_draws,
     validate_binary,
+)
+from bayeskern.hsgp import (
+    MAX_COLUMNS,
+    HSGPDesign,
+    _split_periodic,
+    build_design,
+    check_basis,
+    check_harmonics,
+    hsgp_unsupported_reason,
+    kernel_family,
+    lengthscale_bounds,
 )
 from bayeskern.inference import run_nuts
 from bayeskern.kernels import RBF, get_kernel, name_leaves, term_name
@@ -49,6 +62,7 @@ from bayeskern.models.gp import (
     regression_predictive,
     theta_from_draw,
 )
+from bayeskern.models.hsgp import hsgp_factors, hsgp_loo, hsgp_predict, hsgp_regression
 from bayeskern.predictive import MixturePredictive, draw_seed, row_uniforms
 from bayeskern.runs import register_estimator
 
@@ -145,16 +159,19 @@ class _GPBase(BayesianEstimatorMixin, BaseEstimator):
             hit = cache[name] = (self.kernel_, self.x_std_, jf)
         return hit[2]
 
-    def _sample(self, model, Xs, y_model, y_observed, X):
+    def _sample(self, model, Xs, y_model, y_observed, X, model_kwargs=None):
+        """Run NUTS on ``model``; ``model_kwargs`` default to the exact GP's (X, y, prepared)."""
         coords = self._coords(len(Xs))
         coords["term"] = [term_name(t) for t in self.kernel_.terms()]
         dims = self._dims()
-        Xj = jnp.asarray(Xs)
+        if model_kwargs is None:
+            Xj = jnp.asarray(Xs)
+            model_kwargs = dict(X=Xj, y=jnp.asarray(y_model), kernel=self.kernel_,
+                                x_scale=self.x_std_.scale,
+                                prepared=prepare_kernel(self.kernel_, Xj, Xj, self.x_std_.scale))
         self.idata_, _ = run_nuts(
             model,
-            model_kwargs=dict(X=Xj, y=jnp.asarray(y_model), kernel=self.kernel_,
-                              x_scale=self.x_std_.scale,
-                              prepared=prepare_kernel(self.kernel_, Xj, Xj, self.x_std_.scale)),
+            model_kwargs=model_kwargs,
             rng_key=self._seed(),
             num_warmup=self.num_warmup,
             num_samples=self.num_samples,
@@ -184,7 +201,8 @@ class _GPBase(BayesianEstimatorMixin, BaseEstimator):
     def sample_prior_predictive(self, X, y, n_draws: int = 100, random_state=None):
         """Draws of the observations at the rows of ``X`` under the prior alone.
 
-        The same model as :meth:`fit` (``models/gp.py``), run forward with every
+        The same model as :meth:`fit` (``models/gp.py``, or ``models/hsgp.py`` where the
+        regressor's ``approximation`` picks the basis), run forward with every
         hyper-parameter drawn from its prior (a prior predictive check, Gabry et al. 2019,
         "Visualization in Bayesian workflow"). ``y`` is used only as :meth:`fit` uses it
         before sampling: to standardize (regression) and to fit data-dependent kernels
@@ -209,23 +227,42 @@ class _GPBase(BayesianEstimatorMixin, BaseEstimator):
             ys = Standardizer.fit(np.asarray(y, dtype=float))
             y_fit = ys.transform(np.asarray(y, dtype=float))
         kernel = self._fit_kernel(xs.transform(X), y_fit)
-        model = gp_regression
+        model, extra = gp_regression, {}
         if classifier:
             model = gp_classification if self.inference == "latent" else gp_classification_laplace
+        else:
+            self._check_approximation_params()
+            if self._resolve_approximation(kernel, xs.transform(X), warn=False) == "hsgp":
+                model = hsgp_regression
+                extra = dict(design=build_design(kernel, xs.transform(X), xs.scale,
+                                                 n_basis=self.n_basis))
         seed = self._seed() if random_state is None else \
             int(check_random_state(random_state).randint(0, 2**31 - 1))
         draws = Predictive(model, num_samples=n_draws)(
             jax.random.PRNGKey(seed), X=jnp.asarray(xs.transform(X)), kernel=kernel,
-            x_scale=xs.scale)["y"]
+            x_scale=xs.scale, **extra)["y"]
         draws = np.asarray(draws)
         if classifier:
             return np.asarray(classes)[draws.astype(int)]
         return draws * ys.scale + ys.mean
 
 
+#: ``approximation="auto"`` runs the exact GP up to this many rows (the CO2 demo's 425
+#: rows stay exact), the Hilbert-space basis above when the kernel allows it
+AUTO_EXACT_MAX_ROWS = 1000
+#: above this many rows, an exact fit chosen by ``"auto"`` (kernel without a basis) warns
+LARGE_EXACT_ROWS = 3000
+#: fraction of posterior draws outside what the basis resolves above which a fit warns
+BASIS_WARN_FRACTION = 0.05
+#: the basis model's leave-one-out densities use at most this many rows × draws ...
+LOO_MAX_POINTS = 5 * 10**7
+#: ... and at most this many rows × draws × M² multiply-adds; a random subset of rows beyond
+LOO_MAX_WORK = 5 * 10**10
+
+
 @register_estimator
 class GPRegressor(PredictiveRegressorMixin, RegressorMixin, _GPBase):  # noqa: D101 (__doc__ is an f-string)
-    __doc__ = f"""Bayesian Gaussian-process regression (exact Gaussian marginal likelihood).
+    __doc__ = f"""Bayesian Gaussian-process regression (exact or Hilbert-space marginal likelihood).
 
     The model (``models/gp.py``) on standardized data is
 
@@ -236,34 +273,335 @@ class GPRegressor(PredictiveRegressorMixin, RegressorMixin, _GPBase):  # noqa: D
     LogNormal(0, 1)). Predictions are the mixture over posterior draws of the Gaussian
     conditionals (Rasmussen & Williams 2006, eqs. 2.25-2.26) plus observation noise.
 
+    With ``approximation="hsgp"`` the same model (same priors and sample sites) has
+    :math:`k_t(X, X)` replaced by a Hilbert-space basis expansion :math:`\\Phi_t S_t \\Phi_t^\\top`
+    (Solin & Särkkä 2020; Riutort-Mayol et al. 2023; :mod:`bayeskern.hsgp`,
+    ``models/hsgp.py``) whose weights are integrated out: the data enter through
+    :math:`\\Phi^\\top\\Phi`, :math:`\\Phi^\\top y`, :math:`y^\\top y`, computed once in row
+    chunks, and each leapfrog step costs :math:`O(M^3)` whatever the number of rows.
+
     Parameters
     ----------
     kernel : Kernel or str, default RBF()
         Any bayeskern kernel (``bk.kernels.Linear() + bk.kernels.RBF()``...) or a name
         (``"rbf"``, ``"linear+rbf*periodic"``). Values given explicitly are held fixed, in
         the units of ``X``; values left out are sampled.
+    approximation : {{"auto", "exact", "hsgp"}}
+        ``"exact"``: the exact marginal likelihood, :math:`O(N^3)` per leapfrog step, any
+        kernel. ``"hsgp"``: the Hilbert-space basis, for 1-{MAX_COLUMNS} input columns and
+        kernels whose additive terms are ``Linear``, a stationary kernel with a spectral
+        density (RBF, Laplacian, Matern32, Matern52, RationalQuadratic), ``Periodic`` with a
+        fixed period, or a stationary kernel times such a ``Periodic`` (one input column);
+        anything else raises ``ValueError``. ``"auto"`` (default): exact up to
+        {AUTO_EXACT_MAX_ROWS} rows or when the basis cannot represent the kernel, the basis
+        otherwise. ``approximation_`` records what ran.
+    n_basis : int, sequence of int or None
+        Basis functions per input column of every stationary term (``None``: chosen from the
+        length-scale priors by Riutort-Mayol et al. 2023's relations,
+        :func:`bayeskern.hsgp.choose_basis`). After an automatic fit the posterior's
+        length-scales are checked against what the basis resolves
+        (:func:`bayeskern.hsgp.check_basis`); when more than
+        {int(100 * BASIS_WARN_FRACTION)} % of the draws fall outside, a warning gives the
+        numbers and the model is refitted once with a larger basis that also covers the
+        posterior's 2.5-97.5 % length-scale range (caps doubled; the basis only grows). With
+        ``n_basis`` given the warning comes without the refit. Predicting outside the box
+        of the basis (beyond :math:`L_j` from the centre of the training range) warns.
+    chunk_size : int or None
+        Rows per chunk of the one pass over the data that computes the basis statistics
+        (``None``: about 4 million features per chunk).
     {_SAMPLER_DOC}
     Attributes
     ----------
     idata_ : arviz.InferenceData
-        Posterior, sample_stats, log_likelihood (exact leave-one-out conditionals, so that
-        PSIS-LOO is valid for this non-factorized model; Bürkner, Gabry & Vehtari 2021),
-        observed_data and constant_data.
+        Posterior, sample_stats, log_likelihood, observed_data and constant_data. The
+        log-likelihood holds the exact leave-one-out predictive densities of the model that
+        ran, so that PSIS-LOO is valid for this non-factorized model (Bürkner, Gabry & Vehtari
+        2021): of the exact GP, or of the basis model (closed form from the hat-matrix
+        diagonal). Above {LOO_MAX_POINTS:.0e} rows × draws (or the equivalent work) they are
+        computed on a random subset of rows, recorded in ``posterior.attrs["loo_subsample"]``
+        (the ``obs`` coordinates are the rows used). ``posterior.attrs`` also records
+        ``approximation`` and, for the basis, ``hsgp_design`` (JSON).
     convergence_ : ConvergenceReport
     kernel_ : the fitted, named kernel.
+    approximation_ : {{"exact", "hsgp"}}
+        What ran.
+    n_basis_, boundary_ : dict or None
+        With the basis: per additive term (by name), the basis functions per column and the
+        half-widths :math:`L_j` of the box (standardized units); ``None`` for exact fits.
+    hsgp_design_ : HSGPDesign or None
+        The whole basis (:class:`bayeskern.hsgp.HSGPDesign`).
+    basis_checks_ : list of BasisCheck
+        With the basis: the posterior mass outside what the basis resolves, per length-scale.
     """
+
+    def __init__(self, kernel=None, *, approximation: str = "auto", n_basis=None,
+                 chunk_size: int | None = None, num_warmup: int = 500, num_samples: int = 500,
+                 num_chains: int = 4, chain_method: str | None = None,
+                 target_accept_prob: float = 0.8, init: str = "map", dense_mass: bool = False,
+                 adapt_mass_matrix: bool = True, progress_bar: bool = True,
+                 random_state=None):
+        super().__init__(kernel, num_warmup=num_warmup, num_samples=num_samples,
+                         num_chains=num_chains, chain_method=chain_method,
+                         target_accept_prob=target_accept_prob, init=init,
+                         dense_mass=dense_mass, adapt_mass_matrix=adapt_mass_matrix,
+                         progress_bar=progress_bar, random_state=random_state)
+        self.approximation = approximation
+        self.n_basis = n_basis
+        self.chunk_size = chunk_size
 
     @limit_blas
     def fit(self, X, y):
         """Sample the posterior of the kernel hyper-parameters and the noise."""
         X, y = self._validate_fit(X, y, classifier=False)
+        self._check_approximation_params()
         self.x_std_ = Standardizer.fit(X)
         self.y_std_ = Standardizer.fit(y)
         Xs, ys = self.x_std_.transform(X), self.y_std_.transform(y)
         self.kernel_ = self._fit_kernel(Xs, ys)
-        self._sample(gp_regression, Xs, ys, y, X)
-        self._add_loo_loglik(Xs, ys)
+        self.approximation_ = self._resolve_approximation(self.kernel_, Xs)
+        self.hsgp_design_ = self.n_basis_ = self.boundary_ = None
+        if self.approximation_ == "hsgp":
+            self._fit_hsgp(Xs, ys, y, X)
+        else:
+            self._sample(gp_regression, Xs, ys, y, X)
+            self._add_loo_loglik(Xs, ys)
+        diagnostics.set_attrs(self.idata_, approximation=self.approximation_)
         return self
+
+    # ------------------------------------------------------------ choosing the approximation
+    def _check_approximation_params(self):
+        if self.approximation not in ("auto", "exact", "hsgp"):
+            raise ValueError("approximation must be 'auto', 'exact' or 'hsgp', got "
+                             f"{self.approximation!r}")
+        nb = self.n_basis
+        ok = nb is None or (isinstance(nb, (int, np.integer)) and not isinstance(nb, bool)
+                            and nb >= 1)
+        if not ok and isinstance(nb, (list, tuple, np.ndarray)):
+            ok = len(nb) > 0 and all(isinstance(v, (int, np.integer)) and not isinstance(v, bool)
+                                     and v >= 1 for v in nb)
+        if not ok:
+            raise ValueError("n_basis must be None, a positive int or a sequence of positive "
+                             f"ints (one per input column), got {nb!r}")
+        cs = self.chunk_size
+        if cs is not None and (isinstance(cs, bool) or not isinstance(cs, (int, np.integer))
+                               or cs < 1):
+            raise ValueError(f"chunk_size must be None or a positive int, got {cs!r}")
+
+    def _resolve_approximation(self, kernel, Xs, warn: bool = True) -> str:
+        """Return ``"exact"`` or ``"hsgp"`` for ``approximation`` on these data."""
+        n, d = Xs.shape
+        if self.approximation == "exact":
+            return "exact"
+        reason = hsgp_unsupported_reason(kernel, d)
+        if self.n_basis is not None and reason is None and np.ndim(self.n_basis) == 1 \
+                and len(self.n_basis) != d:
+            raise ValueError(f"n_basis has {len(self.n_basis)} entries but X has {d} columns")
+        if self.approximation == "hsgp":
+            if reason is not None:
+                raise ValueError(
+                    f"approximation='hsgp' cannot be used: {reason}. Use approximation='exact' "
+                    "(any kernel, O(N^3) per leapfrog step), or a kernel made of Linear, RBF, "
+                    "Laplacian, Matern32, Matern52, RationalQuadratic and Periodic(period=...) "
+                    "terms on at most 3 columns")
+            return "hsgp"
+        if n <= AUTO_EXACT_MAX_ROWS:
+            return "exact"
+        if reason is not None:
+            if warn and n > LARGE_EXACT_ROWS:
+                warnings.warn(
+                    f"{type(self).__name__}: approximation='auto' runs the exact GP on {n} rows "
+                    f"(O(N^3) per leapfrog step: slow) because the Hilbert-space basis cannot "
+                    f"be used: {reason}", UserWarning, stacklevel=3)
+            return "exact"
+        return "hsgp"
+
+    # ------------------------------------------------------------------- the basis model
+    def _basis_stats(self, design, Xs, ys) -> Stats:
+        """Return :math:`(\\Phi^\\top\\Phi, \\Phi^\\top y, y^\\top y, N)`, one chunked pass."""
+        chunk = self.chunk_size or max(256, 2**22 // max(design.size, 1))
+        fn = jax.jit(lambda X, y: scan_feature_stats(design.features, (X,), y, chunk))
+        return Stats(*(jnp.asarray(np.asarray(a)) for a in fn(jnp.asarray(Xs), jnp.asarray(ys))))
+
+    def _fit_hsgp(self, Xs, ys, y, X):
+        x_scale = self.x_std_.scale
+        design = build_design(self.kernel_, Xs, x_scale, n_basis=self.n_basis)
+        for attempt in range(2):
+            stats = self._basis_stats(design, Xs, ys)
+            self._sample(hsgp_regression, Xs, ys, y, X, model_kwargs=dict(
+                stats=stats, kernel=self.kernel_, design=design, x_scale=x_scale))
+            checks = self._basis_checks(design)
+            bad = [c for c in checks
+                   if max(c.fraction_short, c.fraction_long) > BASIS_WARN_FRACTION]
+            if not bad:
+                break
+            refit = attempt == 0 and self.n_basis is None
+            warnings.warn(
+                f"{type(self).__name__}: the Hilbert-space basis ({design.size} functions) does "
+                "not resolve part of the posterior: " + "; ".join(c.message() for c in bad)
+                + (". Refitting once with a basis chosen from the posterior's length-scales."
+                   if refit else ". Give a larger n_basis, or approximation='exact'."),
+                UserWarning, stacklevel=3)
+            if not refit:
+                break
+            design = build_design(self.kernel_, Xs, x_scale, bounds=self._posterior_bounds(),
+                                  growth=2)
+        self.hsgp_design_, self._hsgp_stats, self.basis_checks_ = design, stats, checks
+        self._set_basis_attributes()
+        diagnostics.set_attrs(self.idata_, basis_checks="; ".join(c.message() for c in checks))
+        self._add_hsgp_loo(Xs, ys)
+
+    def _set_basis_attributes(self):
+        design, names = self.hsgp_design_, [term_name(t) for t in self.kernel_.terms()]
+        self.n_basis_ = {n: list(t.basis.m) for n, t in zip(names, design.terms, strict=True)
+                         if t.basis is not None}
+        self.boundary_ = {n: list(t.basis.L) for n, t in zip(names, design.terms, strict=True)
+                          if t.basis is not None}
+        diagnostics.set_attrs(self.idata_, hsgp_design=json.dumps(design.to_config()),
+                              n_basis_total=int(design.size))
+
+    def _stationary_parts(self, design):
+        """``(term, TermBasis, stationary leaf or None, Periodic or None)`` per basis term."""
+        for term, spec in zip(self.kernel_.terms(), design.terms, strict=True):
+            if spec.kind == "linear":
+                continue
+            split = _split_periodic(term)
+            stationary, periodic = split if split is not None else (term, None)
+            yield term, spec, stationary, periodic
+
+    def _lengthscale_draws(self, leaf):
+        site = leaf._site("lengthscale")
+        if site in self.idata_.posterior:
+            return site, self._draws_of(site)
+        h = leaf.hyperparameters()["lengthscale"]
+        value = h.fixed_standardized(self.x_std_.scale) if h.length else h.value
+        return site, np.atleast_2d(np.asarray(value, dtype=float))
+
+    def _draws_of(self, site):
+        a = np.asarray(self.idata_.posterior[site])
+        return a.reshape((-1,) + a.shape[2:])
+
+    def _basis_checks(self, design) -> list:
+        checks = []
+        for term, spec, stationary, periodic in self._stationary_parts(design):
+            if stationary is not None:
+                site, ls = self._lengthscale_draws(stationary)
+                checks.append(check_basis(spec.basis, ls, kernel_family(stationary),
+                                          term=term_name(term), parameter=site))
+            if periodic is not None:
+                _, ls = self._lengthscale_draws(periodic)
+                checks.append(check_harmonics(periodic, spec.n_harmonics, spec.period, ls,
+                                              term=term_name(term)))
+        return checks
+
+    def _posterior_bounds(self) -> dict:
+        """Per length-scale site, the range to resolve in the refit, per column.
+
+        The union of the prior's range (:func:`bayeskern.hsgp.lengthscale_bounds`) and the
+        posterior's 2.5-97.5 % quantiles: the refitted basis only grows (more functions, a box
+        at least as large, so predictions reach as far as before).
+        """
+        bounds = {}
+        for leaf in self.kernel_.leaves():
+            site = leaf._site("lengthscale")
+            if site in self.idata_.posterior:
+                d = self._draws_of(site)
+                lo, up = lengthscale_bounds(leaf, self.x_std_.scale)
+                bounds[site] = (np.minimum(lo, np.quantile(d, 0.025, axis=0)),
+                                np.maximum(up, np.quantile(d, 0.975, axis=0)))
+        return bounds
+
+    def _hsgp_factor_fn(self):
+        """Jitted per-draw :func:`hsgp_factors`, cached for the current basis."""
+        cache = self.__dict__.setdefault("_cache", {})
+        hit = cache.get("hsgp_factor_fn")
+        if hit is None or hit[0] is not self.hsgp_design_:
+            kernel, design, x_scale = self.kernel_, self.hsgp_design_, self.x_std_.scale
+            fn = jax.jit(lambda d, st: batched_map(
+                lambda x: hsgp_factors(kernel, design, x, st, x_scale), d, 1))
+            hit = cache["hsgp_factor_fn"] = (design, fn)
+        return hit[1]
+
+    def _hsgp_draw_blocks(self, draws):
+        """Blocks of draws whose factors (draws × M² floats) fit ``FACTOR_CACHE_BYTES``."""
+        n_draws, M = len(next(iter(draws.values()))), self.hsgp_design_.size
+        size = max(1, min(n_draws, FACTOR_CACHE_BYTES // (8 * (M * M + M + 1))))
+        return row_slices(n_draws, size)
+
+    def _add_hsgp_loo(self, Xs, ys):
+        """LOO predictive log densities of the basis model per draw (:func:`hsgp_loo`)."""
+        draws = self._draws()
+        n_draws, n, M = len(next(iter(draws.values()))), len(Xs), self.hsgp_design_.size
+        n_rows = int(min(n, LOO_MAX_POINTS // n_draws, LOO_MAX_WORK // (n_draws * M * M)))
+        rows = np.arange(n)
+        if n_rows < n:
+            rng = np.random.default_rng(self._seed())
+            rows = np.sort(rng.choice(n, size=max(n_rows, 1), replace=False))
+        Phi = self.hsgp_design_.features(jnp.asarray(Xs[rows]))
+        yj = jnp.asarray(ys[rows])
+        factors = self._hsgp_factor_fn()
+        loo = jax.jit(lambda R, w, nv, P, yy: batched_map(
+            lambda f: hsgp_loo(f[0], f[1], f[2], P, yy), (R, w, nv), 1))
+        ll = []
+        for sl in self._hsgp_draw_blocks(draws):
+            R, w, nv = factors({k: v[sl] for k, v in draws.items()}, self._hsgp_stats)
+            ll.append(np.asarray(loo(R, w, nv, Phi, yj)))
+        ll = np.concatenate(ll) - np.log(self.y_std_.scale)
+        ll = ll.reshape(self.idata_.posterior.sizes["chain"], -1, ll.shape[-1])
+        diagnostics.add_group(self.idata_, "log_likelihood", {"y": ll}, dims={"y": ["obs"]},
+                              coords={"obs": rows})
+        if len(rows) < n:
+            diagnostics.set_attrs(self.idata_, loo_subsample=int(len(rows)))
+
+    def _predictive_hsgp(self, Xs):
+        design = self.hsgp_design_
+        outside = int(np.sum(~design.contains(Xs)))
+        if outside:
+            warnings.warn(
+                f"{type(self).__name__}: {outside} of {len(Xs)} rows lie outside the box on "
+                "which the Hilbert-space basis approximates the kernel; predictions there "
+                "fall back towards the prior mean and are not those of the GP",
+                UserWarning, stacklevel=4)
+        draws = self._draws()
+        n_draws = len(next(iter(draws.values())))
+        blocks = self._hsgp_draw_blocks(draws)
+        cache = self.__dict__.setdefault("_cache", {})
+        hit = cache.get("hsgp_factors_all")
+        factors = self._hsgp_factor_fn()
+        if len(blocks) == 1 and (hit is None or hit[0] is not self.hsgp_design_):
+            hit = cache["hsgp_factors_all"] = (
+                self.hsgp_design_, tuple(np.asarray(a) for a in factors(draws, self._hsgp_stats)))
+        predict = jax.jit(lambda R, w, P: batched_map(lambda f: hsgp_predict(f[0], f[1], P),
+                                                      (R, w), 1))
+        loc, scale = np.empty((n_draws, len(Xs))), np.empty((n_draws, len(Xs)))
+        rows = _chunks(len(Xs), max(16, design.size), budget=2**22)
+        for sl_d in blocks:
+            R, w, nv = hit[1] if len(blocks) == 1 else \
+                factors({k: v[sl_d] for k, v in draws.items()}, self._hsgp_stats)
+            for sl in rows:
+                Phi = design.features(jnp.asarray(Xs[sl]))
+                mean, var = predict(R, w, Phi)
+                loc[sl_d, sl] = np.asarray(mean)
+                scale[sl_d, sl] = np.sqrt(np.asarray(var) + np.asarray(nv)[:, None])
+        return loc, scale
+
+    def _save_state(self):
+        meta, arrays = super()._save_state()
+        meta["approximation"] = getattr(self, "approximation_", "exact")
+        if meta["approximation"] == "hsgp":
+            meta["hsgp_design"] = self.hsgp_design_.to_config()
+            arrays.update({f"hsgp/{k}": np.asarray(v)
+                           for k, v in self._hsgp_stats._asdict().items()})
+        return meta, arrays
+
+    def _load_state(self, meta, arrays):
+        super()._load_state(meta, arrays)
+        self.approximation_ = meta.get("approximation", "exact")
+        self.hsgp_design_ = self.n_basis_ = self.boundary_ = None
+        if self.approximation_ == "hsgp":
+            self.hsgp_design_ = HSGPDesign.from_config(meta["hsgp_design"])
+            self._hsgp_stats = Stats(*(jnp.asarray(arrays[f"hsgp/{k}"]) for k in Stats._fields))
+            self._set_basis_attributes()
+            self.basis_checks_ = self._basis_checks(self.hsgp_design_)
 
     def _add_loo_loglik(self, Xs, ys):
         """Exact LOO predictive log densities per draw (R&W eq. 5.12), original units."""
@@ -313,6 +651,10 @@ class GPRegressor(PredictiveRegressorMixin, RegressorMixin, _GPBase):  # noqa: D
     def predictive(self, X) -> MixturePredictive:
         """Posterior predictive distribution of new observations at ``X`` (data units)."""
         X = self._validate_predict(X)
+        if getattr(self, "approximation_", "exact") == "hsgp":
+            loc, scale = self._predictive_hsgp(self.x_std_.transform(X))
+            return MixturePredictive(loc * self.y_std_.scale + self.y_std_.mean,
+                                     scale * self.y_std_.scale)
         Xs = jnp.asarray(self.x_std_.transform(X))
         Xtr = jnp.asarray(self.x_std_.transform(np.asarray(self.idata_.constant_data["X"])))
         ytr = jnp.asarray(self.y_std_.transform(np.asarray(self.idata_.observed_data["y"])))

@@ -1,8 +1,9 @@
 """Kernels: pure JAX point-pair functions, composable with ``+`` and ``*``.
 
-Base kernels: :class:`RBF`, :class:`Laplacian`, :class:`Linear`, :class:`Periodic`,
-:class:`MahalanobisRBF`. Data-dependent kernels (fitted on the training data by the
-estimators, then pure) live in their own modules and are exported here.
+Base kernels: :class:`RBF`, :class:`Laplacian`, :class:`Matern32`, :class:`Matern52`,
+:class:`RationalQuadratic`, :class:`Linear`, :class:`Periodic`, :class:`MahalanobisRBF`.
+Data-dependent kernels (fitted on the training data by the estimators, then pure) live in
+their own modules and are exported here.
 """
 
 from .base import (
@@ -21,7 +22,17 @@ from .base import (
 
 # isort: split
 # The stationary kernels first: import order is KERNEL_REGISTRY's order.
-from .stationary import RBF, Laplacian, Linear, MahalanobisRBF, Periodic, safe_norm
+from .stationary import (
+    RBF,
+    Laplacian,
+    Linear,
+    MahalanobisRBF,
+    Matern32,
+    Matern52,
+    Periodic,
+    RationalQuadratic,
+    safe_norm,
+)
 
 # isort: split
 from .ckrbf import CkRBF
@@ -38,6 +49,9 @@ __all__ = [
     "Constant",
     "RBF",
     "Laplacian",
+    "Matern32",
+    "Matern52",
+    "RationalQuadratic",
     "Linear",
     "Periodic",
     "MahalanobisRBF",
@@ -57,7 +71,9 @@ __all__ = [
     "get_kernel",
 ]
 
-_BY_NAME = {"rbf": RBF, "laplacian": Laplacian, "linear": Linear, "periodic": Periodic,
+_BY_NAME = {"rbf": RBF, "laplacian": Laplacian, "matern32": Matern32, "matern52": Matern52,
+            "rq": RationalQuadratic, "rational_quadratic": RationalQuadratic,
+            "linear": Linear, "periodic": Periodic,
             "mahalanobis": MahalanobisRBF, "mahalanobis_rbf": MahalanobisRBF}
 
 

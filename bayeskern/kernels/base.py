@@ -373,6 +373,47 @@ class Kernel:
         """``k(x_i, x_i)`` for every row of ``X``."""
         return jax.vmap(self.evaluate, in_axes=(None, 0, 0))(theta, X, X)
 
+    # ----------------------------------------------------------------- spectral density
+    def has_spectral_density(self) -> bool:
+        """Return ``True`` when :meth:`spectral_density` is implemented for this kernel.
+
+        ``False`` here; ``True`` for the stationary kernels (RBF, Laplacian, Matern32,
+        Matern52, RationalQuadratic) and for sums of them.
+        """
+        return False
+
+    def spectral_density(self, theta: dict, omega: jax.Array) -> jax.Array:
+        r"""Return the spectral density :math:`S(\omega)` at each row of ``omega``.
+
+        Bochner's theorem: a stationary unit-variance kernel is
+        :math:`k(\tau) = (2\pi)^{-d} \int S(\omega)\, e^{i\omega^\top\tau}\, d\omega`
+        (NumPyro's ``contrib.hsgp`` convention), so :math:`(2\pi)^{-d}\int S = k(0)`.
+        Hilbert-space approximations weigh their basis functions by :math:`S` at the square
+        roots of the Laplacian's eigenvalues (Solin & Särkkä 2020).
+
+        Parameters
+        ----------
+        theta : dict
+            Hyper-parameters by NumPyro site name, in the units of ``1 / omega``.
+        omega : jax.Array of shape (m, d)
+            Angular frequencies.
+
+        Returns
+        -------
+        jax.Array of shape (m,)
+
+        Raises
+        ------
+        NotImplementedError
+            Here, for kernels without a spectral density (see :meth:`has_spectral_density`).
+        """
+        raise NotImplementedError(
+            f"{type(self).__name__} has no spectral density: a Hilbert-space approximation "
+            "needs a stationary kernel with one (RBF, Laplacian, Matern32, Matern52, "
+            "RationalQuadratic, sums of them, or their product with Periodic); "
+            'approximation="exact" works for any kernel'
+        )
+
     # ----------------------------------------------------------------- work done once per fit
     def is_constant(self) -> bool:
         """Return ``True`` when no hyper-parameter of this kernel (or one it wraps) is sampled.
@@ -569,6 +610,21 @@ class Sum(_Binary):
         """Return the additive terms of both operands."""
         return self.k1.terms() + self.k2.terms()
 
+    def has_spectral_density(self):
+        """Return ``True`` when both operands have a spectral density."""
+        return self.k1.has_spectral_density() and self.k2.has_spectral_density()
+
+    def spectral_density(self, theta, omega):
+        r"""Return :math:`S_1(\omega) + S_2(\omega)`: the transform is linear.
+
+        The models give each additive term its own amplitude, so they evaluate the terms'
+        densities one by one; this is the density of the unweighted sum.
+        """
+        for k in (self.k1, self.k2):
+            if not k.has_spectral_density():
+                return k.spectral_density(theta, omega)  # raises, naming that operand
+        return self.k1.spectral_density(theta, omega) + self.k2.spectral_density(theta, omega)
+
     def __repr__(self):
         return f"{self.k1!r} + {self.k2!r}"
 
@@ -577,6 +633,21 @@ class Product(_Binary):
     """Product kernel :math:`k(x,x') = k_1(x,x')\\,k_2(x,x')` (a Schur product: PSD if both are)."""
 
     op = staticmethod(jnp.multiply)
+
+    def spectral_density(self, theta, omega):
+        """Raise :class:`NotImplementedError`: a product's density is a convolution.
+
+        A stationary kernel times :class:`~bayeskern.kernels.Periodic` is approximated from
+        the stationary factor's :meth:`spectral_density` and the periodic factor's
+        :meth:`~bayeskern.kernels.Periodic.cosine_coefficients` instead.
+        """
+        raise NotImplementedError(
+            f"Product ({self!r}) has no spectral density: a Hilbert-space approximation "
+            "needs a stationary kernel with one (RBF, Laplacian, Matern32, Matern52, "
+            "RationalQuadratic, sums of them), or such a kernel times Periodic, which is "
+            "approximated from the factors (spectral_density and "
+            'Periodic.cosine_coefficients); approximation="exact" works for any kernel'
+        )
 
     def __repr__(self):
         return f"({self.k1!r}) * ({self.k2!r})"

@@ -1,0 +1,309 @@
+"""Hilbert-space GP (``GPRegressor(approximation="auto"|"hsgp")``) against exact, and at scale.
+
+Every fit uses the estimator's DEFAULT arguments (only ``random_state`` and
+``progress_bar=False`` are set; defaults are the product). Cases, each runnable alone:
+
+* ``accuracy``: basis vs exact at N = 1 000 on (a) the last 1 000 weekly CO2 training weeks
+  (< 1994) with the demo kernel, tested on the 418 weeks >= 1994, and (b) a 2-D smooth
+  surface with RBF(): mean |mean_hsgp - mean_exact| / sd_exact, NLPD, 95 % coverage, fit times.
+* ``co2``: all 1 807 weekly training weeks, demo kernel, ``approximation="auto"``.
+* ``million``: 1-D synthetic, N = 10^6, ``GPRegressor()``; fit and ``predict(X, return_std=True)``
+  on 10^6 rows in a child process (its own peak RSS).
+* ``surface``: 2-D synthetic, N = 10^5, ``GPRegressor()``.
+
+    .venv/bin/python benchmarks/scale/hsgp_scale.py accuracy|co2|million|surface|all [--seeds 0 1 2]
+    .venv/bin/python benchmarks/scale/hsgp_scale.py all --seeds 0 --quick   # smoke test, temp dir
+
+Writes the case's section of ``docs/results/hsgp_scale.md`` and its key of
+``docs/results/hsgp_scale.json``; ``--quick`` (tiny N, 20 + 20 draws, one chain) writes to a
+temporary directory instead.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import resource
+import subprocess
+import sys
+import tempfile
+import time
+import warnings
+from pathlib import Path
+
+import numpy as np
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # benchmarks/: common.py
+from common import DOCS_RESULTS, ROOT, loadavg, machine, md_table, write_section, write_text  # noqa: E402
+
+import bayeskern as bk  # noqa: E402
+
+K = bk.kernels
+SCRIPT = Path(__file__).resolve().relative_to(ROOT)
+HEADER = f"""# Hilbert-space GP: accuracy against exact, and scale
+
+Written by `{SCRIPT}` (one section per case; rerun the command in a section to
+reproduce it). Every fit uses `GPRegressor`'s default arguments (4 chains × (500 + 500) NUTS
+iterations, `approximation="auto"`; the accuracy case sets `approximation` explicitly), with
+only `random_state` (= seed) and `progress_bar=False` set. Every seed run is listed. Load is
+`/proc/loadavg` (1, 5, 15 min) before → after the fit; peak RSS is `getrusage` of the
+process that fitted.
+"""
+QUICK = dict(num_warmup=20, num_samples=20, num_chains=1)
+SIZES = {False: dict(acc=1000, co2=None, million=1_000_000, million_pred=1_000_000,
+                     surface=100_000, test=10_000),
+         True: dict(acc=150, co2=1100, million=20_000, million_pred=20_000,
+                    surface=5_000, test=500)}
+
+
+def demo_kernel():
+    return K.Linear() + K.RBF() + K.RBF() * K.Periodic(period=1.0)
+
+
+def surface_data(n, seed):
+    rng = np.random.default_rng(seed)
+    X = rng.uniform(-2, 2, size=(n, 2))
+    f = np.sin(3 * X[:, 0]) + np.cos(2 * X[:, 1]) + 0.5 * X[:, 0] * X[:, 1]
+    return X, f + 0.1 * rng.normal(size=n)
+
+
+def million_data(n, seed):
+    rng = np.random.default_rng(seed)
+    X = rng.uniform(0, 10, size=(n, 1))
+    return X, np.sin(2 * X[:, 0]) + 0.3 * np.sin(7 * X[:, 0]) + 0.2 * rng.normal(size=n)
+
+
+def rss_gb():
+    return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1e6  # KiB on Linux
+
+
+def fit(est, X, y):
+    """Fit, timed; returns the record of the fit (convergence, basis, load, warnings)."""
+    load0 = loadavg()
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        t = time.perf_counter()
+        est.fit(X, y)
+        fit_s = time.perf_counter() - t
+    c = est.convergence_
+    num = lambda v, d: None if not np.isfinite(v) else round(float(v), d)  # noqa: E731 (JSON)
+    return dict(fit_s=round(fit_s, 2), n=len(X), approximation=est.approximation_,
+                n_basis=est.n_basis_, converged=bool(c.ok), max_rhat=num(c.max_rhat, 3),
+                min_ess_bulk=num(c.min_ess_bulk, 1), min_ess_tail=num(c.min_ess_tail, 1),
+                divergences=int(c.n_divergent),
+                load_before=load0, load_after=loadavg(), peak_rss_gb=round(rss_gb(), 2),
+                warnings=[str(w.message)[:300] for w in caught])
+
+
+def metrics(y, pred):
+    m = bk.diagnostics.regression_metrics(y, pred)
+    return {k: round(m[k], 4) for k in ("rmse", "coverage_95", "nlpd")}
+
+
+def new(args, kernel=None, **kw):
+    return bk.GPRegressor(kernel, progress_bar=False, **(QUICK if args.quick else {}), **kw)
+
+
+def conv(r):
+    return f"{'yes' if r['converged'] else 'NO'} ({r['max_rhat']} / {r['min_ess_bulk']}" \
+           f" / {r['divergences']})"
+
+
+def basis(r):
+    return "exact" if r["approximation"] == "exact" else \
+        "hsgp " + ", ".join(f"{k}: {v}" for k, v in (r["n_basis"] or {}).items())
+
+
+def load(r):
+    return f"{r['load_before']} → {r['load_after']}"
+
+
+# ----------------------------------------------------------------------------- cases
+def case_accuracy(args):
+    n = SIZES[args.quick]["acc"]
+    Xtr, ytr, Xte_c, yte_c = bk.datasets.co2_split(weekly=True)
+    problems = {  # name: (data of a seed, kernel factory)
+        "co2 (1-D, demo kernel)": (lambda s: (Xtr[-n:], ytr[-n:], Xte_c, yte_c), demo_kernel),
+        "surface (2-D, RBF)": (lambda s: (*surface_data(n, s), *surface_data(500, s + 100)),
+                               K.RBF)}
+    rows, raw = [], []
+    for seed in args.seeds:
+        for name, (make, kernel) in problems.items():
+            X, y, Xte, yte = make(seed)
+            rec = {"problem": name, "seed": seed}
+            preds = {}
+            for approx in ("exact", "hsgp"):
+                est = new(args, kernel(), approximation=approx, random_state=seed)
+                rec[approx] = fit(est, X, y)
+                preds[approx] = est.predictive(Xte)
+                rec[approx].update(metrics(yte, preds[approx]))
+            rec["mean_diff_over_sd"] = round(float(np.mean(
+                np.abs(preds["hsgp"].mean() - preds["exact"].mean()) / preds["exact"].std())), 4)
+            e, h = rec["exact"], rec["hsgp"]
+            rows.append([name, seed, rec["mean_diff_over_sd"], e["nlpd"], h["nlpd"],
+                         e["coverage_95"], h["coverage_95"], e["fit_s"], h["fit_s"], basis(h),
+                         conv(e), conv(h), load(e), load(h)])
+            raw.append(rec)
+            print(json.dumps(rec), flush=True)
+    body = f"""## accuracy: basis against exact at N = {n}
+
+CO2: the last {n} weekly training weeks (< 1994, contiguous, not thinned), kernel
+`Linear() + RBF() + RBF() * Periodic(period=1.0)`, tested on the {len(yte_c)} weeks
+1994-2001. Surface: f(x) = sin(3x₁) + cos(2x₂) + 0.5 x₁x₂ on [−2, 2]², noise sd 0.1, {n}
+training and 500 test points drawn with the seed (test with seed + 100), kernel `RBF()`.
+Both fits of a row run in the same process, exact first. |Δmean|/sd: mean over test points
+of |mean_hsgp − mean_exact| / sd_exact (predictive sd). Targets: |Δmean|/sd ≤ 0.05, NLPD
+and 95 % coverage within 0.02 of exact. Convergence: converged (max R-hat / min bulk ESS /
+divergences).
+
+{md_table(["problem", "seed", "abs dmean/sd", "NLPD exact", "NLPD hsgp", "cov95 exact",
+           "cov95 hsgp", "fit exact (s)", "fit hsgp (s)", "basis", "conv. exact", "conv. hsgp",
+           "load exact", "load hsgp"], rows)}
+"""
+    return body, raw
+
+
+def case_co2(args):
+    Xtr, ytr, Xte, yte = bk.datasets.co2_split(weekly=True)
+    if SIZES[args.quick]["co2"]:
+        Xtr, ytr = Xtr[-SIZES[args.quick]["co2"]:], ytr[-SIZES[args.quick]["co2"]:]
+    rows, raw = [], []
+    for seed in args.seeds:
+        est = new(args, demo_kernel(), random_state=seed)
+        rec = {"seed": seed, **fit(est, Xtr, ytr)}
+        rec.update(metrics(yte, est.predictive(Xte)))
+        rows.append([seed, rec["fit_s"], basis(rec), conv(rec), rec["rmse"], rec["coverage_95"],
+                     rec["nlpd"], rec["peak_rss_gb"], len(rec["warnings"]), load(rec)])
+        raw.append(rec)
+        print(json.dumps(rec), flush=True)
+    body = f"""## co2: weekly Mauna Loa CO2, {len(Xtr)} training weeks
+
+`GPRegressor(Linear() + RBF() + RBF() * Periodic(period=1.0))`, `approximation="auto"`
+(what ran: column "basis"), trained on the weeks before 1994, tested on the {len(yte)} weeks
+1994-2001. Target: fit ≤ 60 s, converged (max R-hat / min bulk ESS / divergences).
+
+{md_table(["seed", "fit (s)", "basis", "converged", "RMSE (ppm)", "cov95", "NLPD",
+           "peak RSS (GB)", "warnings", "load"], rows)}
+"""
+    return body, raw
+
+
+def million_child(args):
+    """One seed of ``million`` (run in its own process): fit, held-out metrics, predict time."""
+    sz, seed = SIZES[args.quick], args.seeds[0]
+    X, y = million_data(sz["million"], seed)
+    est = new(args, random_state=seed)
+    rec = {"seed": seed, **fit(est, X, y)}
+    rec["peak_rss_fit_gb"] = round(rss_gb(), 2)
+    Xte, yte = million_data(sz["test"], seed + 1)
+    rec.update(metrics(yte, est.predictive(Xte)))
+    Xp = million_data(sz["million_pred"], seed + 2)[0]
+    n_draws = int(est.idata_.posterior.sizes["chain"] * est.idata_.posterior.sizes["draw"])
+    need = 5 * 8 * n_draws * len(Xp) / 1e9  # loc, scale, and the temporaries of std()
+    avail = next(int(ln.split()[1]) for ln in open("/proc/meminfo")
+                 if ln.startswith("MemAvailable")) / 1e6
+    rec.update(predict_rows=len(Xp), predict_draws=n_draws, predict_need_gb=round(need, 1),
+               mem_available_gb=round(avail, 1))
+    chunk = len(Xp) if need < 0.8 * avail else max(1000, int(len(Xp) * 0.8 * avail / need / 4))
+    t = time.perf_counter()
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        for i in range(0, len(Xp), chunk):
+            est.predict(Xp[i:i + chunk], return_std=True)
+    rec.update(predict_s=round(time.perf_counter() - t, 2), predict_chunk=chunk,
+               peak_rss_gb=round(rss_gb(), 2))
+    print("RESULT " + json.dumps(rec), flush=True)
+
+
+def case_million(args):
+    sz, rows, raw = SIZES[args.quick], [], []
+    for seed in args.seeds:
+        cmd = [sys.executable, __file__, "million-child", "--seeds", str(seed)] + \
+              (["--quick"] if args.quick else [])
+        out = subprocess.run(cmd, capture_output=True, text=True)
+        res = [ln for ln in out.stdout.splitlines() if ln.startswith("RESULT ")]
+        if out.returncode or not res:
+            rec = {"seed": seed, "error": f"rc {out.returncode}: {out.stderr[-2000:]}"}
+            rows.append([seed] + ["failed"] + [""] * 9)
+        else:
+            rec = json.loads(res[-1][7:])
+            how = "one call" if rec["predict_chunk"] == rec["predict_rows"] else \
+                f"chunks of {rec['predict_chunk']:,} (one call needs ≈ {rec['predict_need_gb']} GB)"
+            rows.append([seed, rec["fit_s"], basis(rec), conv(rec), rec["peak_rss_fit_gb"],
+                         rec["rmse"], rec["coverage_95"], rec["predict_s"], how,
+                         rec["peak_rss_gb"], load(rec)])
+        raw.append(rec)
+        print(json.dumps(rec), flush=True)
+    body = f"""## million: 1-D synthetic, N = {sz['million']:,}
+
+x ~ U(0, 10), y = sin(2x) + 0.3 sin(7x) + 0.2 ε (seeded); `GPRegressor()` defaults. Each
+seed runs in its own child process (peak RSS is its own; it includes the data). Held-out:
+{sz['test']:,} new points (noise sd 0.2 is the RMSE floor). Predict: `predict(X,
+return_std=True)` on {sz['million_pred']:,} new rows, as one call unless the (draws × rows)
+predictive arrays would not fit in memory, then in row chunks (said in the table).
+Targets: fit ≤ 30 s, converged, peak RSS of the fit ≤ 2 GB, predict ≤ 60 s.
+
+{md_table(["seed", "fit (s)", "basis", "converged", "peak RSS fit (GB)", "RMSE", "cov95",
+           "predict (s)", "predict as", "peak RSS (GB)", "load"], rows)}
+"""
+    return body, raw
+
+
+def case_surface(args):
+    sz, rows, raw = SIZES[args.quick], [], []
+    for seed in args.seeds:
+        X, y = surface_data(sz["surface"], seed)
+        est = new(args, random_state=seed)
+        rec = {"seed": seed, **fit(est, X, y)}
+        Xte, yte = surface_data(sz["test"], seed + 1)
+        rec.update(metrics(yte, est.predictive(Xte)))
+        rows.append([seed, rec["fit_s"], basis(rec), conv(rec), rec["rmse"], rec["coverage_95"],
+                     rec["nlpd"], rec["peak_rss_gb"], load(rec)])
+        raw.append(rec)
+        print(json.dumps(rec), flush=True)
+    body = f"""## surface: 2-D synthetic, N = {sz['surface']:,}
+
+f(x) = sin(3x₁) + cos(2x₂) + 0.5 x₁x₂ on [−2, 2]², noise sd 0.1 (the RMSE floor), seeded;
+`GPRegressor()` defaults; {sz['test']:,} held-out points. Target: fit ≤ 60 s, converged.
+
+{md_table(["seed", "fit (s)", "basis", "converged", "RMSE", "cov95", "NLPD", "peak RSS (GB)",
+           "load"], rows)}
+"""
+    return body, raw
+
+
+CASES = {"accuracy": case_accuracy, "co2": case_co2, "million": case_million,
+         "surface": case_surface}
+
+
+def main():
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("case", choices=[*CASES, "all", "million-child"])
+    ap.add_argument("--seeds", type=int, nargs="+", default=[0, 1, 2])
+    ap.add_argument("--quick", action="store_true", help="tiny N, 20 + 20 draws, one chain; "
+                    "writes to a temporary directory")
+    ap.add_argument("--out-dir", type=Path, default=None)
+    args = ap.parse_args()
+    if args.case == "million-child":
+        return million_child(args)
+    out = args.out_dir or (Path(tempfile.mkdtemp(prefix="hsgp_scale_")) if args.quick
+                           else DOCS_RESULTS)
+    if args.case == "all":  # one process per case: each peak RSS is its case's own
+        for case in CASES:
+            subprocess.run([sys.executable, __file__, case, "--seeds", *map(str, args.seeds),
+                            "--out-dir", str(out)] + (["--quick"] if args.quick else []),
+                           check=True)
+        return
+    body, raw = CASES[args.case](args)
+    cmd = f".venv/bin/python {SCRIPT} {args.case} --seeds {' '.join(map(str, args.seeds))}"
+    write_section(out / "hsgp_scale.md", args.case,
+                  f"{body}\nMachine: {machine()}.\n\nReproduce: `{cmd}`"
+                  + (" (QUICK smoke run: not results)" if args.quick else ""), header=HEADER)
+    js = out / "hsgp_scale.json"
+    data = json.loads(js.read_text()) if js.exists() else {}
+    data[args.case] = {"command": cmd, "machine": machine(), "quick": args.quick, "runs": raw}
+    write_text(js, json.dumps(data, indent=1))
+
+
+if __name__ == "__main__":
+    main()

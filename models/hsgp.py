@@ -1,0 +1,149 @@
+r"""GP regression on a Hilbert-space basis, weights integrated out, as a plain NumPyro function.
+
+With the fixed features :math:`\Phi` (:class:`bayeskern.hsgp.HSGPDesign`, :math:`N \times M`)
+the kernel becomes :math:`K \approx \Phi S \Phi^\top`, :math:`S = \mathrm{diag}(s(\theta))`
+(Solin & Särkkä 2020; Riutort-Mayol et al. 2023), and
+
+.. math:: y = \Phi w + \varepsilon,\quad w \sim N(0, S),\quad \varepsilon \sim N(0, \sigma^2 I)
+
+has, with the weights integrated out, the log marginal likelihood
+
+.. math:: \log p(y) = -\tfrac12\Big[\frac{y^\top y - b^\top A^{-1} b}{\sigma^2} + \log|B|
+          + N\log\sigma^2 + N\log 2\pi\Big],\quad
+          A = \Phi^\top\Phi + \sigma^2 S^{-1},\ b = \Phi^\top y,
+
+computed in the scaled form :math:`B = I + S^{1/2}\Phi^\top\Phi S^{1/2}/\sigma^2 = LL^\top`
+(eigenvalues at least one, so no jitter, and :math:`s_i \to 0` is harmless):
+:math:`b^\top A^{-1}b/\sigma^2 = \lVert L^{-1}S^{1/2}b\rVert^2/\sigma^4`. The data enter only
+through :math:`(\Phi^\top\Phi, \Phi^\top y, y^\top y, N)`
+(:func:`bayeskern.blr.scan_feature_stats`, computed once per fit), so each log-density
+evaluation is one :math:`M \times M` Cholesky factorization, whatever :math:`N`.
+
+The priors are those of :func:`models.gp.gp_regression` (same sample sites), so the two models
+differ only in :math:`K`.
+"""
+
+from __future__ import annotations
+
+import jax
+import jax.numpy as jnp
+import jax.scipy.linalg as jsl
+import numpyro
+import numpyro.distributions as dist
+from bayeskern.models.gp import JITTER, sample_kernel_hyperparameters, theta_from_draw
+
+from bayeskern.blr import Stats
+from bayeskern.hsgp import HSGPDesign
+from bayeskern.kernels.base import Kernel
+
+__all__ = ["hsgp_regression", "collapsed_log_marginal", "hsgp_factors", "hsgp_predict",
+           "hsgp_loo", "VARIANCE_FLOOR"]
+
+#: floor of the weights' prior variances: a spectral density that underflows to zero at high
+#: frequencies would give :math:`\sqrt{s}` an infinite derivative (NaN gradients)
+VARIANCE_FLOOR = 1e-200
+
+
+def _scaled(stats: Stats, s, noise_var):
+    """Return ``(L, sqrt(s))``, :math:`LL^\\top = I + S^{1/2}\\Phi^\\top\\Phi S^{1/2}/\\sigma^2`."""
+    r = jnp.sqrt(jnp.maximum(s, VARIANCE_FLOOR))
+    B = jnp.eye(r.shape[0], dtype=r.dtype) + (r[:, None] * r[None, :]) * stats.PtP / noise_var
+    return jnp.linalg.cholesky(B), r
+
+
+def collapsed_log_marginal(stats: Stats, s, noise_var) -> jax.Array:
+    r"""Return :math:`\log N(y \mid 0, \Phi\,\mathrm{diag}(s)\,\Phi^\top + \sigma^2 I)`.
+
+    From the sufficient statistics alone (the module docstring's formula).
+
+    Parameters
+    ----------
+    stats : Stats
+        :math:`(\Phi^\top\Phi, \Phi^\top y, y^\top y, N)`.
+    s : (M,) array
+        Prior variances of the weights.
+    noise_var : scalar
+        :math:`\sigma^2`.
+    """
+    L, r = _scaled(stats, s, noise_var)
+    v = jsl.solve_triangular(L, r * stats.Pty, lower=True) / noise_var
+    quad = stats.yty / noise_var - v @ v
+    logdet = 2.0 * jnp.sum(jnp.log(jnp.diagonal(L)))
+    return -0.5 * (quad + logdet + stats.n * jnp.log(2 * jnp.pi * noise_var))
+
+
+def hsgp_regression(stats: Stats | None = None, X=None, y=None, *, kernel: Kernel,
+                    design: HSGPDesign, x_scale):
+    """GP regression on a Hilbert-space basis with the weights integrated out.
+
+    Parameters
+    ----------
+    stats : Stats or None
+        Sufficient statistics of the standardized training data on ``design``'s features.
+        Given: the collapsed log marginal likelihood (:func:`collapsed_log_marginal`) enters
+        as the factor ``y``.
+    X : (n, d) array or None
+        Without ``stats``: standardized inputs at which to draw ``y`` from the model (prior
+        predictive checks), :math:`y = \\Phi(X)w + \\varepsilon`.
+    y : ignored
+        Accepted for the estimators' calling convention; the data are in ``stats``.
+    kernel : a named, fitted kernel (the one ``design`` was built for).
+    design : HSGPDesign
+    x_scale : (d,) column scales of the raw inputs (translates fixed length values).
+    """
+    theta = sample_kernel_hyperparameters(kernel, x_scale)
+    n_terms = len(kernel.terms())
+    amplitude = numpyro.sample("amplitude", dist.HalfNormal(1.0).expand([n_terms]).to_event(1))
+    noise = numpyro.sample("noise", dist.HalfNormal(1.0))
+    s = design.prior_variances(kernel, theta, amplitude)
+    noise_var = noise**2 + JITTER
+    if stats is not None:
+        numpyro.factor("y", collapsed_log_marginal(stats, s, noise_var))
+        return
+    if X is None:
+        raise ValueError("hsgp_regression needs stats (fitting) or X (prior predictive)")
+    w = numpyro.sample("w", dist.Normal(0.0, 1.0).expand([design.size]).to_event(1))
+    f = design.features(X) @ (jnp.sqrt(s) * w)
+    numpyro.sample("y", dist.Normal(f, jnp.sqrt(noise_var)).to_event(1))
+
+
+def hsgp_factors(kernel: Kernel, design: HSGPDesign, draw: dict, stats: Stats, x_scale):
+    r"""Return the per-draw factors of prediction: ``(R, mean weights, noise variance)``.
+
+    The weights' posterior given the draw's hyper-parameters is
+    :math:`N(\bar w, \Sigma_w)`, :math:`\Sigma_w = \sigma^2 A^{-1} = R^\top R` with
+    :math:`R = L^{-1}S^{1/2}` (:math:`LL^\top = B`) and
+    :math:`\bar w = \Sigma_w \Phi^\top y / \sigma^2`: :math:`M^2 + M` numbers per draw.
+    """
+    theta = theta_from_draw(kernel, draw, x_scale)
+    s = design.prior_variances(kernel, theta, draw["amplitude"])
+    noise_var = draw["noise"] ** 2 + JITTER
+    L, r = _scaled(stats, s, noise_var)
+    R = jsl.solve_triangular(L, jnp.diag(r), lower=True)
+    w = R.T @ (R @ stats.Pty) / noise_var
+    return R, w, noise_var
+
+
+def hsgp_predict(R, w, Phi):
+    r"""Return the latent mean :math:`\Phi_*\bar w` and variance :math:`\lVert R\phi_*\rVert^2`.
+
+    For one draw's factors (:func:`hsgp_factors`) at new features ``Phi`` ``(n, M)``.
+    """
+    V = R @ Phi.T
+    return Phi @ w, jnp.sum(V * V, axis=0)
+
+
+def hsgp_loo(R, w, noise_var, Phi, y):
+    r"""Return :math:`\log p(y_i \mid y_{-i}, \theta)` of the basis model, closed form.
+
+    For the Gaussian linear model, with the hat-matrix diagonal
+    :math:`h_i = \phi_i^\top\Sigma_w\phi_i/\sigma^2` and residual
+    :math:`r_i = y_i - \phi_i^\top\bar w`: the leave-one-out predictive of :math:`y_i` is
+    :math:`N\big(y_i - r_i/(1 - h_i),\ \sigma^2/(1 - h_i)\big)` (from
+    :math:`[C^{-1}]_{ii} = (1 - h_i)/\sigma^2` and :math:`[C^{-1}y]_i = r_i/\sigma^2`,
+    :math:`C = \Phi S\Phi^\top + \sigma^2 I`; Rasmussen & Williams 2006, eq. 5.12).
+    """
+    mean, var = hsgp_predict(R, w, Phi)
+    one_minus_h = jnp.maximum(1.0 - var / noise_var, 1e-12)
+    return jax.scipy.stats.norm.logpdf((y - mean) / one_minus_h, 0.0,
+                                       jnp.sqrt(noise_var / one_minus_h))
