@@ -38,7 +38,7 @@ LAYERS = [
                     "bayeskern.batching", "bayeskern.datasets", "bayeskern.random"]),
     ("kernels", ["bayeskern.kernels"]),
     ("features/learning", ["bayeskern.features", "bayeskern.blr", "bayeskern.laplace",
-                           "bayeskern.tuning", "bayeskern.learning"]),
+                           "bayeskern.tuning", "bayeskern.learning", "bayeskern.hsgp"]),
     ("models", ["bayeskern.models"]),
     ("diagnostics", ["bayeskern.diagnostics"]),
     ("inference", ["bayeskern.inference", "bayeskern.predictive",

@@ -269,6 +269,11 @@ class BayesianEstimatorMixin:
         return tags
 
 
+#: most draws x rows elements of one block of :meth:`PredictiveRegressorMixin.predict`
+#: (each predictive array of a block then takes at most 64 MB)
+PREDICT_BLOCK_ELEMENTS = 2**23
+
+
 class PredictiveRegressorMixin:
     """``predict``, ``predict_interval`` and ``sample_posterior_predictive`` of a regressor.
 
@@ -276,14 +281,41 @@ class PredictiveRegressorMixin:
     :class:`~bayeskern.predictive.MixturePredictive`).
     """
 
+    def _by_row_blocks(self, X, summarize):
+        """Apply ``summarize`` to :meth:`predictive` of consecutive row blocks of ``X``.
+
+        The predictive holds draws x rows arrays; blocks of at most
+        :data:`PREDICT_BLOCK_ELEMENTS` // draws rows keep that bounded, so predicting
+        millions of rows needs memory for one block, not for draws x all rows. Returns the
+        per-row outputs of ``summarize`` (a tuple of arrays) concatenated over blocks.
+        """
+        if not hasattr(X, "iloc"):
+            X = np.asarray(X) if not hasattr(X, "shape") else X
+        take = (lambda sl: X.iloc[sl]) if hasattr(X, "iloc") else (lambda sl: X[sl])
+        n = len(X)
+        first = min(n, 1024)
+        pred = self.predictive(take(slice(0, first)))
+        pieces = [summarize(pred)]
+        step = max(1, PREDICT_BLOCK_ELEMENTS // max(1, pred.loc.shape[0]))
+        for start in range(first, n, step):
+            pieces.append(summarize(self.predictive(take(slice(start, start + step)))))
+        return tuple(np.concatenate(parts) for parts in zip(*pieces, strict=True))
+
     def predict(self, X, return_std: bool = False):
-        """Posterior predictive mean (and standard deviation with ``return_std=True``)."""
-        pred = self.predictive(X)
-        return (pred.mean(), pred.std()) if return_std else pred.mean()
+        """Posterior predictive mean (and standard deviation with ``return_std=True``).
+
+        Computed in blocks of rows (:meth:`_by_row_blocks`), so memory does not grow with
+        draws x rows.
+        """
+        mean, std = self._by_row_blocks(X, lambda pred: (pred.mean(), pred.std()))
+        return (mean, std) if return_std else mean
 
     def predict_interval(self, X, prob: float = 0.9):
-        """Central posterior predictive interval ``(lower, upper)`` with probability ``prob``."""
-        return self.predictive(X).interval(prob)
+        """Central posterior predictive interval ``(lower, upper)`` with probability ``prob``.
+
+        Computed in blocks of rows, like :meth:`predict`.
+        """
+        return self._by_row_blocks(X, lambda pred: pred.interval(prob))
 
     def sample_posterior_predictive(self, X, n_draws: int = 200, random_state=None,
                                     row_offset: int = 0):
