@@ -37,6 +37,17 @@ def test_regressor_recovers_sine_with_honest_intervals(fitted):
     assert list(fitted.idata_.posterior["amplitude"].coords["term"].values) == ["rbf"]
 
 
+def test_predict_in_row_blocks_equals_one_block(fitted, monkeypatch):
+    from bayeskern.estimators import base
+
+    Xt = np.linspace(0.0, 6.0, 300)[:, None]
+    whole = fitted.predict(Xt, return_std=True), fitted.predict_interval(Xt, 0.8)
+    monkeypatch.setattr(base, "PREDICT_BLOCK_ELEMENTS", 5 * 120)  # 5 rows of 120 draws
+    blocks = fitted.predict(Xt, return_std=True), fitted.predict_interval(Xt, 0.8)
+    for a, b in zip(whole, blocks, strict=True):
+        np.testing.assert_allclose(a, b, rtol=1e-10, atol=1e-12)
+
+
 def test_loo_loglik_is_exact_leave_one_out_conditional(fitted, sine):
     X, y = sine
     Xs, ys = fitted.x_std_.transform(X), fitted.y_std_.transform(y)

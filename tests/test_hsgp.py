@@ -219,6 +219,19 @@ def test_hsgp_predictions_match_the_exact_gp_on_the_same_draws(hsgp_fit, wave):
     assert abs(np.mean(-ph.logpdf(y)) - np.mean(-pe.logpdf(y))) < 0.02
 
 
+def test_hsgp_predict_moments_equal_the_mixture_of_draws(hsgp_fit):
+    # predict() reads the mixture's mean and sd off the weights' moments (law of total
+    # variance); predictive() keeps every draw: both must give the same numbers
+    Xt = np.linspace(0.5, 9.5, 40)[:, None]
+    mean, sd = hsgp_fit.predict(Xt, return_std=True)
+    pred = hsgp_fit.predictive(Xt)
+    np.testing.assert_allclose(mean, pred.mean(), rtol=1e-9, atol=1e-9)
+    np.testing.assert_allclose(sd, pred.std(), rtol=1e-7)
+    big = np.linspace(0.5, 9.5, 5000)[:, None]  # a row's prediction ignores the other rows
+    np.testing.assert_allclose(hsgp_fit.predict(big)[::1000], hsgp_fit.predict(big[::1000]),
+                               rtol=1e-10)
+
+
 def test_hsgp_run_saves_and_loads(hsgp_fit, tmp_path):
     hsgp_fit.save(tmp_path / "run")
     loaded = bk.load_run(tmp_path / "run")

@@ -293,7 +293,7 @@ class PredictiveRegressorMixin:
             X = np.asarray(X) if not hasattr(X, "shape") else X
         take = (lambda sl: X.iloc[sl]) if hasattr(X, "iloc") else (lambda sl: X[sl])
         n = len(X)
-        first = min(n, 1024)
+        first = min(n, 256)
         pred = self.predictive(take(slice(0, first)))
         pieces = [summarize(pred)]
         step = max(1, PREDICT_BLOCK_ELEMENTS // max(1, pred.loc.shape[0]))
