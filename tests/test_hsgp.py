@@ -23,6 +23,7 @@ from bayeskern.hsgp import (
     check_basis,
     choose_basis,
     hsgp_unsupported_reason,
+    lengthscale_bounds,
 )
 from bayeskern.kernels import RBF, Linear, Periodic, default_theta, name_leaves
 
@@ -259,6 +260,26 @@ def test_chunk_size_does_not_change_the_draws(hsgp_fit, wave):
     for site in ("rbf_lengthscale", "noise"):
         np.testing.assert_allclose(np.asarray(other.idata_.posterior[site]),
                                    np.asarray(hsgp_fit.idata_.posterior[site]), rtol=1e-4)
+
+
+def test_pilot_basis_finds_a_lengthscale_below_the_priors_range():
+    # wiggles at ~0.08 standardized units: below the prior's 5 % quantile (0.19), which a
+    # basis chosen from the prior alone cannot resolve (100 % of draws outside it); the
+    # pilot's mode search moves the basis there before sampling, so no refit is needed
+    rng = np.random.default_rng(5)
+    X = rng.uniform(0, 10, size=(1500, 1))
+    y = np.sin(2 * X[:, 0]) + 0.3 * np.sin(7 * X[:, 0]) + 0.2 * rng.normal(size=1500)
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        est = bk.GPRegressor(approximation="hsgp", **QUICK).fit(X, y)
+    assert not [w for w in caught if "does not resolve" in str(w.message)]
+    leaf = est.kernel_.leaves()[0]
+    lower = lengthscale_bounds(leaf, est.x_std_.scale)[0]
+    ls = np.asarray(est.idata_.posterior["rbf_lengthscale"]).ravel()
+    assert np.all(ls < lower)
+    assert all(c.fraction_short == 0 and c.fraction_long == 0 for c in est.basis_checks_)
+    prior_only = build_design(est.kernel_, est.x_std_.transform(X), est.x_std_.scale)
+    assert check_basis(prior_only.terms[0].basis, ls, "squared_exponential").fraction_short == 1
 
 
 def test_too_small_a_basis_warns_with_the_numbers(wave):

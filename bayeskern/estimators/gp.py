@@ -43,7 +43,7 @@ from bayeskern.hsgp import (
     kernel_family,
     lengthscale_bounds,
 )
-from bayeskern.inference import run_nuts
+from bayeskern.inference import find_map, run_nuts
 from bayeskern.kernels import RBF, get_kernel, name_leaves, term_name
 from bayeskern.laplace import probit_logit
 from bayeskern.linalg import cholesky, triangular_inverse
@@ -252,6 +252,10 @@ class _GPBase(BayesianEstimatorMixin, BaseEstimator):
 AUTO_EXACT_MAX_ROWS = 1000
 #: above this many rows, an exact fit chosen by ``"auto"`` (kernel without a basis) warns
 LARGE_EXACT_ROWS = 3000
+#: the pilot basis resolves length-scales within this factor of the posterior mode's
+PILOT_MARGIN = 2.0
+#: most posterior-mode searches of the pilot (:meth:`GPRegressor._pilot_design`)
+PILOT_ROUNDS = 3
 #: fraction of posterior draws outside what the basis resolves above which a fit warns
 BASIS_WARN_FRACTION = 0.05
 #: the basis model's leave-one-out densities use at most this many rows × draws ...
@@ -422,9 +426,49 @@ class GPRegressor(PredictiveRegressorMixin, RegressorMixin, _GPBase):  # noqa: D
         fn = jax.jit(lambda X, y: scan_feature_stats(design.features, (X,), y, chunk))
         return Stats(*(jnp.asarray(np.asarray(a)) for a in fn(jnp.asarray(Xs), jnp.asarray(ys))))
 
+    def _pilot_design(self, design, Xs, ys):
+        r"""Choose the basis around the posterior mode's length-scales, before sampling.
+
+        The prior's length-scale range (:func:`bayeskern.hsgp.lengthscale_bounds`) is wide,
+        and a basis built for all of it is large (a box for the longest length-scale, enough
+        functions for the shortest) and still misses data whose length-scale lies below the
+        prior's 5 % quantile. So: find the posterior mode on the current basis
+        (:func:`~bayeskern.inference.find_map`, :math:`O(M^3)` per step like sampling), then
+        build the basis for :math:`[\ell^*/c,\ c\,\ell^*]` (:data:`PILOT_MARGIN` :math:`c`)
+        for every sampled length-scale; repeat while the mode lay outside what the basis it
+        was found on resolves (at most :data:`PILOT_ROUNDS` times). The check after sampling
+        (:meth:`_basis_checks`) still guards the posterior as a whole.
+        """
+        from numpyro.distributions.transforms import biject_to
+
+        x_scale, seed = self.x_std_.scale, self._seed()
+        for i in range(PILOT_ROUNDS):
+            stats = self._basis_stats(design, Xs, ys)
+            mode = find_map(hsgp_regression, dict(stats=stats, kernel=self.kernel_,
+                                                  design=design, x_scale=x_scale),
+                            (seed + 7919 * (i + 1)) % 2**31)
+            bounds, resolved = {}, True
+            for _, spec, stationary, _ in self._stationary_parts(design):
+                site = None if stationary is None else stationary._site("lengthscale")
+                if site not in mode.z:
+                    continue
+                prior = stationary.hyperparameters()["lengthscale"].prior()
+                ls = np.asarray(biject_to(prior.support)(mode.z[site]), dtype=float)
+                bounds[site] = (ls / PILOT_MARGIN, ls * PILOT_MARGIN)
+                check = check_basis(spec.basis, ls[None], kernel_family(stationary))
+                resolved &= check.fraction_short == 0 and check.fraction_long == 0
+            if not bounds:
+                return design
+            design = build_design(self.kernel_, Xs, x_scale, bounds=bounds)
+            if resolved:
+                break
+        return design
+
     def _fit_hsgp(self, Xs, ys, y, X):
         x_scale = self.x_std_.scale
         design = build_design(self.kernel_, Xs, x_scale, n_basis=self.n_basis)
+        if self.n_basis is None:
+            design = self._pilot_design(design, Xs, ys)
         for attempt in range(2):
             stats = self._basis_stats(design, Xs, ys)
             self._sample(hsgp_regression, Xs, ys, y, X, model_kwargs=dict(
