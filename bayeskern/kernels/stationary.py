@@ -56,11 +56,15 @@ def sqdist(A, B):
     return jnp.maximum(sq, 0.0)
 
 
-def safe_norm(d, axis=-1):
-    """Euclidean norm whose gradient is 0 (not NaN) at ``d = 0``."""
-    sq = jnp.sum(d * d, axis=axis)
+def _safe_sqrt(sq):
+    """Square root whose gradient is 0 (not infinite) at ``sq = 0``."""
     nz = sq > 0
     return jnp.where(nz, jnp.sqrt(jnp.where(nz, sq, 1.0)), 0.0)
+
+
+def safe_norm(d, axis=-1):
+    """Euclidean norm whose gradient is 0 (not NaN) at ``d = 0``."""
+    return _safe_sqrt(jnp.sum(d * d, axis=axis))
 
 
 class _Stationary(Kernel):
@@ -77,6 +81,11 @@ class _Stationary(Kernel):
 
     def _scaled(self, theta, x1, x2):
         return (x1 - x2) / self._p(theta, "lengthscale")
+
+    def evaluate(self, theta, x1, x2):
+        """Return the kernel value for one pair of points, from the scaled squared distance."""
+        r = self._scaled(theta, x1, x2)
+        return self._from_sqdist(jnp.sum(r * r))
 
     def _sqdist(self, theta, X1, X2):
         """Return the matrix of scaled squared distances.
@@ -182,23 +191,12 @@ class RBF(_Stationary):
         One length-scale per input column when sampled.
     """
 
-    def evaluate(self, theta, x1, x2):
-        """Return the kernel value for one pair of points."""
-        r = self._scaled(theta, x1, x2)
-        return jnp.exp(-0.5 * jnp.sum(r * r))
-
     @staticmethod
     def _from_sqdist(sq):
         return jnp.exp(-0.5 * sq)
 
     def _unit_density(self, theta, u):
         return spectral_density_squared_exponential(dim=u.shape[1], w=u, alpha=1.0, length=1.0)
-
-
-def _safe_sqrt(sq):
-    """Square root whose gradient is 0 (not infinite) at ``sq = 0``."""
-    nz = sq > 0
-    return jnp.where(nz, jnp.sqrt(jnp.where(nz, sq, 1.0)), 0.0)
 
 
 class Laplacian(_Stationary):
@@ -217,10 +215,6 @@ class Laplacian(_Stationary):
     """
 
     _nu = 0.5
-
-    def evaluate(self, theta, x1, x2):
-        """Return the kernel value for one pair of points."""
-        return jnp.exp(-safe_norm(self._scaled(theta, x1, x2)))
 
     @staticmethod
     def _from_sqdist(sq):
@@ -257,11 +251,6 @@ class Matern32(_Stationary):
 
     _nu = 1.5
 
-    def evaluate(self, theta, x1, x2):
-        """Return the kernel value for one pair of points."""
-        r = math.sqrt(3.0) * safe_norm(self._scaled(theta, x1, x2))
-        return (1.0 + r) * jnp.exp(-r)
-
     @staticmethod
     def _from_sqdist(sq):
         r = math.sqrt(3.0) * _safe_sqrt(sq)
@@ -289,11 +278,6 @@ class Matern52(_Stationary):
     """
 
     _nu = 2.5
-
-    def evaluate(self, theta, x1, x2):
-        """Return the kernel value for one pair of points."""
-        s = self._scaled(theta, x1, x2)
-        return self._from_sqdist(jnp.sum(s * s))
 
     @staticmethod
     def _from_sqdist(sq):
