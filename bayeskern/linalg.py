@@ -9,13 +9,16 @@ differentiating through the factorization.
 from __future__ import annotations
 
 import math
+from typing import NamedTuple
 
 import jax
 import jax.numpy as jnp
 import jax.scipy.linalg as jsl
+import numpy as np
 
 __all__ = ["JITTERS", "safe_cholesky", "cho_solve", "cholesky", "triangular_inverse",
-           "cholesky_inverse", "gaussian_logpdf"]
+           "cholesky_inverse", "gaussian_logpdf", "DistinctPairs", "distinct_pairs",
+           "expand_pairs"]
 
 #: relative jitters tried in order by :func:`safe_cholesky` (times the mean diagonal)
 JITTERS = (0.0, 1e-10, 1e-8, 1e-6, 1e-4, 1e-2)
@@ -180,3 +183,77 @@ def _gaussian_bwd(res, g):
 
 
 gaussian_logpdf.defvjp(_gaussian_fwd, _gaussian_bwd)
+
+
+class DistinctPairs(NamedTuple):
+    r"""The distinct pairwise differences of a set of inputs, and where each pair finds its own.
+
+    A stationary kernel's Gram matrix :math:`K_{ij} = k(x_i - x_j)` has as many distinct
+    entries as there are distinct differences :math:`\tau_u`: on a regular grid (a monthly
+    series) about :math:`n` of the :math:`n(n+1)/2` pairs. :func:`expand_pairs` builds
+    :math:`K` from :math:`k(\tau_u)`, so the kernel and its derivatives are evaluated once per
+    distinct difference.
+
+    Attributes
+    ----------
+    tau : (U, d)
+        The distinct differences :math:`x_i - x_j`, :math:`i \ge j`, bit for bit.
+    index : (n, n) int32
+        Position in ``tau`` of the difference of pair :math:`(i, j)` (or :math:`(j, i)`).
+    rows, cols : (P,) int32
+        The :math:`P = n(n+1)/2` lower-triangle pairs, ordered by ``segment``.
+    segment : (P,) int32
+        Position in ``tau`` of each of those pairs (sorted).
+    """
+
+    tau: jax.Array
+    index: jax.Array
+    rows: jax.Array
+    cols: jax.Array
+    segment: jax.Array
+
+
+def distinct_pairs(X) -> DistinctPairs:
+    """Return the :class:`DistinctPairs` of the rows of ``X`` (n, d), computed once per fit."""
+    X = np.asarray(X, float)
+    n = X.shape[0]
+    rows, cols = np.tril_indices(n)
+    tau, segment = np.unique(X[rows] - X[cols], axis=0, return_inverse=True)
+    segment = segment.reshape(-1).astype(np.int32)
+    index = np.empty((n, n), np.int32)
+    index[rows, cols] = index[cols, rows] = segment
+    order = np.argsort(segment, kind="stable")
+    return DistinctPairs(jnp.asarray(tau), jnp.asarray(index), jnp.asarray(rows[order]),
+                         jnp.asarray(cols[order]), jnp.asarray(segment[order]))
+
+
+@jax.custom_vjp
+def _expand(values, index, rows, cols, segment):
+    return values[index]
+
+
+def _expand_fwd(values, index, rows, cols, segment):
+    return values[index], (rows, cols, segment, values)
+
+
+def _expand_bwd(res, W):
+    rows, cols, segment, values = res
+    w = W[rows, cols] + jnp.where(rows != cols, W[cols, rows], 0.0)
+    return (jax.ops.segment_sum(w, segment, num_segments=values.shape[0],
+                                indices_are_sorted=True),
+            None, None, None, None)
+
+
+_expand.defvjp(_expand_fwd, _expand_bwd)
+
+
+def expand_pairs(values: jax.Array, pairs: DistinctPairs) -> jax.Array:
+    r"""Return the symmetric ``(n, n)`` matrix :math:`K_{ij} = v_{u(i,j)}`.
+
+    ``values`` (U,) holds one value per distinct difference of ``pairs``
+    (:func:`distinct_pairs`). The vector-Jacobian product is
+    :math:`\bar v_u = \sum_{i \ge j:\ u(i,j) = u} (\bar K_{ij} + [i \ne j]\,\bar K_{ji})`:
+    two gathers and one sorted segment sum over the :math:`n(n+1)/2` pairs, no scatter into
+    an ``(n, n)`` matrix.
+    """
+    return _expand(values, pairs.index, pairs.rows, pairs.cols, pairs.segment)

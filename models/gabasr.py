@@ -83,6 +83,7 @@ from bayeskern.blr import (
 )
 from bayeskern.features import locally_stationary_features, rff_features
 from bayeskern.kernels.spectral import periodogram_peaks  # noqa: F401  (re-exported)
+from bayeskern.linalg import DistinctPairs, distinct_pairs, expand_pairs
 
 __all__ = [
     "SpectralSpec",
@@ -696,23 +697,20 @@ def significant_peaks(x: np.ndarray, r: np.ndarray, *, w_min: float, w_max: floa
 class ExactPrepared(NamedTuple):
     """What the exact spectral-mixture GP needs from the training inputs.
 
-    Computed once per fit so that the leapfrog steps only evaluate elementwise functions and
-    one Cholesky.
+    Computed once per fit so that the leapfrog steps evaluate the spectral-mixture kernel once
+    per distinct difference of the inputs (on a monthly grid about :math:`n` of the
+    :math:`n(n+1)/2` pairs), then one Cholesky.
 
     Attributes
     ----------
-    tau : (P, d)
-        Differences :math:`x_i - x_j` over the :math:`P = n(n+1)/2` lower-triangle pairs.
-    trend : (P, q)
-        Products :math:`b_p(x_i) b_p(x_j)` of the trend columns over the same pairs.
-    rows, cols, index : see :class:`bayeskern.models.gp.PackedGram`.
+    pairs : :class:`bayeskern.linalg.DistinctPairs`
+        The distinct differences :math:`x_i - x_j` and where each pair finds its own.
+    basis : (n, q)
+        The trend columns :math:`b_p(x_i)` (:func:`polynomial_basis`).
     """
 
-    tau: jax.Array
-    trend: jax.Array
-    rows: jax.Array
-    cols: jax.Array
-    index: jax.Array
+    pairs: DistinctPairs
+    basis: jax.Array
 
 
 class ExactSpec(NamedTuple):
@@ -745,15 +743,8 @@ def polynomial_basis(Z: np.ndarray, degree: int) -> np.ndarray:
 
 
 def prepare_exact(X, basis) -> ExactPrepared:
-    """Packed pairwise differences and trend products of the training inputs."""
-    X = np.asarray(X, float)
-    B = np.asarray(basis, float)
-    n = X.shape[0]
-    rows, cols = np.tril_indices(n)
-    index = np.zeros((n, n), np.int32)
-    index[rows, cols] = index[cols, rows] = np.arange(len(rows))
-    return ExactPrepared(jnp.asarray(X[rows] - X[cols]), jnp.asarray(B[rows] * B[cols]),
-                         jnp.asarray(rows), jnp.asarray(cols), jnp.asarray(index))
+    """Distinct pairwise differences (:func:`bayeskern.linalg.distinct_pairs`) and trend basis."""
+    return ExactPrepared(distinct_pairs(X), jnp.asarray(np.asarray(basis, float)))
 
 
 def spectral_mixture_terms(tau, params: dict) -> jax.Array:
@@ -794,13 +785,17 @@ def sample_exact(spec: ExactSpec, d: int, q: int) -> dict:
 
 
 def exact_covariance(params: dict, prepared: ExactPrepared) -> jax.Array:
-    """Training covariance :math:`K + (\\sigma_n^2 + 10^{-6}) I` from the packed caches."""
-    from bayeskern.models.gp import JITTER, _unpack
+    r"""Training covariance :math:`K_{SM} + B\,\mathrm{diag}(c^2)B^\top + (\sigma_n^2 + 10^{-6}) I`.
 
-    packed = (spectral_mixture_terms(prepared.tau, params)
-              + prepared.trend @ params["trend_amp"] ** 2)
-    K = _unpack(packed, prepared.rows, prepared.cols, prepared.index)
-    return K + (params["noise"] ** 2 + JITTER) * jnp.eye(K.shape[0])
+    :math:`K_{SM}` from :func:`spectral_mixture_terms` at the distinct differences of
+    ``prepared``, spread over the pairs by :func:`bayeskern.linalg.expand_pairs`; the trend
+    term as :math:`(Bc)(Bc)^\top`, symmetric to the last bit.
+    """
+    from bayeskern.models.gp import JITTER
+
+    K = expand_pairs(spectral_mixture_terms(prepared.pairs.tau, params), prepared.pairs)
+    Bc = prepared.basis * params["trend_amp"]
+    return K + Bc @ Bc.T + (params["noise"] ** 2 + JITTER) * jnp.eye(K.shape[0])
 
 
 def gabasr_exact_regression(X, y=None, *, spec: ExactSpec, prepared: ExactPrepared,
@@ -844,7 +839,7 @@ def gabasr_exact_regression(X, y=None, *, spec: ExactSpec, prepared: ExactPrepar
     """
     from bayeskern.models.gp import ZeroMeanGaussian
 
-    params = sample_exact(spec, X.shape[1], prepared.trend.shape[1])
+    params = sample_exact(spec, X.shape[1], prepared.basis.shape[1])
     numpyro.sample("y", ZeroMeanGaussian(exact_covariance(params, prepared)), obs=y)
 
 

@@ -23,7 +23,13 @@ import bayeskern as bk
 from bayeskern.kernels import name_leaves
 from bayeskern.kernels.base import default_theta
 from bayeskern.laplace import laplace_log_marginal, laplace_mode
-from bayeskern.linalg import cholesky_inverse, gaussian_logpdf, triangular_inverse
+from bayeskern.linalg import (
+    cholesky_inverse,
+    distinct_pairs,
+    expand_pairs,
+    gaussian_logpdf,
+    triangular_inverse,
+)
 
 K_ = bk.kernels
 
@@ -65,6 +71,36 @@ def test_triangular_and_cholesky_inverse():
                                    atol=1e-10)
         np.testing.assert_allclose(cholesky_inverse(jnp.asarray(L)), np.linalg.inv(K),
                                    rtol=1e-8, atol=1e-10)
+
+
+def test_distinct_pairs_expand_to_the_kernel_matrix_with_its_gradient():
+    """A stationary kernel through the distinct differences equals the dense evaluation.
+
+    On a regular grid with gaps (a monthly series with missing months) and on 2-D inputs
+    with repeated rows, in value and in the gradient of a Gaussian log density.
+    """
+    rng = np.random.default_rng(3)
+    grid = np.delete(np.arange(40.0), [5, 6, 17])[:, None] / 12
+    X2 = np.repeat(rng.normal(size=(10, 2)), 2, axis=0)
+    for X in (grid, X2):
+        n = len(X)
+        pairs = distinct_pairs(X)
+        assert pairs.tau.shape[0] < n * (n + 1) // 2  # repeats were merged
+        y = jnp.asarray(rng.normal(size=n))
+        tau = jnp.asarray(X[:, None, :] - X[None, :, :])
+
+        def k(tau, ell):
+            return jnp.exp(-0.5 * jnp.sum((tau / ell) ** 2, axis=-1)) * jnp.cos(3.0 * tau[..., 0])
+
+        def logp(ell, dense, tau=tau, pairs=pairs, y=y, n=n):
+            K = k(tau, ell) if dense else expand_pairs(k(pairs.tau, ell), pairs)
+            return gaussian_logpdf(y, K + 0.1 * jnp.eye(n))
+
+        for ell in (0.3, 1.7):
+            np.testing.assert_allclose(expand_pairs(k(pairs.tau, ell), pairs), k(tau, ell),
+                                       rtol=1e-13, atol=1e-15)
+            np.testing.assert_allclose(jax.grad(logp)(ell, False), jax.grad(logp)(ell, True),
+                                       rtol=1e-9)
 
 
 def _kernels(X, y):
