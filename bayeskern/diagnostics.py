@@ -150,8 +150,9 @@ class ConvergenceReport:
     """Convergence of an MCMC run, judged by the thresholds of Vehtari et al. (2021).
 
     ``ok`` is ``True`` when max R-hat ≤ ``rhat_max``, min bulk and tail ESS ≥ ``ess_min``
-    (100 per chain by default) and there are no divergences. ``table`` has one row per
-    quantity, column ``judged`` False for the ones tabulated but not judged
+    (100 per chain by default) and there are no divergences. ``mixed`` is the first two
+    criteria alone (what more draws can fix; divergences need another geometry). ``table``
+    has one row per quantity, column ``judged`` False for the ones tabulated but not judged
     (``report_only`` of :func:`convergence_report`).
     """
 
@@ -164,6 +165,7 @@ class ConvergenceReport:
     tree_depth_hits: int
     ok: bool
     warnings: list[str] = field(default_factory=list)
+    mixed: bool = False
 
     @property
     def verdict(self) -> str:
@@ -259,9 +261,11 @@ def convergence_report(
     if hits:
         msgs.append(f"{hits} draws hit the maximum tree depth: raise max_tree_depth or use "
                     "dense_mass=True.")
-    ok = (n_chains >= 2 and max_rhat <= rhat_max and min_bulk >= ess_min
-          and min_tail >= ess_min and n_div == 0)
-    rep = ConvergenceReport(shown, max_rhat, min_bulk, min_tail, n_div, n_draws, hits, ok, msgs)
+    mixed = (n_chains >= 2 and max_rhat <= rhat_max and min_bulk >= ess_min
+             and min_tail >= ess_min)
+    ok = mixed and n_div == 0
+    rep = ConvergenceReport(shown, max_rhat, min_bulk, min_tail, n_div, n_draws, hits, ok, msgs,
+                            mixed)
     if warn and not ok:
         warnings.warn(rep.verdict, UserWarning, stacklevel=2)
     return rep

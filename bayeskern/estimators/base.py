@@ -160,8 +160,12 @@ class BayesianEstimatorMixin:
     """Common behaviour of the NUTS-based estimators (sampler settings, validation, save)."""
 
     # ------------------------------------------------------------------ validation
+    #: whether ``num_warmup`` and ``num_samples`` may be ``"auto"``
+    _AUTO_COUNTS = False
+
     def _validate_fit(self, X, y, *, classifier: bool):
-        check_sampler_counts(self.num_warmup, self.num_samples, self.num_chains)
+        check_sampler_counts(self.num_warmup, self.num_samples, self.num_chains,
+                             auto=self._AUTO_COUNTS)
         X, y = validate_data(
             self, X, y, dtype=np.float64, ensure_min_samples=2, y_numeric=not classifier
         )

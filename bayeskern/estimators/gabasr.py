@@ -108,6 +108,19 @@ class GaBaSRRegressor(PredictiveRegressorMixin, RegressorMixin, _GaBaSRBase):  #
     normal-inverse-gamma evidence of seed 003 eq. (10). The predictive distribution is the
     mixture over posterior draws of Student-t laws with :math:`2a_N` degrees of freedom.
     {PARAMS_DOC}
+    num_warmup, num_samples : int or "auto", default "auto"
+        ``"auto"``: exact model, a warm-up of :attr:`EXACT_WARMUP` iterations from the
+        Laplace approximation at the mode (step size adapted, the inverse Hessian there kept
+        as the mass matrix; an explicit ``num_warmup`` of 500 or more adapts the mass
+        matrix too), then blocks of 200 draws per chain until R-hat ≤ 1.01 and bulk and tail
+        ESS ≥ 100 per chain on the judged quantities (at most 2000 per chain,
+        :func:`bayeskern.inference.run_nuts`); the other models 500 and 500. The counts used
+        are ``num_warmup_`` and ``num_samples_``.
+    target_accept_prob : float, default 0.9
+        NUTS's target acceptance (the classifier's default is 0.8): the exact model's
+        posterior curves more in some regions (small trend amplitudes, narrow spectral
+        peaks) than the mass matrix from the mode expects, and the smaller steps of 0.9 avoid
+        the divergences 0.8 gives there.
     model : {{"auto", "exact", "features"}}, default "auto"
         ``"auto"``: ``"exact"`` when ``sampler="nuts"``, ``locally_stationary=False`` and at
         most ``exact_max_n`` rows, else ``"features"``. The model used is ``model_``.
@@ -171,8 +184,8 @@ class GaBaSRRegressor(PredictiveRegressorMixin, RegressorMixin, _GaBaSRBase):  #
 
     def __init__(self, *, model="auto", sampler="auto", locally_stationary=False,
                  n_features=64, n_components="auto", trend_degree="auto",
-                 mean_function="poly2", input_transform="robust", num_warmup=500,
-                 num_samples=500, num_chains=4, chain_method=None, target_accept_prob=0.8,
+                 mean_function="poly2", input_transform="robust", num_warmup="auto",
+                 num_samples="auto", num_chains=4, chain_method=None, target_accept_prob=0.9,
                  map_steps=30, num_map_starts=6, exact_max_n=2000, chunk_size=16384,
                  max_sample_rows=None, num_conditioned_draws=100, progress_bar=True,
                  random_state=None):
@@ -190,6 +203,26 @@ class GaBaSRRegressor(PredictiveRegressorMixin, RegressorMixin, _GaBaSRBase):  #
         self.chunk_size = chunk_size
         self.max_sample_rows = max_sample_rows
         self.num_conditioned_draws = num_conditioned_draws
+
+    _AUTO_COUNTS = True
+    #: warm-up of the exact model for ``num_warmup="auto"`` (other models: 500)
+    EXACT_WARMUP = 200
+
+    def _resolve_counts(self):
+        """Set ``num_warmup_`` and ``num_samples_`` (``"auto"`` resolved for the model fitted).
+
+        The exact model's chains start at draws of the Laplace approximation around the
+        posterior mode, with the inverse Hessian there as the mass matrix; a warm-up of
+        :attr:`EXACT_WARMUP` iterations adapts the step size only (NumPyro's windowed
+        adaptation of a dense mass matrix from a few hundred draws is noisier than that
+        Hessian). Its ``num_samples="auto"`` draws blocks until the convergence criteria
+        hold (:func:`bayeskern.inference.run_nuts`); the other models take 500.
+        """
+        exact = self.model_ == "exact"
+        self.num_warmup_ = (self.num_warmup if self.num_warmup != "auto"
+                            else self.EXACT_WARMUP if exact else 500)
+        self.num_samples_ = (self.num_samples if self.num_samples != "auto"
+                             else "auto" if exact else 500)
 
     def _check_exact_params(self):
         if self.model not in ("auto", "exact", "features"):
@@ -238,6 +271,7 @@ class GaBaSRRegressor(PredictiveRegressorMixin, RegressorMixin, _GaBaSRBase):  #
         X, y = self._validate_fit(X, y, classifier=False)
         t0 = time.perf_counter()
         self.model_ = "exact" if self._use_exact(len(X)) else "features"
+        self._resolve_counts()
         rows = None if self.model_ == "exact" else self._sample_rows(len(X))
         self.n_sample_rows_ = len(X) if rows is None else len(rows)
         with threadpool_limits(1, user_api="blas"):
@@ -279,16 +313,18 @@ class GaBaSRRegressor(PredictiveRegressorMixin, RegressorMixin, _GaBaSRBase):  #
             G.gabasr_exact_regression,
             model_kwargs=dict(X=jnp.asarray(Z), y=jnp.asarray(ys), spec=self.exact_spec_,
                               prepared=prepared),
-            rng_key=self._seed(), num_warmup=self.num_warmup, num_samples=self.num_samples,
+            rng_key=self._seed(), num_warmup=self.num_warmup_, num_samples=self.num_samples_,
             num_chains=self.num_chains, chain_method=self.chain_method,
             progress_bar=self.progress_bar, target_accept_prob=self.target_accept_prob,
             init="map", num_map_starts=self.num_map_starts, coords=coords,
+            adapt_mass_matrix=self.num_warmup_ >= 500, judged=list(self._EXACT_SITES),
             dims={"trend_amp": ["trend"], "amplitude": ["component"],
                   "mu": ["periodic"], "sigma": ["periodic"], "sigma0": ["feature"]},
             observed={"y": y})
         diagnostics.add_group(self.idata_, "constant_data", {"X": X},
                               dims={"X": ["obs", "feature"]}, coords=coords, sample_dims=False)
         post = self.idata_.posterior
+        self.num_samples_ = post.sizes["draw"]
         # peaks in cycles per unit of the first input column (the report's language)
         diagnostics.set_attrs(self.idata_, model_form="exact spectral-mixture GP",
                               trend_degree=self.trend_degree_,

@@ -181,6 +181,10 @@ class _GaBaSRBase(BayesianEstimatorMixin, BaseEstimator):
         """Return a few training points spread along the first column (for ``f_probe``)."""
         return probe_points(Z, self.mean_function)
 
+    def _count(self, name: str) -> int:
+        """Return a sampler count as used (the resolved ``num_warmup_`` / ``num_samples_``)."""
+        return getattr(self, name + "_", getattr(self, name))
+
     # ------------------------------------------------------------------ samplers
     def _map_values(self, model, init, kw):
         """Constrained site values at the MAP point of ``model``."""
@@ -192,8 +196,8 @@ class _GaBaSRBase(BayesianEstimatorMixin, BaseEstimator):
         self.idata_, self.map_value_ = run_whitened_nuts(
             model, kw, init, laplace_key=as_key(self._seed() + 1), rng_key=self._seed(),
             map_steps=self.map_steps, X=X, y_observed=y_observed, coords=self._coords(len(X)),
-            dims={"f_probe": ["probe"]}, num_warmup=self.num_warmup,
-            num_samples=self.num_samples, num_chains=self.num_chains,
+            dims={"f_probe": ["probe"]}, num_warmup=self._count("num_warmup"),
+            num_samples=self._count("num_samples"), num_chains=self.num_chains,
             chain_method=self.chain_method, progress_bar=self.progress_bar,
             target_accept_prob=self.target_accept_prob)
         self._finish(var_names)
@@ -219,22 +223,22 @@ class _GaBaSRBase(BayesianEstimatorMixin, BaseEstimator):
         self.convergence_vars_ = var_names
         self.convergence_report_only_ = [v for v in report_only if v in self.idata_.posterior]
         self.convergence_ = diagnostics.convergence_report(
-            self.idata_, var_names=var_names, warn=self.num_samples >= 100,
+            self.idata_, var_names=var_names, warn=self.idata_.posterior.sizes["draw"] >= 100,
             report_only=self.convergence_report_only_)
 
     def _gibbs(self, Zs, target, B, y_observed, X):
         res = gibbs_sample(
             as_key(self._seed()), Zs, target, task=self._task, n_features=self.n_features,
-            locally_stationary=bool(self.locally_stationary), num_warmup=self.num_warmup,
-            num_samples=self.num_samples, num_chains=self.num_chains, prior=GibbsPrior(),
+            locally_stationary=bool(self.locally_stationary), num_warmup=self._count("num_warmup"),
+            num_samples=self._count("num_samples"), num_chains=self.num_chains, prior=GibbsPrior(),
             mean_basis=B, progress_bar=self.progress_bar,
             chain_method=self.chain_method or "sequential")
         self.gibbs_samples_ = res.samples
         self.gibbs_wall_time_ = res.wall_time
         samples = {k: v for k, v in res.samples.items() if k not in ("z", "z_v")}
         self.idata_ = diagnostics.from_samples(samples, sample_stats=res.sample_stats)
-        diagnostics.set_attrs(self.idata_, sampler="gibbs", num_warmup=self.num_warmup,
-                              num_samples=self.num_samples, num_chains=self.num_chains)
+        diagnostics.set_attrs(self.idata_, sampler="gibbs", num_warmup=self._count("num_warmup"),
+                              num_samples=self._count("num_samples"), num_chains=self.num_chains)
         # the data, as the NUTS path stores it (a saved Gibbs run is reloaded from these)
         coords = self._coords(len(X))
         diagnostics.add_group(self.idata_, "observed_data", {"y": y_observed},

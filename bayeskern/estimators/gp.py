@@ -70,7 +70,10 @@ __all__ = ["GPRegressor", "GPClassifier"]
 
 _SAMPLER_DOC = """
     num_warmup, num_samples, num_chains : int
-        NUTS settings (warm-up draws, kept draws per chain, chains).
+        NUTS settings (warm-up draws, kept draws per chain, chains). ``GPRegressor``:
+        ``num_samples="auto"`` (its default) draws blocks of 200 per chain until R-hat ≤ 1.01
+        and bulk and tail ESS ≥ 100 per chain (at most 2000 per chain;
+        :func:`bayeskern.inference.run_nuts`); ``num_samples_`` is what was drawn.
     chain_method : {None, "parallel", "sequential", "vectorized"}
         ``None`` runs chains in parallel when there are enough devices.
     target_accept_prob : float
@@ -173,7 +176,7 @@ class _GPBase(BayesianEstimatorMixin, BaseEstimator):
             model,
             model_kwargs=model_kwargs,
             rng_key=self._seed(),
-            num_warmup=self.num_warmup,
+            num_warmup=500 if self.num_warmup == "auto" else self.num_warmup,
             num_samples=self.num_samples,
             num_chains=self.num_chains,
             chain_method=self.chain_method,
@@ -191,8 +194,9 @@ class _GPBase(BayesianEstimatorMixin, BaseEstimator):
         diagnostics.set_attrs(self.idata_, model=type(self).__name__, kernel=repr(self.kernel_),
                               random_state=str(self.random_state))
         self._site_names = [v for v in self.idata_.posterior.data_vars if v != "f"]
+        self.num_samples_ = self.idata_.posterior.sizes["draw"]
         self.convergence_ = diagnostics.convergence_report(self.idata_,
-                                                           warn=self.num_samples >= 100)
+                                                           warn=self.num_samples_ >= 100)
 
     def _draws(self, with_f: bool = False):
         return flat_draws(self.idata_, [v for v in self.idata_.posterior.data_vars
@@ -339,8 +343,9 @@ class GPRegressor(PredictiveRegressorMixin, RegressorMixin, _GPBase):  # noqa: D
     """
 
     def __init__(self, kernel=None, *, approximation: str = "auto", n_basis=None,
-                 chunk_size: int | None = None, num_warmup: int = 500, num_samples: int = 500,
-                 num_chains: int = 4, chain_method: str | None = None,
+                 chunk_size: int | None = None, num_warmup: int = 500,
+                 num_samples: int | str = "auto", num_chains: int = 4,
+                 chain_method: str | None = None,
                  target_accept_prob: float = 0.8, init: str = "map", dense_mass: bool = False,
                  adapt_mass_matrix: bool = True, progress_bar: bool = True,
                  random_state=None):
@@ -352,6 +357,10 @@ class GPRegressor(PredictiveRegressorMixin, RegressorMixin, _GPBase):  # noqa: D
         self.approximation = approximation
         self.n_basis = n_basis
         self.chunk_size = chunk_size
+
+    #: ``num_samples="auto"`` (the default): blocks of draws until converged
+    #: (:func:`bayeskern.inference.run_nuts`); ``num_warmup="auto"`` is 500
+    _AUTO_COUNTS = True
 
     @limit_blas
     def fit(self, X, y):
@@ -772,7 +781,8 @@ class GPRegressor(PredictiveRegressorMixin, RegressorMixin, _GPBase):  # noqa: D
         locs, scales = [], []
         jitter_max = 0.0
         # rows per chunk bounded by the draws and by the (16 draws x N_train x rows) blocks
-        for sl in _chunks(len(Xs), max(self.num_chains * self.num_samples, 16 * len(Xtr))):
+        for sl in _chunks(len(Xs), max(self.idata_.posterior.sizes["draw"] * self.num_chains,
+                                      16 * len(Xtr))):
             mean, var, noise2, jit = fn(*args, Xs[sl])
             locs.append(np.asarray(mean))
             scales.append(np.sqrt(np.asarray(var) + np.asarray(noise2)[:, None]))
@@ -865,7 +875,8 @@ class GPClassifier(ClassifierMixin, _GPBase):  # noqa: D101 (__doc__ is an f-str
             draws = self._draws()
         means, vars_ = [], []
         jitter_max = 0.0
-        for sl in _chunks(len(Xs), max(self.num_chains * self.num_samples, 16 * len(Xtr))):
+        for sl in _chunks(len(Xs), max(self.idata_.posterior.sizes["draw"] * self.num_chains,
+                                      16 * len(Xtr))):
             m, v, jit = fn(draws, Xtr, Xs[sl])
             means.append(np.asarray(m))
             vars_.append(np.asarray(v))

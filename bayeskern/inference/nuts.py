@@ -31,8 +31,8 @@ from scipy import optimize
 
 from bayeskern import diagnostics
 
-__all__ = ["run_nuts", "find_map", "laplace_inits", "model_functions", "MapResult",
-           "ModelFunctions", "choose_chain_method",
+__all__ = ["run_nuts", "AUTO_BLOCK", "AUTO_MAX_SAMPLES", "find_map", "laplace_inits",
+           "model_functions", "MapResult", "ModelFunctions", "choose_chain_method",
            "check_sampler_counts", "as_key"]
 
 
@@ -49,8 +49,20 @@ def as_key(seed) -> jax.Array:
     return seed
 
 
-def check_sampler_counts(num_warmup, num_samples, num_chains) -> None:
-    """Raise ``ValueError`` naming the argument when a sampler count is not a positive int."""
+#: ``num_samples="auto"``: draws per chain per block, and the most draws per chain
+AUTO_BLOCK = 200
+AUTO_MAX_SAMPLES = 2000
+
+
+def check_sampler_counts(num_warmup, num_samples, num_chains, *, auto: bool = False) -> None:
+    """Raise ``ValueError`` naming the argument when a sampler count is not a positive int.
+
+    With ``auto``, ``num_warmup`` and ``num_samples`` may also be ``"auto"`` (the estimator
+    chooses; for ``num_samples`` see :func:`run_nuts`).
+    """
+    if auto:  # "auto" stands in for a valid count
+        num_warmup = 0 if isinstance(num_warmup, str) and num_warmup == "auto" else num_warmup
+        num_samples = 1 if isinstance(num_samples, str) and num_samples == "auto" else num_samples
     for name, v, lo in (
         ("num_warmup", num_warmup, 0),
         ("num_samples", num_samples, 1),
@@ -58,7 +70,8 @@ def check_sampler_counts(num_warmup, num_samples, num_chains) -> None:
     ):
         if isinstance(v, bool) or not isinstance(v, (int, np.integer)) or v < lo:
             what = "a non-negative" if lo == 0 else "a positive"
-            raise ValueError(f"{name} must be {what} integer, got {v!r}")
+            extra = " or 'auto'" if auto and name != "num_chains" else ""
+            raise ValueError(f"{name} must be {what} integer{extra}, got {v!r}")
 
 
 def choose_chain_method(num_chains: int, chain_method: str | None = None) -> str:
@@ -294,7 +307,7 @@ def run_nuts(
     model_kwargs: dict[str, Any],
     rng_key,
     num_warmup: int = 500,
-    num_samples: int = 500,
+    num_samples: int | str = 500,
     num_chains: int = 4,
     chain_method: str | None = None,
     progress_bar: bool = True,
@@ -308,6 +321,8 @@ def run_nuts(
     dims: dict[str, list[str]] | None = None,
     coords: dict[str, Any] | None = None,
     observed: dict[str, np.ndarray] | None = None,
+    judged: list[str] | None = None,
+    max_samples: int = AUTO_MAX_SAMPLES,
 ):
     """Run NUTS on a NumPyro model and return ``(InferenceData, MCMC)``.
 
@@ -318,7 +333,15 @@ def run_nuts(
     rng_key
         An int seed or a JAX key (explicit: the same seed gives the same draws).
     num_warmup, num_samples, num_chains
-        Sampler counts (warm-up may be 0).
+        Sampler counts (warm-up may be 0). ``num_samples="auto"``: draw blocks of
+        :data:`AUTO_BLOCK` per chain after the warm-up until the ``judged`` quantities have
+        R-hat ≤ 1.01 and bulk and tail ESS ≥ 100 per chain (Vehtari et al. 2021; the
+        criteria of :func:`bayeskern.diagnostics.convergence_report`, divergences aside: more
+        draws do not remove them), at most ``max_samples`` per chain. Every block continues
+        the chains where the previous one stopped, with the adapted step size and mass
+        matrix (draws of one Markov chain, not restarts). ``posterior.attrs`` record the
+        draws taken (``num_samples``) and whether the cap stopped the run
+        (``num_samples_capped``).
     chain_method
         ``None`` picks ``"parallel"`` when ``jax.local_device_count() >= num_chains``,
         otherwise ``"sequential"`` (see :func:`choose_chain_method`). ``"parallel"`` runs one
@@ -342,6 +365,11 @@ def run_nuts(
         Named dimensions and coordinates for the ``InferenceData``.
     observed
         Observed data groups to store (``{"y": y}``).
+    judged
+        With ``num_samples="auto"``: the posterior variables whose R-hat and ESS decide when
+        to stop (default every variable; pass permutation-invariant quantities for mixtures).
+    max_samples
+        With ``num_samples="auto"``: the most draws per chain.
 
     Returns
     -------
@@ -352,7 +380,15 @@ def run_nuts(
         sampler settings and ``mean_steps_per_draw`` in ``posterior.attrs``.
     mcmc : numpyro.infer.MCMC
     """
-    check_sampler_counts(num_warmup, num_samples, num_chains)
+    if num_warmup == "auto":
+        raise ValueError("num_warmup must be a non-negative integer, got 'auto' (the "
+                         "estimators resolve it)")
+    check_sampler_counts(num_warmup, num_samples, num_chains, auto=True)
+    auto = isinstance(num_samples, str)
+    if auto and (isinstance(max_samples, bool) or not isinstance(max_samples, (int, np.integer))
+                 or max_samples < 1):
+        raise ValueError(f"max_samples must be a positive integer, got {max_samples!r}")
+    block = min(AUTO_BLOCK, max_samples) if auto else num_samples
     if init not in ("map", "prior"):
         raise ValueError(f"init must be 'map' or 'prior', got {init!r}")
     method = choose_chain_method(num_chains, chain_method)
@@ -385,7 +421,7 @@ def run_nuts(
     mcmc = MCMC(
         kernel,
         num_warmup=num_warmup,
-        num_samples=num_samples,
+        num_samples=block,
         num_chains=num_chains,
         chain_method=method,
         progress_bar=progress_bar,
@@ -395,14 +431,29 @@ def run_nuts(
         # NumPyro warns when chains outnumber devices; we chose sequential on purpose.
         warnings.filterwarnings("ignore", message="There are not enough devices")
         mcmc.run(key, extra_fields=_STATS, init_params=init_params)
-    stats = mcmc.get_extra_fields(group_by_chain=True)
-    idata = diagnostics.from_mcmc(mcmc.get_samples(group_by_chain=True), stats, dims=dims,
-                                  coords=coords, observed=observed)
+        samples = mcmc.get_samples(group_by_chain=True)
+        stats = mcmc.get_extra_fields(group_by_chain=True)
+        idata = diagnostics.from_mcmc(samples, stats, dims=dims, coords=coords,
+                                      observed=observed)
+        taken = block
+        while auto and taken < max_samples and not diagnostics.convergence_report(
+                idata, var_names=judged, warn=False).mixed:
+            # continue every chain from its last state, adaptation frozen
+            mcmc.post_warmup_state = mcmc.last_state
+            mcmc.num_samples = min(block, max_samples - taken)
+            mcmc.run(mcmc.post_warmup_state.rng_key, extra_fields=_STATS)
+            taken += mcmc.num_samples
+            samples = _append_draws(samples, mcmc.get_samples(group_by_chain=True))
+            stats = _append_draws(stats, mcmc.get_extra_fields(group_by_chain=True))
+            idata = diagnostics.from_mcmc(samples, stats, dims=dims, coords=coords,
+                                          observed=observed)
     diagnostics.set_attrs(
         idata,
         sampler="NUTS",
         num_warmup=num_warmup,
-        num_samples=num_samples,
+        num_samples=taken,
+        num_samples_requested=str(num_samples),
+        num_samples_capped=int(auto and taken >= max_samples),
         num_chains=num_chains,
         chain_method=method,
         target_accept_prob=target_accept_prob,
@@ -414,6 +465,11 @@ def run_nuts(
         **map_info,
     )
     return idata, mcmc
+
+
+def _append_draws(old: dict, new: dict) -> dict:
+    """Concatenate two blocks of draws shaped ``(chain, draw, ...)`` along the draw axis."""
+    return {k: np.concatenate([np.asarray(old[k]), np.asarray(new[k])], axis=1) for k in old}
 
 
 #: per-draw sampler statistics collected by :func:`run_nuts`
