@@ -255,6 +255,9 @@ def convergence_report(
     if not min_bulk >= ess_min or not min_tail >= ess_min:
         msgs.append(f"min ESS bulk {min_bulk:.0f} / tail {min_tail:.0f} < {ess_min:.0f}: "
                     "increase num_samples.")
+    if int(post.attrs.get("num_samples_capped", 0)):
+        msgs.append(f"num_samples='auto' stopped at its cap of {post.sizes['draw']} draws per "
+                    "chain before R-hat and ESS met the criteria.")
     if n_div:
         msgs.append(f"{n_div} divergent transitions ({100 * n_div / n_draws:.1f} %): raise "
                     "target_accept_prob (e.g. 0.95) or use tighter priors.")

@@ -1,0 +1,65 @@
+"""``num_samples="auto"``: NUTS draws blocks until the convergence criteria hold, up to a cap."""
+
+import jax.numpy as jnp
+import numpy as np
+import numpyro
+import numpyro.distributions as dist
+import pytest
+
+import bayeskern as bk
+from bayeskern.inference import AUTO_BLOCK, run_nuts
+
+
+def _model(y=None):
+    mu = numpyro.sample("mu", dist.Normal(0.0, 5.0))
+    s = numpyro.sample("s", dist.HalfNormal(2.0))
+    numpyro.sample("y", dist.Normal(mu, s), obs=y)
+
+
+Y = jnp.asarray(np.random.default_rng(0).normal(1.0, 2.0, 40))
+
+
+def _run(**kw):
+    kw = dict(model_kwargs={"y": Y}, rng_key=1, num_warmup=100, progress_bar=False,
+              chain_method="sequential") | kw
+    return run_nuts(_model, **kw)[0]
+
+
+def test_auto_stops_once_mixed_and_says_what_it_drew():
+    idata = _run(num_samples="auto", num_chains=4)
+    attrs = idata.posterior.attrs
+    n = idata.posterior.sizes["draw"]
+    assert n % AUTO_BLOCK == 0 and attrs["num_samples"] == n
+    assert attrs["num_samples_capped"] == 0 and attrs["num_samples_requested"] == "auto"
+    assert bk.diagnostics.convergence_report(idata, warn=False).mixed
+    if n > AUTO_BLOCK:  # then the draws before the last block were not enough
+        first = idata.isel(draw=slice(0, n - AUTO_BLOCK))
+        assert not bk.diagnostics.convergence_report(first, warn=False).mixed
+
+
+def test_auto_continues_the_chains_and_stops_at_the_cap():
+    # one chain never passes the R-hat criterion, so the run goes on to max_samples
+    auto = _run(num_samples="auto", num_chains=1, max_samples=AUTO_BLOCK + 50)
+    fixed = _run(num_samples=AUTO_BLOCK, num_chains=1)
+    assert auto.posterior.sizes["draw"] == AUTO_BLOCK + 50
+    assert auto.posterior.attrs["num_samples_capped"] == 1
+    # the first block is the fixed-length run, draw for draw; the next block continues it
+    np.testing.assert_array_equal(auto.posterior["mu"].values[:, :AUTO_BLOCK],
+                                  fixed.posterior["mu"].values)
+    tail = auto.posterior["mu"].values[0, AUTO_BLOCK:]
+    assert len(np.unique(tail)) > 10 and not np.isin(tail, fixed.posterior["mu"].values).all()
+    assert not bk.diagnostics.convergence_report(auto, warn=False).ok
+
+
+@pytest.mark.parametrize("bad", [0, -5, 2.5, "many", True])
+def test_bad_counts_are_refused_by_name(bad):
+    with pytest.raises(ValueError, match="max_samples must be a positive integer"):
+        _run(num_samples="auto", num_chains=2, max_samples=bad)
+    with pytest.raises(ValueError, match="num_samples must be a positive integer or 'auto'"):
+        bk.GPRegressor(num_samples=bad if bad != 2.5 else "x").fit(np.ones((3, 1)), [1, 2, 3])
+
+
+def test_a_capped_run_says_so_in_its_verdict():
+    auto = _run(num_samples="auto", num_chains=2, max_samples=20)
+    verdict = bk.diagnostics.convergence_report(auto, warn=False).verdict
+    assert "stopped at its cap of 20 draws per chain" in verdict
