@@ -22,10 +22,12 @@ figures a notebook has open, alone.
 from __future__ import annotations
 
 import base64
+import dataclasses
 import html
 import io
 import time
 from pathlib import Path
+from typing import NamedTuple
 
 import matplotlib.pyplot as plt
 import numpy as np
@@ -36,7 +38,7 @@ from bayeskern.plots import panels
 from bayeskern.runs import atomic_write
 
 __all__ = ["report", "render_report", "compare_report", "render_compare_report",
-           "export_pdf"]
+           "held_out_predictions", "HeldOut", "export_pdf"]
 
 _CSS = """
 body{font-family:system-ui,Segoe UI,Helvetica,Arial,sans-serif;max-width:1000px;margin:2em auto;
@@ -365,12 +367,75 @@ def _metrics_html(metrics: dict) -> str:
             "nominal 0.5 / 0.9 / 0.95 when the intervals are calibrated.</p>")
 
 
-def _forecast_html(estimators, X, y, x_unit, target_name) -> str:
+class HeldOut(NamedTuple):
+    """Held-out evaluation of one model (:func:`held_out_predictions`).
+
+    Attributes
+    ----------
+    metrics : dict
+        :func:`bayeskern.diagnostics.regression_metrics` on the held-out rows.
+    grid : array, shape (m, 1), or None
+        Inputs of the forecast figure (one input column only, else ``None``).
+    forecast : MixturePredictive or None
+        The predictive distribution at ``grid``.
+    """
+
+    metrics: dict
+    grid: np.ndarray | None
+    forecast: object | None
+
+
+def _forecast_grid(X: np.ndarray) -> np.ndarray | None:
+    """400 inputs over the held-out range and a quarter of it before (one column only)."""
     if X.shape[1] != 1:
-        return "<p class='muted'>(forecast figure drawn for one input column only)</p>"
+        return None
     lo, hi = float(X.min()), float(X.max())
-    grid = np.linspace(lo - 0.25 * (hi - lo), hi, 400)[:, None]
-    preds = {name: est.predictive(_as_input(est, grid)) for name, est in estimators.items()}
+    return np.linspace(lo - 0.25 * (hi - lo), hi, 400)[:, None]
+
+
+def _columns(pred, sl: slice):
+    """Return the predictive distribution of the points ``sl`` (a mixture is pointwise)."""
+    return dataclasses.replace(pred, loc=pred.loc[:, sl], scale=pred.scale[:, sl],
+                               df=None if pred.df is None else pred.df[:, sl])
+
+
+def held_out_predictions(estimators: dict, X_test, y_test) -> dict[str, HeldOut]:
+    """Evaluate fitted regressors on held-out data, one predictive call per model.
+
+    Each model's posterior predictive is computed once on the held-out rows and the forecast
+    grid of :func:`render_compare_report` together (the cost of a call is mostly per
+    posterior draw, not per point), then split.
+
+    Parameters
+    ----------
+    estimators : dict
+        Name -> fitted bayeskern regressor (``idata_``, ``predictive``).
+    X_test : array, shape (n, d)
+        Held-out inputs.
+    y_test : array, shape (n,)
+        Held-out targets.
+
+    Returns
+    -------
+    dict
+        Name -> :class:`HeldOut`; pass it to :func:`render_compare_report` as ``held_out``.
+    """
+    X, y, _ = _check_compare(estimators, X_test, y_test, None)
+    grid = _forecast_grid(X)
+    out = {}
+    for name, est in estimators.items():
+        both = X if grid is None else np.vstack([X, grid])
+        pred = est.predictive(_as_input(est, both))
+        out[name] = HeldOut(diagnostics.regression_metrics(y, _columns(pred, slice(len(X)))),
+                            grid, None if grid is None else _columns(pred, slice(len(X), None)))
+    return out
+
+
+def _forecast_html(estimators, held: dict, X, y, x_unit, target_name) -> str:
+    grid = next(iter(held.values())).grid
+    if grid is None:
+        return "<p class='muted'>(forecast figure drawn for one input column only)</p>"
+    preds = {name: h.forecast for name, h in held.items()}
     first = next(iter(estimators.values())).idata_
     Xtr = ytr = None
     if "constant_data" in first.groups():
@@ -478,7 +543,8 @@ def _method_html(name, est, x_unit) -> str:
 
 
 def render_compare_report(estimators: dict, *, X_test, y_test, fit_times=None, title=None,
-                          data_name=None, target_name=None, x_unit=None) -> str:
+                          data_name=None, target_name=None, x_unit=None,
+                          held_out=None) -> str:
     """Return an HTML report comparing fitted regressors on the same held-out data.
 
     Sections: the models compared; held-out metrics side by side
@@ -504,15 +570,22 @@ def render_compare_report(estimators: dict, *, X_test, y_test, fit_times=None, t
         Text shown in the header (escaped).
     x_unit : str, optional
         Unit of the first input column, e.g. ``"year"`` (axis labels, periods).
+    held_out : dict, optional
+        :func:`held_out_predictions` of these estimators on ``X_test``, ``y_test``, if
+        already computed; computed here otherwise.
 
     Returns
     -------
     str
     """
     X, y, times = _check_compare(estimators, X_test, y_test, fit_times)
+    if held_out is None:
+        held_out = held_out_predictions(estimators, X, y)
+    elif not isinstance(held_out, dict) or list(held_out) != list(estimators):
+        raise ValueError("held_out must be held_out_predictions(estimators, X_test, y_test), "
+                         f"with the names {list(estimators)}")
+    metrics = {name: h.metrics for name, h in held_out.items()}
     with plots.detached():
-        metrics = {name: diagnostics.regression_metrics(y, est.predictive(_as_input(est, X)))
-                   for name, est in estimators.items()}
         title = title or "Model comparison: " + ", ".join(estimators)
         parts = [f"<h1>{_e(title)}</h1>",
                  f"<p class='muted'>generated {_e(time.strftime('%Y-%m-%d %H:%M:%S'))} by "
@@ -520,7 +593,8 @@ def render_compare_report(estimators: dict, *, X_test, y_test, fit_times=None, t
                  "<h2>Models compared</h2>",
                  _compared_html(estimators, data_name, target_name, len(y)),
                  "<h2>Held-out accuracy and calibration</h2>", _metrics_html(metrics),
-                 "<h2>Forecasts</h2>", _forecast_html(estimators, X, y, x_unit, target_name),
+                 "<h2>Forecasts</h2>", _forecast_html(estimators, held_out, X, y, x_unit,
+                                                         target_name),
                  "<h2>Leave-one-out cross-validation (PSIS-LOO)</h2>", _loo_html(estimators),
                  "<h2>Convergence and fit time</h2>", _convergence_html(estimators, times)]
         parts += [_method_html(name, est, x_unit) for name, est in estimators.items()]
@@ -546,7 +620,7 @@ def compare_report(estimators: dict, path, **kwargs) -> Path:
         HTML file to write.
     **kwargs
         ``X_test``, ``y_test`` (required), ``fit_times``, ``title``, ``data_name``,
-        ``target_name``, ``x_unit``.
+        ``target_name``, ``x_unit``, ``held_out``.
 
     Returns
     -------

@@ -175,7 +175,7 @@ def test_demo_quick(demo_out):
 
 
 def test_compare_report_from_saved_runs(demo_out, tmp_path):
-    from bayeskern.report import compare_report, render_compare_report
+    from bayeskern.report import compare_report, held_out_predictions, render_compare_report
     from bayeskern.runs import read_run
 
     out, _ = demo_out
@@ -200,6 +200,15 @@ def test_compare_report_from_saved_runs(demo_out, tmp_path):
     for e, Xb, yb, ft, msg in bad:
         with pytest.raises(ValueError, match=msg):
             render_compare_report(e, X_test=Xb, y_test=yb, fit_times=ft)
+    # one predictive call on held-out rows and forecast grid together, split: the same numbers
+    held = held_out_predictions(ests, X, y)
+    direct = bk.diagnostics.regression_metrics(y, ests["GaBaSR"].predictive(X))
+    assert held["GaBaSR"].metrics == pytest.approx(direct, rel=1e-10)
+    grid = held[gp_name].grid
+    np.testing.assert_allclose(held[gp_name].forecast.mean(),
+                               ests[gp_name].predictive(grid).mean(), rtol=1e-10)
+    with pytest.raises(ValueError, match="held_out must be"):
+        render_compare_report(ests, X_test=X, y_test=y, held_out={"GaBaSR": held["GaBaSR"]})
     with pytest.raises(ValueError, match="est must be a GaBaSRRegressor fitted with the exact"):
         bk.plots.gabasr.plot_spectral_density_band(ests[gp_name])
 
