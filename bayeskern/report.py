@@ -298,6 +298,16 @@ _METRICS = [("rmse", "RMSE"), ("mae", "MAE"), ("r2", "R²"),
             ("width_95", "mean width of the 95 % interval")]
 
 
+def _as_float(name: str, v) -> np.ndarray | None:
+    """``v`` as a float array (``None`` stays ``None``); a ``ValueError`` naming ``name``."""
+    if v is None:
+        return None
+    try:
+        return np.asarray(v, dtype=float)
+    except (TypeError, ValueError):
+        raise ValueError(f"{name} must be numeric, got {type(v).__name__}") from None
+
+
 def _check_compare(estimators, X_test, y_test, fit_times):
     """Return ``(X_test, y_test, fit_times)`` checked; a ``ValueError`` names a bad argument."""
     if not isinstance(estimators, dict) or not estimators:
@@ -309,11 +319,11 @@ def _check_compare(estimators, X_test, y_test, fit_times):
         if not hasattr(est, "idata_") or not hasattr(est, "predictive"):
             raise ValueError(f"estimators[{name!r}] must be a fitted bayeskern regressor "
                              f"(idata_ and predictive), got {type(est).__name__}")
-    X = np.asarray(X_test, dtype=float) if X_test is not None else None
+    X = _as_float("X_test", X_test)
     if X is None or X.ndim != 2 or not np.all(np.isfinite(X)):
         raise ValueError("X_test must be a finite 2-D array (rows × input columns), got "
                          f"{None if X is None else X.shape}")
-    y = np.asarray(y_test, dtype=float) if y_test is not None else None
+    y = _as_float("y_test", y_test)
     if y is None or y.shape != (len(X),) or not np.all(np.isfinite(y)):
         raise ValueError(f"y_test must be a finite 1-D array with one value per row of X_test "
                          f"({len(X)}), got {None if y is None else y.shape}")
@@ -321,9 +331,11 @@ def _check_compare(estimators, X_test, y_test, fit_times):
         if est.n_features_in_ != X.shape[1]:
             raise ValueError(f"X_test has {X.shape[1]} columns but estimators[{name!r}] was "
                              f"fitted on {est.n_features_in_}")
+    if fit_times is not None and not isinstance(fit_times, dict):
+        raise ValueError(f"fit_times must be a dict of name -> seconds, got {fit_times!r}")
     times = dict(fit_times or {})
-    bad = {k: v for k, v in times.items() if k not in estimators or v is None
-           or not np.isfinite(float(v)) or float(v) < 0}
+    bad = {k: v for k, v in times.items() if k not in estimators
+           or _as_float("fit_times", v).shape != () or not 0 <= float(v) < np.inf}
     if bad:
         raise ValueError(f"fit_times must map names of estimators to seconds >= 0, got {bad}")
     return X, y, times

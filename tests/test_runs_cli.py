@@ -196,7 +196,10 @@ def test_compare_report_from_saved_runs(demo_out, tmp_path):
            (ests, X[:, 0], y, None, "X_test must be a finite 2-D array"),
            (ests, np.c_[X, X], y, None, "X_test has 2 columns"),
            (ests, X, y[:-1], None, "y_test must be"),
-           (ests, X, y, {"nope": 1.0}, "fit_times must map")]
+           (ests, X, y, {"nope": 1.0}, "fit_times must map"),
+           (ests, X, y, {"GaBaSR": -1.0}, "fit_times must map"),
+           (ests, X, y, [1.0], "fit_times must be a dict"),
+           (ests, [["a"]] * len(y), y, None, "X_test must be numeric")]
     for e, Xb, yb, ft, msg in bad:
         with pytest.raises(ValueError, match=msg):
             render_compare_report(e, X_test=Xb, y_test=yb, fit_times=ft)
