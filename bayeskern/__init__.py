@@ -40,7 +40,7 @@ from bayeskern.estimators import (  # noqa: E402
     VSKRegressor,
     compare_vsk,
 )
-from bayeskern.report import report  # noqa: E402
+from bayeskern.report import compare_report, report  # noqa: E402
 from bayeskern.runs import load_run, save_run  # noqa: E402
 
 __all__ = [
@@ -58,6 +58,7 @@ __all__ = [
     "ConformalKernelClassifier",
     "KernelSVC",
     "report",
+    "compare_report",
     "load_run",
     "save_run",
     "kernels",

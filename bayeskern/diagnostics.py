@@ -36,6 +36,7 @@ __all__ = [
     "loo",
     "waic",
     "compare",
+    "loo_compare",
     "regression_metrics",
     "classification_metrics",
     "crps_ensemble",
@@ -302,6 +303,57 @@ def compare(models: dict, ic: str = "loo") -> pd.DataFrame:
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")
         return az.compare(idatas, ic=ic)
+
+
+def loo_compare(models: dict) -> pd.DataFrame:
+    """PSIS-LOO of models fitted to the same rows, with each one's difference to the best.
+
+    With :math:`\\widehat{\\mathrm{elpd}}_i^{(m)}` the PSIS-LOO estimate of
+    :math:`\\log p(y_i \\mid y_{-i})` under model :math:`m` (Vehtari, Gelman & Gabry 2017):
+    :math:`\\mathrm{elpd}_m = \\sum_i \\widehat{\\mathrm{elpd}}_i^{(m)}` with standard error
+    :math:`\\sqrt{n\\,\\mathrm{Var}_i\\,\\widehat{\\mathrm{elpd}}_i^{(m)}}`, and the difference
+    to the model with the largest elpd, :math:`\\Delta_m = \\sum_i
+    (\\widehat{\\mathrm{elpd}}_i^{(\\mathrm{best})} - \\widehat{\\mathrm{elpd}}_i^{(m)}) \\ge 0`,
+    with the standard error of the paired pointwise differences,
+    :math:`\\sqrt{n\\,\\mathrm{Var}_i(\\cdot)}` (the ``dse`` of ArviZ's ``compare``).
+
+    Parameters
+    ----------
+    models : dict
+        Name -> ``InferenceData`` or fitted estimator (``idata_``), each with a
+        ``log_likelihood`` group over the same ``n`` observations.
+
+    Returns
+    -------
+    pandas.DataFrame
+        One row per model, best first: ``elpd_loo``, ``se``, ``p_loo``, ``elpd_diff``,
+        ``se_diff`` (0 and 0 for the best), ``n_pareto_k_bad`` (observations with Pareto
+        :math:`k > 0.7`, for which the estimate is unreliable).
+    """
+    if not isinstance(models, dict) or not models:
+        raise ValueError(f"models must be a non-empty dict of name -> model, got {models!r}")
+    res = {}
+    for name, m in models.items():
+        idata = getattr(m, "idata_", m)
+        if not hasattr(idata, "groups") or "log_likelihood" not in idata.groups():
+            raise ValueError(f"models[{name!r}] has no log_likelihood group to compute "
+                             "PSIS-LOO from")
+        with warnings.catch_warnings(), _quiet_arviz_log():
+            warnings.simplefilter("ignore")  # reported as n_pareto_k_bad
+            res[name] = az.loo(idata, pointwise=True)
+    sizes = {name: np.asarray(r.loo_i).size for name, r in res.items()}
+    if len(set(sizes.values())) > 1:
+        raise ValueError(f"models were fitted to different numbers of rows: {sizes}")
+    best = max(res, key=lambda name: res[name].elpd_loo)
+    best_i = np.asarray(res[best].loo_i).ravel()
+    rows = {}
+    for name, r in res.items():
+        diff = best_i - np.asarray(r.loo_i).ravel()
+        rows[name] = {"elpd_loo": float(r.elpd_loo), "se": float(r.se),
+                      "p_loo": float(r.p_loo), "elpd_diff": float(diff.sum()),
+                      "se_diff": float(np.sqrt(diff.size * np.var(diff))),
+                      "n_pareto_k_bad": int((np.asarray(r.pareto_k) > 0.7).sum())}
+    return pd.DataFrame.from_dict(rows, orient="index").sort_values("elpd_diff")
 
 
 # --------------------------------------------------------------------------- calibration

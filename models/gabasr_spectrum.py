@@ -4,16 +4,32 @@ Each of the three GaBaSR models names its spectral parameters differently; this 
 reads any of them into one form, mixture weights :math:`\\pi` and diagonal components
 :math:`N(\\mu_k, \\mathrm{diag}\\,\\sigma_k^2)` per posterior draw, in angular frequency per
 unit of the data's inputs, ready for
-:meth:`bayeskern.kernels.SpectralMixture.from_draws`.
+:meth:`bayeskern.kernels.SpectralMixture.from_draws`
+(:func:`posterior_mixture_draws`).
+
+For the exact model (the spectral-mixture GP of
+:func:`bayeskern.models.gabasr.gabasr_exact_regression`) it also gives the density in
+variance units along the first input column, in cycles per unit of that column, with a
+pointwise posterior band (:func:`spectral_density_band`), and a summary of the components
+found (:func:`mixture_components`). GaBaSR: Pena-Llamas et al. (2023); spectral-mixture
+kernel: Wilson & Adams (2013).
 """
 
 from __future__ import annotations
 
 from collections.abc import Mapping
+from typing import NamedTuple
 
 import numpy as np
 
-__all__ = ["posterior_mixture_draws"]
+__all__ = [
+    "posterior_mixture_draws",
+    "exact_spectral_density",
+    "frequency_grid",
+    "DensityBand",
+    "spectral_density_band",
+    "mixture_components",
+]
 
 
 def posterior_mixture_draws(post: Mapping, x_scale) -> tuple[np.ndarray, np.ndarray,
@@ -71,3 +87,246 @@ def posterior_mixture_draws(post: Mapping, x_scale) -> tuple[np.ndarray, np.ndar
     m = m.reshape(-1, *m.shape[-2:]) / scale
     s = s.reshape(-1, *s.shape[-2:]) / scale
     return w, m, s
+
+
+# --------------------------------------------------------------------------- exact model
+def _positive(name: str, value) -> float:
+    """``value`` as a positive finite float, or a ``ValueError`` naming ``name``."""
+    v = np.ravel(np.asarray(value, dtype=float))
+    if v.size == 0 or not np.isfinite(v[0]) or v[0] <= 0:
+        raise ValueError(f"{name} must be a positive finite number, got {value!r}")
+    return float(v[0])
+
+
+def _exact_draws(post: Mapping) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
+    """Flattened draws of the exact model along input column 0.
+
+    Returns ``amplitude`` (S, K), ``sigma0`` (S,) of column 0, ``mu`` and ``sigma``
+    (S, K - 1; zero columns when the model has the smooth component only), standardized
+    angular units.
+    """
+    if "amplitude" not in post or "sigma0" not in post or "weights" in post:
+        raise ValueError("post must be the posterior of GaBaSR's exact model (sites "
+                         "'amplitude', 'sigma0', 'mu', 'sigma'); got variables "
+                         f"{sorted(post)}")
+    a = np.asarray(post["amplitude"], dtype=float)
+    a = a.reshape(-1, a.shape[-1])
+    s0 = np.asarray(post["sigma0"], dtype=float)
+    s0 = s0.reshape(-1, s0.shape[-1])[:, 0]
+    if "mu" in post:
+        mu = np.asarray(post["mu"], dtype=float).reshape(len(a), -1)
+        sg = np.asarray(post["sigma"], dtype=float).reshape(len(a), -1)
+    else:
+        mu = sg = np.zeros((len(a), 0))
+    return a, s0, mu, sg
+
+
+def exact_spectral_density(frequency, amplitude, sigma0, mu, sigma, *, x_scale,
+                           y_scale=1.0) -> np.ndarray:
+    """Spectral density of exact-model draws along input column 0, in variance units.
+
+    The stationary part of the exact GaBaSR kernel (Pena-Llamas et al. 2023), the
+    spectral-mixture kernel of Wilson & Adams (2013),
+    :math:`k(\\tau) = a_0^2 e^{-\\frac12\\sigma_0^2\\tau^2}
+    + \\sum_{k\\ge1} a_k^2 e^{-\\frac12\\sigma_k^2\\tau^2}\\cos(\\mu_k\\tau)`, is the Fourier
+    transform of the two-sided density
+
+    .. math:: S(f) = s_y^2\\Big[a_0^2 N(f\\mid 0, \\sigma_0'^2) + \\sum_{k\\ge1} \\frac{a_k^2}{2}
+              \\big(N(f\\mid \\mu_k', \\sigma_k'^2) + N(f\\mid -\\mu_k', \\sigma_k'^2)\\big)\\Big],
+
+    with frequencies in cycles per unit of the input, :math:`\\mu_k' = \\mu_k/(2\\pi s_x)`,
+    :math:`\\sigma_k' = \\sigma_k/(2\\pi s_x)` (standardized angular frequency :math:`\\omega`
+    to cycles per data unit: :math:`\\omega/(2\\pi s_x)`). It integrates to the stationary
+    variance, :math:`\\int S(f)\\,df = s_y^2\\sum_k a_k^2`.
+
+    Parameters
+    ----------
+    frequency : array, shape (F,)
+        Frequencies in cycles per unit of input column 0 (any sign).
+    amplitude : array, shape (S, K)
+        Component amplitudes :math:`a_k` (standardized target units), component 0 first.
+    sigma0 : array, shape (S,)
+        Spread of the zero-frequency component along column 0 (standardized angular).
+    mu, sigma : arrays, shape (S, K - 1)
+        Centres and spreads of the periodic components (standardized angular).
+    x_scale : float
+        Scale :math:`s_x` of the standardization of input column 0.
+    y_scale : float, default 1.0
+        Scale :math:`s_y` of the target standardization (1: standardized variance).
+
+    Returns
+    -------
+    array, shape (S, F)
+        :math:`S(f)` per draw, variance per (cycle per unit of x).
+    """
+    c = 2 * np.pi * _positive("x_scale", x_scale)
+    sy2 = _positive("y_scale", y_scale) ** 2
+    f = np.asarray(frequency, dtype=float)
+    if f.ndim != 1 or not np.all(np.isfinite(f)):
+        raise ValueError(f"frequency must be a 1-D array of finite values, shape {f.shape}")
+    a2 = np.atleast_2d(np.asarray(amplitude, dtype=float)) ** 2 * sy2
+    locs = np.abs(np.column_stack([np.zeros(len(a2)), np.reshape(mu, (len(a2), -1))])) / c
+    sds = np.column_stack([np.ravel(sigma0), np.reshape(sigma, (len(a2), -1))]) / c
+    if locs.shape != a2.shape:
+        raise ValueError(f"amplitude has {a2.shape[1]} components but mu has "
+                         f"{locs.shape[1] - 1} periodic ones (expected {a2.shape[1] - 1})")
+    out = np.zeros((len(a2), f.size))
+    for k in range(a2.shape[1]):  # K is small; (S, F) per component
+        m, s = locs[:, k:k + 1], sds[:, k:k + 1]
+        both = np.exp(-0.5 * ((f - m) / s) ** 2) + np.exp(-0.5 * ((f + m) / s) ** 2)
+        out += a2[:, k:k + 1] * both / (2 * np.sqrt(2 * np.pi) * s)
+    return out
+
+
+def frequency_grid(post: Mapping, x_scale, *, n: int = 400) -> np.ndarray:
+    """Frequencies (cycles per unit of input column 0) at which to draw the density.
+
+    ``n`` even points on :math:`[0, 1.25 f_{\\max}]`, :math:`f_{\\max}` the 99th percentile
+    over draws of the largest :math:`|\\mu_k'| + 4\\sigma_k'`, plus 101 points across the
+    1st-99th percentile range of :math:`|\\mu_k'| \\pm 4\\sigma_k'` of each component (so
+    that a narrow peak is resolved whatever ``n``).
+
+    Parameters
+    ----------
+    post : mapping
+        Posterior of the exact model (arrays ``(chain, draw, ...)``).
+    x_scale : float or array
+        Scale of the input standardization (its first entry is column 0's).
+    n : int, default 400
+        Points of the even grid.
+
+    Returns
+    -------
+    array
+        Sorted, distinct, non-negative frequencies.
+    """
+    if isinstance(n, bool) or not isinstance(n, (int, np.integer)) or n < 2:
+        raise ValueError(f"n must be an integer >= 2, got {n!r}")
+    _, s0, mu, sg = _exact_draws(post)
+    c = 2 * np.pi * _positive("x_scale", x_scale)
+    locs = np.abs(np.column_stack([np.zeros(len(s0)), mu])) / c
+    sds = np.column_stack([s0, sg]) / c
+    lo = np.clip(np.percentile(locs - 4 * sds, 1, axis=0), 0, None)
+    hi = np.percentile(locs + 4 * sds, 99, axis=0)
+    parts = [np.linspace(0, 1.25 * hi.max(), n)]
+    parts += [np.linspace(a, b, 101) for a, b in zip(lo, hi, strict=True)]
+    return np.unique(np.concatenate(parts))
+
+
+class DensityBand(NamedTuple):
+    """Pointwise posterior summary of a spectral density (:func:`spectral_density_band`).
+
+    Attributes
+    ----------
+    frequency : array, shape (F,)
+        Cycles per unit of input column 0.
+    lower, median, upper : arrays, shape (F,)
+        Pointwise quantiles :math:`(1 - b)/2`, 0.5, :math:`(1 + b)/2` of the density.
+    band : float
+        The central probability :math:`b`.
+    """
+
+    frequency: np.ndarray
+    lower: np.ndarray
+    median: np.ndarray
+    upper: np.ndarray
+    band: float
+
+
+def spectral_density_band(post: Mapping, x_scale, frequency=None, *, y_scale=1.0,
+                          band: float = 0.9, n_grid: int = 400) -> DensityBand:
+    """Median and central ``band`` of the exact model's spectral density over the draws.
+
+    Every posterior draw gives a density :math:`S^{(s)}(f)`
+    (:func:`exact_spectral_density`: :math:`\\sum_k a_k^2 N(f\\mid\\pm\\mu_k',
+    \\sigma_k'^2)`, the zero-frequency component :math:`N(f\\mid 0, \\sigma_0'^2)`); the band
+    is pointwise in :math:`f`: the quantiles of :math:`\\{S^{(s)}(f)\\}_s` at each frequency.
+
+    Parameters
+    ----------
+    post : mapping
+        Posterior of the exact model (``xarray.Dataset`` or dict, arrays
+        ``(chain, draw, ...)``; sites ``amplitude``, ``sigma0``, ``mu``, ``sigma``).
+    x_scale : float or array
+        Scale of the input standardization (its first entry is column 0's).
+    frequency : array, optional
+        Cycles per unit of input column 0; default :func:`frequency_grid`.
+    y_scale : float, default 1.0
+        Scale of the target standardization: the density is in target units squared per
+        (cycle per unit of x).
+    band : float, default 0.9
+        Central probability of the band, in (0, 1).
+    n_grid : int, default 400
+        Points of the default grid.
+
+    Returns
+    -------
+    DensityBand
+    """
+    if not 0 < band < 1:
+        raise ValueError(f"band must be in (0, 1), got {band!r}")
+    a, s0, mu, sg = _exact_draws(post)
+    f = frequency_grid(post, x_scale, n=n_grid) if frequency is None else frequency
+    dens = exact_spectral_density(f, a, s0, mu, sg, x_scale=x_scale, y_scale=y_scale)
+    lo, med, hi = np.quantile(dens, [(1 - band) / 2, 0.5, (1 + band) / 2], axis=0)
+    return DensityBand(np.asarray(f, dtype=float), lo, med, hi, float(band))
+
+
+def _quantiles(v: np.ndarray, band: float) -> tuple[float, float, float]:
+    """(median, lower, upper) of ``v`` with a central ``band``."""
+    q = np.quantile(v, [0.5, (1 - band) / 2, (1 + band) / 2])
+    return float(q[0]), float(q[1]), float(q[2])
+
+
+def mixture_components(post: Mapping, x_scale, *, band: float = 0.9) -> list[dict]:
+    """Summarize the components of the exact model's spectral mixture over the draws.
+
+    Component 0 is the smooth (zero-frequency) one; the periodic components are ordered by
+    frequency within each draw (component 1 is the lowest frequency of every draw), which
+    undoes label switching between chains. For each, over the draws:
+
+    * ``frequency`` :math:`|\\mu_k|/(2\\pi s_x)` in cycles per unit of x, and ``period``
+      :math:`2\\pi s_x/|\\mu_k|` in units of x (NaN for component 0);
+    * ``share`` :math:`a_k^2/\\sum_j a_j^2` of the stationary variance (the polynomial trend
+      is not part of the mixture);
+    * ``length`` :math:`\\ell_k = s_x/\\sigma_k` in units of x: the component's correlation
+      is :math:`\\cos(2\\pi\\tau/P_k)\\, e^{-\\tau^2/(2\\ell_k^2)}`, so its oscillation stays
+      coherent over lags of about :math:`\\ell_k` (the envelope is :math:`e^{-1/2}` at
+      :math:`\\tau = \\ell_k`); for component 0 the squared-exponential length-scale.
+
+    Parameters
+    ----------
+    post : mapping
+        Posterior of the exact model (arrays ``(chain, draw, ...)``).
+    x_scale : float or array
+        Scale of the input standardization (its first entry is column 0's).
+    band : float, default 0.9
+        Central probability of the intervals.
+
+    Returns
+    -------
+    list of dict
+        One per component: ``component`` (int), ``kind`` (``"smooth"`` or
+        ``"periodic"``), and ``frequency``, ``period``, ``share``, ``length``, each a tuple
+        ``(median, lower, upper)``.
+    """
+    if not 0 < band < 1:
+        raise ValueError(f"band must be in (0, 1), got {band!r}")
+    sx = _positive("x_scale", x_scale)
+    a, s0, mu, sg = _exact_draws(post)
+    order = np.argsort(np.abs(mu), axis=1)
+    mu = np.take_along_axis(np.abs(mu), order, axis=1)
+    sg = np.take_along_axis(sg, order, axis=1)
+    a2 = a**2
+    a2 = np.column_stack([a2[:, :1], np.take_along_axis(a2[:, 1:], order, axis=1)])
+    share = a2 / a2.sum(axis=1, keepdims=True)
+    nan = (float("nan"),) * 3
+    out = [{"component": 0, "kind": "smooth", "frequency": (0.0, 0.0, 0.0), "period": nan,
+            "share": _quantiles(share[:, 0], band), "length": _quantiles(sx / s0, band)}]
+    for k in range(mu.shape[1]):
+        out.append({"component": k + 1, "kind": "periodic",
+                    "frequency": _quantiles(mu[:, k] / (2 * np.pi * sx), band),
+                    "period": _quantiles(2 * np.pi * sx / mu[:, k], band),
+                    "share": _quantiles(share[:, k + 1], band),
+                    "length": _quantiles(sx / sg[:, k], band)})
+    return out

@@ -46,3 +46,39 @@ def test_convergence_report_flags_bad_chains(rng):
     with pytest.warns(UserWarning, match="R-hat"):
         rep = diagnostics.convergence_report(bad)
     assert not rep.ok and "Not converged" in rep.verdict
+
+
+def _with_log_lik(rng, shift, n=40):
+    import arviz as az
+
+    idata = az.from_dict(posterior={"a": rng.normal(size=(2, 200))})
+    ll = rng.normal(-1.0 - shift, 0.05, size=(2, 200, n))
+    return diagnostics.add_group(idata, "log_likelihood", {"y": ll}, dims={"y": ["obs"]})
+
+
+def test_loo_compare_differences_to_the_best(rng):
+    good, bad = _with_log_lik(rng, 0.0), _with_log_lik(rng, 0.5)
+    tab = diagnostics.loo_compare({"bad": bad, "good": good})
+    assert list(tab.index) == ["good", "bad"]
+    assert tab.loc["good", "elpd_diff"] == 0 and tab.loc["good", "se_diff"] == 0
+    assert tab.loc["bad", "elpd_diff"] == pytest.approx(
+        tab.loc["good", "elpd_loo"] - tab.loc["bad", "elpd_loo"])
+    assert tab.loc["bad", "elpd_diff"] == pytest.approx(0.5 * 40, rel=0.1)
+    pointwise = [np.asarray(diagnostics.loo(m).loo_i) for m in (good, bad)]
+    diff = pointwise[0] - pointwise[1]
+    assert tab.loc["bad", "se_diff"] == pytest.approx(np.sqrt(diff.size * np.var(diff)))
+    assert tab.loc["bad", "se"] == pytest.approx(float(diagnostics.loo(bad).se))
+    assert set(tab.columns) == {"elpd_loo", "se", "p_loo", "elpd_diff", "se_diff",
+                                "n_pareto_k_bad"}
+
+
+def test_loo_compare_bad_input(rng):
+    import arviz as az
+
+    good = _with_log_lik(rng, 0.0)
+    with pytest.raises(ValueError, match="models must be a non-empty dict"):
+        diagnostics.loo_compare({})
+    with pytest.raises(ValueError, match=r"models\['none'\] has no log_likelihood"):
+        diagnostics.loo_compare({"g": good, "none": az.from_dict(posterior={"a": np.ones((2, 5))})})
+    with pytest.raises(ValueError, match="different numbers of rows"):
+        diagnostics.loo_compare({"g": good, "short": _with_log_lik(rng, 0.0, n=30)})

@@ -136,10 +136,95 @@ def test_cli_classification_and_help(data_dir):
         assert cmd in out
 
 
-def test_demo_quick(tmp_path, capsys):
-    assert main(["demo", "--quick", "--quiet", "--out", str(tmp_path / "demo")]) == 0
-    assert (tmp_path / "demo" / "report.html").stat().st_size > 10_000
-    assert bk.load_run(tmp_path / "demo" / "run").n_features_in_ == 1
+@pytest.fixture(scope="module")
+def demo_out(tmp_path_factory):
+    """``bayeskern demo --quick`` once per module: its output directory and what it printed."""
+    import contextlib
+    import io
+
+    out = tmp_path_factory.mktemp("demo") / "demo"
+    buf = io.StringIO()
+    with contextlib.redirect_stdout(buf):
+        assert main(["demo", "--quick", "--quiet", "--out", str(out)]) == 0
+    return out, buf.getvalue()
+
+
+def test_demo_quick(demo_out):
+    out, printed = demo_out
+    assert sorted(p.name for p in out.iterdir()) == ["gabasr_run", "gp_run", "report.html"]
+    g, gp = bk.load_run(out / "gabasr_run"), bk.load_run(out / "gp_run")
+    assert type(g).__name__ == "GaBaSRRegressor" and g.model_ == "exact"
+    assert type(gp).__name__ == "GPRegressor" and g.n_features_in_ == gp.n_features_in_ == 1
+    assert g.get_params()["num_map_starts"] == 1 and gp.idata_.posterior.sizes["chain"] == 2
+    lines = printed.splitlines()
+    for name in ("GaBaSR", "reference GP"):  # one line per model: metrics and verdict
+        line = [ln for ln in lines if ln.startswith(f"{name}: held-out")]
+        assert len(line) == 1 and "RMSE" in line[0] and "95 % coverage" in line[0]
+        assert "converged" in line[0].lower()
+    assert str(out / "report.html") in lines[-1]
+    html = (out / "report.html").read_text()
+    for section in ("Models compared", "Held-out accuracy and calibration", "Forecasts",
+                    "Leave-one-out cross-validation (PSIS-LOO)", "SE of the difference",
+                    "Convergence and fit time", "GaBaSR: learned spectral density",
+                    "Components found", "period (year)", "coherence length",
+                    "reference GP", "coverage of the 95 % interval"):
+        assert section in html, section
+    assert html.count("data:image/png;base64") == 2  # forecasts, spectral density
+    assert "http://" not in html and "https://" not in html
+    assert not list(out.glob(".*"))  # no temporary files left
+
+
+def test_compare_report_from_saved_runs(demo_out, tmp_path):
+    from bayeskern.report import compare_report, held_out_predictions, render_compare_report
+    from bayeskern.runs import read_run
+
+    out, _ = demo_out
+    gp_name = "GP <script>alert(1)</script>"
+    ests = {"GaBaSR": bk.load_run(out / "gabasr_run"), gp_name: bk.load_run(out / "gp_run")}
+    config, arrays, _ = read_run(out / "gp_run")
+    X, y = arrays["holdout_X"], arrays["holdout_y"]
+    times = {gp_name: config["state"]["fit_time_s"]}
+    path = compare_report(ests, tmp_path / "c.html", X_test=X, y_test=y, fit_times=times,
+                          title="<b>x</b>")
+    html = path.read_text()
+    assert "&lt;b&gt;x&lt;/b&gt;" in html and "<b>x</b>" not in html
+    assert "<script" not in html and "GP &lt;script&gt;" in html
+    assert "not recorded" in html  # GaBaSR's fit time is not stored in a run
+    assert "cycles per unit of x" in html
+    bad = [({}, X, y, None, "estimators must be a non-empty dict"),
+           ({"x": object()}, X, y, None, r"estimators\['x'\] must be a fitted"),
+           (ests, X[:, 0], y, None, "X_test must be a finite 2-D array"),
+           (ests, np.c_[X, X], y, None, "X_test has 2 columns"),
+           (ests, X, y[:-1], None, "y_test must be"),
+           (ests, X, y, {"nope": 1.0}, "fit_times must map"),
+           (ests, X, y, {"GaBaSR": -1.0}, "fit_times must map"),
+           (ests, X, y, [1.0], "fit_times must be a dict"),
+           (ests, [["a"]] * len(y), y, None, "X_test must be numeric")]
+    for e, Xb, yb, ft, msg in bad:
+        with pytest.raises(ValueError, match=msg):
+            render_compare_report(e, X_test=Xb, y_test=yb, fit_times=ft)
+    # one predictive call on held-out rows and forecast grid together, split: the same numbers
+    held = held_out_predictions(ests, X, y)
+    direct = bk.diagnostics.regression_metrics(y, ests["GaBaSR"].predictive(X))
+    assert held["GaBaSR"].metrics == pytest.approx(direct, rel=1e-10)
+    grid = held[gp_name].grid
+    np.testing.assert_allclose(held[gp_name].forecast.mean(),
+                               ests[gp_name].predictive(grid).mean(), rtol=1e-10)
+    with pytest.raises(ValueError, match="held_out must be"):
+        render_compare_report(ests, X_test=X, y_test=y, held_out={"GaBaSR": held["GaBaSR"]})
+    with pytest.raises(ValueError, match="est must be a GaBaSRRegressor fitted with the exact"):
+        bk.plots.gabasr.plot_spectral_density_band(ests[gp_name])
+
+
+def test_demo_refuses_bad_out_before_fitting(tmp_path, capsys):
+    (tmp_path / "file").write_text("x")
+    assert main(["demo", "--quick", "--out", str(tmp_path / "file")]) == 2
+    assert "--out" in capsys.readouterr().err
+    (tmp_path / "d" / "gp_run").mkdir(parents=True)
+    (tmp_path / "d" / "gp_run" / "mine.txt").write_text("keep")
+    assert main(["demo", "--quick", "--out", str(tmp_path / "d")]) == 2
+    assert "gp_run" in capsys.readouterr().err
+    assert sorted(p.name for p in (tmp_path / "d").iterdir()) == ["gp_run"]
 
 
 def test_interrupted_fit_leaves_no_partial_output(data_dir, tmp_path):

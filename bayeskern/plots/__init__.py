@@ -17,6 +17,7 @@ __all__ = [
     "detached",
     "subplots",
     "plot_predictive_1d",
+    "plot_predictive_comparison",
     "plot_observed_vs_predicted",
     "plot_pit",
     "plot_reliability",
@@ -47,6 +48,46 @@ def plot_predictive_1d(x, predictive, *, X_train=None, y_train=None, X_test=None
         ax.plot(np.ravel(X_train), y_train, ".", ms=2.5, color="k", label="training data")
     if X_test is not None:
         ax.plot(np.ravel(X_test), y_test, ".", ms=3, color="C3", label="held-out data")
+    ax.legend(loc="best", fontsize=8)
+    return ax
+
+
+def plot_predictive_comparison(x, predictives: dict, *, X_test=None, y_test=None,
+                               X_train=None, y_train=None, prob: float = 0.95, ax=None):
+    """Predictive means and central ``prob`` intervals of several models along a 1-D input.
+
+    Parameters
+    ----------
+    x : array, shape (n,)
+        Input values at which every predictive was evaluated.
+    predictives : dict
+        Model name -> predictive distribution at ``x``
+        (:class:`bayeskern.predictive.MixturePredictive`), one colour each.
+    X_test, y_test, X_train, y_train : arrays, optional
+        Observed points drawn on top (held-out red, training black).
+    prob : float, default 0.95
+        Central probability of the intervals.
+    ax : matplotlib Axes, optional
+
+    Returns
+    -------
+    matplotlib Axes
+    """
+    ax = _ax(ax, (9, 4.2))
+    x = np.ravel(x)
+    order = np.argsort(x)
+    for i, (name, pred) in enumerate(predictives.items()):
+        lo, hi = pred.interval(prob)
+        color = f"C{i}"
+        ax.fill_between(x[order], lo[order], hi[order], alpha=0.2, color=color, lw=0,
+                        label=f"{name}: {int(round(prob * 100))} % interval")
+        ax.plot(x[order], lo[order], color=color, lw=0.5, alpha=0.7)
+        ax.plot(x[order], hi[order], color=color, lw=0.5, alpha=0.7)
+        ax.plot(x[order], pred.mean()[order], color=color, lw=1.2, label=f"{name}: mean")
+    if X_train is not None:
+        ax.plot(np.ravel(X_train), y_train, ".", ms=3, color="k", label="training data")
+    if X_test is not None:
+        ax.plot(np.ravel(X_test), y_test, ".", ms=4, color="C3", label="held-out data")
     ax.legend(loc="best", fontsize=8)
     return ax
 

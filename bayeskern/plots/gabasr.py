@@ -8,10 +8,12 @@ from __future__ import annotations
 import numpy as np
 
 from bayeskern.estimators.gabasr import GaBaSRClassifier, GaBaSRRegressor
+from bayeskern.models.gabasr_spectrum import mixture_components, spectral_density_band
 from bayeskern.plots._figure import subplots
 from bayeskern.plots.panels import estimator_panels
 
-__all__ = ["plot_spectral_density", "plot_predictive", "plot_invariant_traces"]
+__all__ = ["plot_spectral_density", "plot_spectral_density_band", "plot_predictive",
+           "plot_invariant_traces"]
 
 
 def _ax(ax):
@@ -36,6 +38,70 @@ def plot_spectral_density(est, omega_grid=None, *, cycles: bool = True, band: fl
     ax.set_xlabel("frequency (cycles per unit of x)" if cycles else "ω (rad per unit of x)")
     ax.set_ylabel("spectral density")
     ax.legend(loc="upper right")
+    return ax
+
+
+def _check_exact(est, name: str = "est") -> None:
+    if getattr(est, "model_", None) != "exact" or not hasattr(est, "y_std_"):
+        raise ValueError(f"{name} must be a GaBaSRRegressor fitted with the exact model "
+                         f"(model_ == 'exact'), got {type(est).__name__} with model_ = "
+                         f"{getattr(est, 'model_', None)!r}")
+
+
+def plot_spectral_density_band(est, frequency=None, *, band: float = 0.9,
+                               unit: str = "unit of x", log: bool = True, ax=None):
+    """Median and central ``band`` of the learned spectral density of an exact-model fit.
+
+    The density of every posterior draw, :math:`S(f) = s_y^2 \\sum_k a_k^2 N(f\\mid\\pm\\mu_k',
+    \\sigma_k'^2)` (:func:`bayeskern.models.gabasr_spectrum.spectral_density_band`; GaBaSR,
+    Pena-Llamas et al. 2023; the spectral-mixture kernel, Wilson & Adams 2013), in target
+    units squared per (cycle per ``unit``), against frequency :math:`f \\ge 0` in cycles per
+    ``unit`` of the first input column. The density is two-sided (symmetric in :math:`f`), so
+    twice the area over :math:`f \\ge 0` is the stationary variance. Dotted lines mark the
+    median frequency of each periodic component.
+
+    Parameters
+    ----------
+    est : GaBaSRRegressor
+        Fitted with the exact model (``model_ == "exact"``).
+    frequency : array, optional
+        Cycles per ``unit``; default
+        :func:`bayeskern.models.gabasr_spectrum.frequency_grid`.
+    band : float, default 0.9
+        Central probability of the pointwise band.
+    unit : str, default "unit of x"
+        Name of the unit of the first input column (axis label only).
+    log : bool, default True
+        Logarithmic density axis (a small harmonic next to a large annual peak).
+    ax : matplotlib Axes, optional
+
+    Returns
+    -------
+    matplotlib Axes
+    """
+    _check_exact(est)
+    post = est.idata_.posterior
+    b = spectral_density_band(post, est.x_scaler_.scale, frequency, y_scale=est.y_std_.scale,
+                              band=band)
+    if ax is None:
+        _, ax = subplots(figsize=(8, 3.8), layout="constrained")
+    ax.fill_between(b.frequency, b.lower, b.upper, alpha=0.3, color="C0", lw=0,
+                    label=f"{int(round(band * 100))} % band (pointwise)")
+    ax.plot(b.frequency, b.median, color="C0", lw=1.2, label="posterior median")
+    for c in mixture_components(post, est.x_scaler_.scale, band=band)[1:]:
+        f, period = c["frequency"][0], c["period"][0]
+        ax.axvline(f, color="C3", ls=":", lw=0.8)
+        ax.annotate(f"period {period:#.4g} {unit}", (f, 0), xycoords=("data", "axes fraction"),
+                    xytext=(3, 4), textcoords="offset points", fontsize=7, color="C3",
+                    rotation=90, va="bottom")
+    if log:
+        top = float(np.max(b.upper))
+        ax.set_yscale("log")
+        ax.set_ylim(top * 1e-6, top * 3)
+    ax.set_xlim(float(b.frequency.min()), float(b.frequency.max()))
+    ax.set_xlabel(f"frequency (cycles per {unit})")
+    ax.set_ylabel(f"spectral density (variance per cycle/{unit})")
+    ax.legend(loc="best", fontsize=8)
     return ax
 
 
