@@ -12,6 +12,8 @@
 
 from bayeskern.inference.gabasr_gibbs import GaBaSRGibbs, gibbs_sample
 from bayeskern.inference.nuts import (
+    AUTO_BLOCK,
+    AUTO_MAX_SAMPLES,
     MapResult,
     ModelFunctions,
     as_key,
@@ -23,6 +25,7 @@ from bayeskern.inference.nuts import (
     run_nuts,
 )
 
-__all__ = ["run_nuts", "find_map", "laplace_inits", "model_functions", "MapResult",
-           "ModelFunctions", "choose_chain_method", "check_sampler_counts", "as_key",
+__all__ = ["run_nuts", "AUTO_BLOCK", "AUTO_MAX_SAMPLES", "find_map", "laplace_inits",
+           "model_functions", "MapResult", "ModelFunctions", "choose_chain_method",
+           "check_sampler_counts", "as_key",
            "GaBaSRGibbs", "gibbs_sample"]
