@@ -37,6 +37,11 @@ def test_auto_stops_once_mixed_and_says_what_it_drew():
         assert not bk.diagnostics.convergence_report(first, warn=False).mixed
 
 
+def test_judged_names_the_model_did_not_sample_are_skipped():
+    idata = _run(num_samples="auto", num_chains=2, max_samples=40, judged=["mu", "absent"])
+    assert idata.posterior.sizes["draw"] <= 40
+
+
 def test_auto_continues_the_chains_and_stops_at_the_cap():
     # one chain never passes the R-hat criterion, so the run goes on to max_samples
     auto = _run(num_samples="auto", num_chains=1, max_samples=AUTO_BLOCK + 50)

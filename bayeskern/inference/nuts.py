@@ -367,7 +367,8 @@ def run_nuts(
         Observed data groups to store (``{"y": y}``).
     judged
         With ``num_samples="auto"``: the posterior variables whose R-hat and ESS decide when
-        to stop (default every variable; pass permutation-invariant quantities for mixtures).
+        to stop (default every variable; pass permutation-invariant quantities for mixtures);
+        names the model did not sample are skipped.
     max_samples
         With ``num_samples="auto"``: the most draws per chain.
 
@@ -436,6 +437,8 @@ def run_nuts(
         idata = diagnostics.from_mcmc(samples, stats, dims=dims, coords=coords,
                                       observed=observed)
         taken = block
+        if judged is not None:  # a model may leave a site out (e.g. no periodic component)
+            judged = [v for v in judged if v in idata.posterior]
         while auto and taken < max_samples and not diagnostics.convergence_report(
                 idata, var_names=judged, warn=False).mixed:
             # continue every chain from its last state, adaptation frozen
