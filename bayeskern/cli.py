@@ -159,6 +159,17 @@ def cmd_fit(args) -> int:
     return 0
 
 
+def _count(text: str):
+    """Parse a sampler count on the command line: a whole number or ``auto``."""
+    if text == "auto":
+        return text
+    try:
+        return int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(
+            f"expected a whole number or 'auto', got {text!r}") from None
+
+
 def _make_estimator(args, classification: bool):
     """Return the estimator of ``--method`` for the task (see :data:`METHODS`)."""
     import bayeskern as bk
@@ -169,11 +180,14 @@ def _make_estimator(args, classification: bool):
         other = "regression" if classification else "classification"
         raise UserError(f"--method {args.method} does {other} only, but the target needs "
                         f"{task} (set --model to choose the task)")
-    sampler = dict(num_samples=args.num_samples, num_chains=args.num_chains,
-                   progress_bar=not args.quiet, random_state=args.seed)
+    sampler = dict(num_chains=args.num_chains, progress_bar=not args.quiet,
+                   random_state=args.seed)
+    if args.num_samples is not None:  # else the estimator's default
+        sampler["num_samples"] = args.num_samples
     if args.method == "labrbf":  # exact conjugate draws: no warm-up
         return bk.LABRBFRegressor(**sampler)
-    sampler["num_warmup"] = args.num_warmup
+    if args.num_warmup is not None:
+        sampler["num_warmup"] = args.num_warmup
     if args.method == "gabasr":
         return getattr(bk, name)(**sampler)
     kernel = bk.kernels.get_kernel(args.kernel)
@@ -397,8 +411,11 @@ def build_parser() -> argparse.ArgumentParser:
                    "laplacian, matern32, matern52, rq (rational_quadratic), linear, periodic, "
                    "mahalanobis; + adds, * multiplies")
     p.add_argument("--n-clusters", type=int, default=2, help="cells of --method ckrbf")
-    p.add_argument("--num-warmup", type=int, default=500)
-    p.add_argument("--num-samples", type=int, default=500)
+    p.add_argument("--num-warmup", type=_count, default=None,
+                   help="NUTS warm-up iterations per chain (default: the estimator's)")
+    p.add_argument("--num-samples", type=_count, default=None,
+                   help="draws per chain, or 'auto' (default: the estimator's; GP and "
+                   "GaBaSR regression draw blocks until converged)")
     p.add_argument("--num-chains", type=int, default=4)
     p.add_argument("--holdout", type=float, default=0.0,
                    help="fraction of rows kept out for the report's calibration metrics")

@@ -262,3 +262,22 @@ def test_interrupted_fit_leaves_no_partial_output(data_dir, tmp_path):
     assert "Traceback" not in err
     assert not out.exists()
     assert not any(p.name.startswith(".interrupted") for p in tmp_path.iterdir())
+
+
+def test_cli_sampler_counts_default_to_the_estimators_and_take_auto():
+    from bayeskern.cli import _make_estimator, build_parser
+
+    parser = build_parser()
+    base = ["fit", "data.csv", "--target", "y", "--out", "run"]
+    args = parser.parse_args(base)
+    assert args.num_samples is None and args.num_warmup is None
+    gp = _make_estimator(args, classification=False)
+    assert gp.num_samples == bk.GPRegressor().num_samples == "auto"
+    gab = _make_estimator(parser.parse_args(base + ["--method", "gabasr"]), False)
+    assert (gab.num_warmup, gab.num_samples) == ("auto", "auto")
+    clf = _make_estimator(args, classification=True)
+    assert clf.num_samples == bk.GPClassifier().num_samples
+    args = parser.parse_args(base + ["--num-samples", "auto", "--num-warmup", "30"])
+    assert (args.num_samples, args.num_warmup) == ("auto", 30)
+    with pytest.raises(SystemExit):
+        parser.parse_args(base + ["--num-samples", "many"])
