@@ -121,6 +121,19 @@ def _exact_draws(post: Mapping) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.
     return a, s0, mu, sg
 
 
+def _cycles(sigma0, mu, sigma, x_scale) -> tuple[np.ndarray, np.ndarray]:
+    r"""Centres :math:`|\mu_k'|` and spreads :math:`\sigma_k'` (S, K) in cycles per unit of x.
+
+    Component 0 (zero frequency, spread ``sigma0``) first; standardized angular frequency
+    :math:`\omega` becomes :math:`\omega/(2\pi s_x)`.
+    """
+    c = 2 * np.pi * _positive("x_scale", x_scale)
+    s0 = np.ravel(sigma0)
+    locs = np.abs(np.column_stack([np.zeros(len(s0)), np.reshape(mu, (len(s0), -1))])) / c
+    sds = np.column_stack([s0, np.reshape(sigma, (len(s0), -1))]) / c
+    return locs, sds
+
+
 def exact_spectral_density(frequency, amplitude, sigma0, mu, sigma, *, x_scale,
                            y_scale=1.0) -> np.ndarray:
     """Spectral density of exact-model draws along input column 0, in variance units.
@@ -159,14 +172,12 @@ def exact_spectral_density(frequency, amplitude, sigma0, mu, sigma, *, x_scale,
     array, shape (S, F)
         :math:`S(f)` per draw, variance per (cycle per unit of x).
     """
-    c = 2 * np.pi * _positive("x_scale", x_scale)
     sy2 = _positive("y_scale", y_scale) ** 2
     f = np.asarray(frequency, dtype=float)
     if f.ndim != 1 or not np.all(np.isfinite(f)):
         raise ValueError(f"frequency must be a 1-D array of finite values, shape {f.shape}")
     a2 = np.atleast_2d(np.asarray(amplitude, dtype=float)) ** 2 * sy2
-    locs = np.abs(np.column_stack([np.zeros(len(a2)), np.reshape(mu, (len(a2), -1))])) / c
-    sds = np.column_stack([np.ravel(sigma0), np.reshape(sigma, (len(a2), -1))]) / c
+    locs, sds = _cycles(sigma0, mu, sigma, x_scale)
     if locs.shape != a2.shape:
         raise ValueError(f"amplitude has {a2.shape[1]} components but mu has "
                          f"{locs.shape[1] - 1} periodic ones (expected {a2.shape[1] - 1})")
@@ -203,9 +214,7 @@ def frequency_grid(post: Mapping, x_scale, *, n: int = 400) -> np.ndarray:
     if isinstance(n, bool) or not isinstance(n, (int, np.integer)) or n < 2:
         raise ValueError(f"n must be an integer >= 2, got {n!r}")
     _, s0, mu, sg = _exact_draws(post)
-    c = 2 * np.pi * _positive("x_scale", x_scale)
-    locs = np.abs(np.column_stack([np.zeros(len(s0)), mu])) / c
-    sds = np.column_stack([s0, sg]) / c
+    locs, sds = _cycles(s0, mu, sg, x_scale)
     lo = np.clip(np.percentile(locs - 4 * sds, 1, axis=0), 0, None)
     hi = np.percentile(locs + 4 * sds, 99, axis=0)
     parts = [np.linspace(0, 1.25 * hi.max(), n)]
