@@ -26,10 +26,12 @@ from jax.flatten_util import ravel_pytree
 from numpyro.distributions.transforms import biject_to
 from numpyro.handlers import seed, substitute, trace
 from numpyro.infer import MCMC, NUTS, init_to_median, init_to_uniform
+from numpyro.infer.hmc import hmc
 from numpyro.infer.util import get_potential_fn
 from scipy import optimize
 
 from bayeskern import diagnostics
+from bayeskern.kernels import Kernel
 
 __all__ = ["run_nuts", "AUTO_BLOCK", "AUTO_MAX_SAMPLES", "find_map", "laplace_inits",
            "model_functions", "MapResult", "ModelFunctions", "choose_chain_method",
@@ -99,7 +101,7 @@ class ModelFunctions(NamedTuple):
     ----------
     potential_fn : callable
         Negative log joint density of a dict of unconstrained values (NumPyro's potential,
-        Jacobians of the transforms included).
+        Jacobians of the transforms included), on the model's data.
     postprocess_fn : callable
         Unconstrained values -> constrained values of every latent site and the values of the
         model's ``deterministic`` sites.
@@ -107,12 +109,45 @@ class ModelFunctions(NamedTuple):
         The bijection from the unconstrained space to each latent site's support.
     starts : dict
         Unconstrained start values, one per key given (leading axis).
+    data : list
+        The arrays among the model's keyword arguments (see :func:`split_data`).
+    potential_gen, postprocess_gen : callable
+        ``data -> potential_fn`` and ``data -> postprocess_fn``: the same functions with the
+        arrays as arguments, so that compiled programs take the data as inputs instead of
+        embedding them as constants (one compilation serves every data set of one shape).
     """
 
     potential_fn: Callable
     postprocess_fn: Callable
     transforms: dict
     starts: dict
+    data: list
+    potential_gen: Callable
+    postprocess_gen: Callable
+
+
+def split_data(model_kwargs: dict) -> tuple[list, Callable]:
+    """Split a model's keyword arguments into the arrays and the rest.
+
+    Every NumPy or JAX array among the leaves of ``model_kwargs`` (as a pytree) is data;
+    everything else stays fixed: Python numbers, strings, ``None``, and kernels whole (their
+    fixed values can feed host callbacks, which cannot take traced values). Returns
+    ``(data, bind)`` with ``bind(data) == model_kwargs`` for the same data, and the same
+    structure for arrays (or tracers) of the same shapes: jitted functions of ``data``
+    compile once per shape, not once per data set.
+    """
+    leaves, treedef = jax.tree.flatten(
+        model_kwargs, is_leaf=lambda v: isinstance(v, Kernel))
+    is_data = [isinstance(v, (np.ndarray, np.generic, jax.Array)) for v in leaves]
+    data = [v for v, d in zip(leaves, is_data, strict=True) if d]
+    fixed = [None if d else v for v, d in zip(leaves, is_data, strict=True)]
+
+    def bind(data):
+        it = iter(data)
+        values = [next(it) if d else v for d, v in zip(is_data, fixed, strict=True)]
+        return jax.tree.unflatten(treedef, values)
+
+    return data, bind
 
 
 def model_functions(model: Callable, model_kwargs: dict, keys, init_strategy) -> ModelFunctions:
@@ -127,9 +162,11 @@ def model_functions(model: Callable, model_kwargs: dict, keys, init_strategy) ->
     supports: dict = {}
     has_deterministic = []
 
-    def starts(key):
+    data, bind = split_data(model_kwargs)
+
+    def starts(key, data):
         tr = trace(substitute(seed(model, key), substitute_fn=init_strategy)).get_trace(
-            **model_kwargs)
+            **bind(data))
         values = {}
         for name, site in tr.items():
             if site["type"] == "deterministic":
@@ -148,12 +185,20 @@ def model_functions(model: Callable, model_kwargs: dict, keys, init_strategy) ->
             values[name] = site["value"]
         return values
 
-    values = jax.jit(jax.vmap(starts))(jnp.asarray(keys))
+    values = jax.jit(jax.vmap(starts, in_axes=(0, None)))(jnp.asarray(keys), data)
     transforms = {name: biject_to(support) for name, support in supports.items()}
     z = {name: transforms[name].inv(v) for name, v in values.items()}
-    potential_fn, postprocess_fn = get_potential_fn(
-        model, transforms, replay_model=bool(has_deterministic), model_kwargs=model_kwargs)
-    return ModelFunctions(potential_fn, postprocess_fn, transforms, z)
+    potential_of, postprocess_of = get_potential_fn(
+        model, transforms, replay_model=bool(has_deterministic), dynamic_args=True)
+
+    def potential_gen(data):
+        return potential_of(**bind(data))
+
+    def postprocess_gen(data):
+        return postprocess_of(**bind(data))
+
+    return ModelFunctions(potential_gen(data), postprocess_gen(data), transforms, z, data,
+                          potential_gen, postprocess_gen)
 
 
 # --------------------------------------------------------------------------- the mode
@@ -219,8 +264,11 @@ def find_map(model: Callable, model_kwargs: dict, rng_key, *, num_starts: int = 
     uniform = jax.random.uniform(k_uniform, (num_starts - 1, x_median.shape[0]), minval=-2.0,
                                  maxval=2.0, dtype=x_median.dtype)
     starts = [x_median, *uniform]
-    potential_fn = functions.potential_fn
-    value_and_grad = jax.jit(jax.value_and_grad(lambda x: potential_fn(unravel(x))))
+    potential_gen, data = functions.potential_gen, functions.data
+    compiled = jax.jit(jax.value_and_grad(lambda x, data: potential_gen(data)(unravel(x))))
+
+    def value_and_grad(x):
+        return compiled(x, data)
 
     def fun(x):
         v, g = value_and_grad(jnp.asarray(x))
@@ -411,8 +459,9 @@ def run_nuts(
         init_params = functions.starts
     if num_chains == 1:
         init_params = jax.tree.map(lambda a: a[0], init_params)
-    kernel = NUTS(
-        potential_fn=functions.potential_fn,
+    kernel = _DataArgumentNUTS(
+        functions.potential_gen,
+        functions.postprocess_gen,
         target_accept_prob=target_accept_prob,
         max_tree_depth=max_tree_depth,
         dense_mass=dense_mass,
@@ -426,12 +475,12 @@ def run_nuts(
         num_chains=num_chains,
         chain_method=method,
         progress_bar=progress_bar,
-        postprocess_fn=functions.postprocess_fn,
+        jit_model_args=True,
     )
     with warnings.catch_warnings():
         # NumPyro warns when chains outnumber devices; we chose sequential on purpose.
         warnings.filterwarnings("ignore", message="There are not enough devices")
-        mcmc.run(key, extra_fields=_STATS, init_params=init_params)
+        mcmc.run(key, functions.data, extra_fields=_STATS, init_params=init_params)
         samples = mcmc.get_samples(group_by_chain=True)
         stats = mcmc.get_extra_fields(group_by_chain=True)
         idata = diagnostics.from_mcmc(samples, stats, dims=dims, coords=coords,
@@ -444,7 +493,7 @@ def run_nuts(
             # continue every chain from its last state, adaptation frozen
             mcmc.post_warmup_state = mcmc.last_state
             mcmc.num_samples = min(block, max_samples - taken)
-            mcmc.run(mcmc.post_warmup_state.rng_key, extra_fields=_STATS)
+            mcmc.run(mcmc.post_warmup_state.rng_key, functions.data, extra_fields=_STATS)
             taken += mcmc.num_samples
             samples = _append_draws(samples, mcmc.get_samples(group_by_chain=True))
             stats = _append_draws(stats, mcmc.get_extra_fields(group_by_chain=True))
@@ -468,6 +517,46 @@ def run_nuts(
         **map_info,
     )
     return idata, mcmc
+
+
+class _DataArgumentNUTS(NUTS):
+    """NumPyro's NUTS on a potential that takes the data as an argument.
+
+    ``MCMC.run(key, data, ...)`` with ``jit_model_args=True`` passes the data into the
+    compiled sampling loop as inputs (NumPyro's ``potential_fn_gen`` route, used by its
+    model-based NUTS), so fits of data sets of the same shape share one program (and JAX's
+    persistent compilation cache, where enabled, holds it across processes).
+
+    Its initial state is computed by one compiled program. NumPyro's ``HMC.init`` computes
+    the potential, its gradient and the heuristic step size op by op for a single chain:
+    every operation of the model and of its gradient becomes one small XLA program, some
+    250 compilations per model and shape. Here the same function runs under ``jit``, as
+    NumPyro itself runs it under ``vmap`` for several chains (its comment: the closure's
+    nonlocal state does not depend on the traced arguments).
+    """
+
+    def __init__(self, potential_gen: Callable, postprocess_gen: Callable, **kwargs):
+        self._potential_gen = potential_gen
+        self._postprocess_gen = postprocess_gen
+        super().__init__(potential_fn=potential_gen, **kwargs)
+
+    def _init_state(self, rng_key, model_args, model_kwargs, init_params):
+        if self._init_fn is None:
+            init_fn, self._sample_fn = hmc(potential_fn_gen=self._potential_gen,
+                                           kinetic_fn=self._kinetic_fn, algo=self._algo)
+
+            def compiled_init_fn(init_params, *, rng_key, inverse_mass_matrix=None,
+                                 model_args=(), **static):
+                def run(params, key, mass, args):
+                    return init_fn(params, rng_key=key, inverse_mass_matrix=mass,
+                                   model_args=args, **static)
+
+                return jax.jit(run)(init_params, rng_key, inverse_mass_matrix, model_args)
+
+            self._init_fn = compiled_init_fn
+            self._potential_fn_gen = self._potential_gen
+            self._postprocess_fn = self._postprocess_gen
+        return init_params
 
 
 def _append_draws(old: dict, new: dict) -> dict:
