@@ -45,6 +45,7 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass, field, replace
+from functools import partial
 
 import jax
 import jax.numpy as jnp
@@ -53,6 +54,15 @@ from numpyro.contrib.hsgp.laplacian import eigenfunctions, sqrt_eigenvalues
 
 from bayeskern.kernels.base import Kernel, Product, term_name
 from bayeskern.kernels.stationary import Linear, Periodic
+
+
+@partial(jax.jit, static_argnames="m")
+def _eigenfunctions(X, center, ell, m: tuple):
+    """NumPyro's ``eigenfunctions`` at ``X - center``, compiled once per shape and ``m``.
+
+    Called eagerly, its ~10 operations would each compile for every new shape.
+    """
+    return eigenfunctions(X - center, ell, list(m))
 
 __all__ = [
     "FAMILY_RULES",
@@ -162,8 +172,8 @@ class Basis:
 
     def __call__(self, X) -> jax.Array:
         """Return the eigenfunctions at the rows of ``X`` (standardized), shape ``(N, M)``."""
-        X = jnp.asarray(X)
-        return eigenfunctions(X - jnp.asarray(self.center), self._ell(), list(self.m))
+        return _eigenfunctions(jnp.asarray(X), jnp.asarray(self.center), self._ell(),
+                               tuple(self.m))
 
     def contains(self, X) -> np.ndarray:
         """Return, per row of ``X``, whether it lies inside the box (where the basis holds)."""
