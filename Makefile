@@ -4,7 +4,7 @@ PYTHON ?= python3
 VENV := .venv
 BIN := $(VENV)/bin
 
-.PHONY: demo test test-slow lint docs clean
+.PHONY: demo test test-slow lint docs notebooks clean
 
 $(BIN)/python:
 	$(PYTHON) -m venv $(VENV)
@@ -45,13 +45,18 @@ test-slow: $(VENV)/.installed-test
 # ruff (in the test extra): pycodestyle, pyflakes, isort, bugbear, pyupgrade and the numpydoc
 # docstring rules (D, numpy convention) on the public API; configured in pyproject.toml
 lint: $(VENV)/.installed-test
-	$(BIN)/ruff check bayeskern models tests benchmarks docs/conf.py
+	$(BIN)/ruff check bayeskern models tests benchmarks docs/conf.py docs/execute_notebooks.py
 
 # API reference + notebooks (stored outputs, not executed) + results pages into docs/_build/html;
 # -E rebuilds everything so that no warning hides in a cached page, -W makes warnings errors
 docs: $(VENV)/.installed-docs
 	rm -rf docs/generated
 	$(BIN)/python -m sphinx -E -W --keep-going -q -b html docs docs/_build/html
+
+# run every notebook in full mode (long MCMC runs) and store its outputs, which the docs show and
+# tests/test_notebooks.py checks against a quick re-run; one name runs one: make notebooks NB=vsk
+notebooks: $(VENV)/.installed-test
+	$(BIN)/python docs/execute_notebooks.py $(NB)
 
 clean:
 	rm -rf $(VENV) bayeskern-demo .pytest_cache docs/_build docs/generated docs/_generated docs/notebooks

@@ -48,8 +48,6 @@ script named in it; rerun that command to reproduce it. Paper numbers are copied
 seed's Fig. 1 and Tables 1-5.
 """
 
-MACHINE = f"2-core CPU, no GPU ({platform.processor() or platform.machine()}, " \
-          f"{os.cpu_count()} logical cores visible), Python {sys.version.split()[0]}"
 
 
 # ----------------------------------------------------------------------------- results files
@@ -113,8 +111,19 @@ def cpu_name() -> str:
     return platform.processor() or "unknown CPU"
 
 
+def accelerators() -> str:
+    """The accelerators JAX runs on here, e.g. ``1 x NVIDIA H200``, or ``no GPU``."""
+    import jax
+
+    kinds = [d.device_kind for d in jax.devices() if d.platform != "cpu"]
+    if not kinds:
+        return "no GPU"
+    return ", ".join(f"{kinds.count(k)} x {k}" for k in sorted(set(kinds)))
+
+
 def machine() -> str:
-    return f"{os.cpu_count()}-core {cpu_name()}, no GPU"
+    """The machine line of every results page: cores, CPU model and accelerators."""
+    return f"{os.cpu_count()}-core {cpu_name()}, {accelerators()}"
 
 
 def loadavg() -> str:

@@ -1,5 +1,14 @@
-"""Every notebook in notebooks/ runs end to end (tiny sampler settings via BAYESKERN_QUICK=1)."""
+"""The notebooks in notebooks/: stored with the outputs of a full run, and still running.
 
+``make notebooks`` (``docs/execute_notebooks.py``) runs each notebook top to bottom with the full
+sampler settings and stores its outputs, which the repository and the built docs show. Here each
+notebook is run again in quick mode (``BAYESKERN_QUICK=1``: tiny sampler settings, the GaBaSR
+notebook on every third training month) and every code cell must produce the kinds of output that
+are stored for it: a figure where a figure is stored, no error anywhere. A notebook that breaks,
+or whose stored figures no longer come from its code, fails CI.
+"""
+
+import copy
 import os
 from pathlib import Path
 
@@ -11,31 +20,74 @@ nbclient = pytest.importorskip("nbclient")
 NOTEBOOKS = sorted((Path(__file__).parent.parent / "notebooks").glob("*.ipynb"))
 
 
-def test_notebooks_have_no_stored_outputs():
-    for path in NOTEBOOKS:
-        nb = nbformat.read(path, as_version=4)
-        for cell in nb.cells:
-            assert not cell.get("outputs"), f"{path.name} has stored outputs; strip them"
-            if cell.cell_type == "code":
-                assert cell.get("execution_count") is None, \
-                    f"{path.name} has execution counts; clear them"
+def _kinds(cell) -> set:
+    """The kinds of output a code cell produced: ``figure``, ``table``, ``error``.
+
+    Text (progress, timings, numbers) varies between runs and is not compared.
+    """
+    kinds = set()
+    for out in cell.get("outputs", []):
+        if out.get("output_type") == "error":
+            kinds.add("error")
+        data = out.get("data", {})
+        if "image/png" in data or "image/svg+xml" in data:
+            kinds.add("figure")
+        if "text/html" in data:
+            kinds.add("table")
+    return kinds
 
 
-def _execute(path, tmp_path, timeout):
-    nb = nbformat.read(path, as_version=4)
-    client = nbclient.NotebookClient(nb, timeout=timeout, kernel_name="python3",
-                                     resources={"metadata": {"path": str(tmp_path)}})
-    client.execute()
-    assert os.path.isdir(tmp_path)
+def _code_cells(nb):
+    return [c for c in nb.cells if c.cell_type == "code"]
 
 
 @pytest.mark.parametrize("path", NOTEBOOKS, ids=[p.stem for p in NOTEBOOKS])
-def test_notebook_executes(path, tmp_path, monkeypatch):
-    """Quick mode (``BAYESKERN_QUICK=1``: tiny sampler settings, the GaBaSR notebook on every
-    third training month), in the default suite."""
+def test_notebook_is_stored_with_the_outputs_of_one_full_run(path):
+    nb = nbformat.read(path, as_version=4)
+    meta = nb.metadata.get("bayeskern_executed")
+    assert meta, f"{path.name} has no stored run: run `make notebooks NB={path.stem}`"
+    assert {"date", "machine", "seconds"} <= set(meta)
+    cells = _code_cells(nb)
+    counts = [c.get("execution_count") for c in cells]
+    assert counts == list(range(1, len(cells) + 1)), \
+        f"{path.name}: not executed top to bottom in one kernel ({counts})"
+    kinds = [_kinds(c) for c in cells]
+    assert not any("error" in k for k in kinds), f"{path.name}: a stored cell shows an error"
+    assert any("figure" in k for k in kinds), f"{path.name}: no figure stored"
+
+
+def _execute(nb, tmp_path, timeout):
+    client = nbclient.NotebookClient(nb, timeout=timeout, kernel_name="python3",
+                                     resources={"metadata": {"path": str(tmp_path)}})
+    client.execute()
+    return nb
+
+
+@pytest.mark.parametrize("path", NOTEBOOKS, ids=[p.stem for p in NOTEBOOKS])
+def test_notebook_executes_and_makes_its_stored_outputs(path, tmp_path, monkeypatch):
+    """Quick mode, in the default suite: each cell's kinds of output are the stored ones."""
     monkeypatch.setenv("BAYESKERN_QUICK", "1")
     monkeypatch.setenv("MPLBACKEND", "Agg")
-    _execute(path, tmp_path, timeout=600)
+    stored = nbformat.read(path, as_version=4)
+    fresh = _execute(copy.deepcopy(stored), tmp_path, timeout=600)
+    assert os.path.isdir(tmp_path)
+    for i, (old, new) in enumerate(zip(_code_cells(stored), _code_cells(fresh), strict=True)):
+        assert _kinds(new) == _kinds(old), (
+            f"{path.name}, code cell {i + 1}: a fresh run gives {sorted(_kinds(new))}, the "
+            f"stored output has {sorted(_kinds(old))}; run `make notebooks NB={path.stem}`")
+
+
+def test_kinds_tell_figures_errors_and_tables_apart():
+    cell = nbformat.v4.new_code_cell("x")
+    assert _kinds(cell) == set()
+    cell.outputs = [nbformat.v4.new_output("display_data", data={"image/png": "iVBOR"}),
+                    nbformat.v4.new_output("stream", text="fit took 3 s\n")]
+    assert _kinds(cell) == {"figure"}
+    cell.outputs.append(nbformat.v4.new_output("error", ename="ValueError", evalue="x",
+                                               traceback=[]))
+    cell.outputs.append(nbformat.v4.new_output("execute_result", data={"text/html": "<table>"},
+                                               execution_count=1))
+    assert _kinds(cell) == {"figure", "error", "table"}
 
 
 @pytest.mark.slow
@@ -43,4 +95,5 @@ def test_gabasr_notebook_full_mode(tmp_path, monkeypatch):
     """The GaBaSR notebook's full analysis (all training months, 4 x (500 + 500) draws)."""
     monkeypatch.delenv("BAYESKERN_QUICK", raising=False)
     monkeypatch.setenv("MPLBACKEND", "Agg")
-    _execute(next(p for p in NOTEBOOKS if p.stem == "gabasr_co2"), tmp_path, timeout=3600)
+    path = next(p for p in NOTEBOOKS if p.stem == "gabasr_co2")
+    _execute(nbformat.read(path, as_version=4), tmp_path, timeout=3600)

@@ -209,3 +209,21 @@ def test_grids_on_dask_worker_processes_equal_serial():
     assert ref["score"].nunique() > 1  # the grid is not flat, so equality means something
     np.testing.assert_array_equal(out["score"].to_numpy(), ref["score"].to_numpy())
     np.testing.assert_array_equal(out_pf["score"].to_numpy(), ref_pf["score"].to_numpy())
+
+
+def test_default_chain_method_follows_the_backend(monkeypatch):
+    """Chains batched on an accelerator, one after another on a CPU with too few devices."""
+    import jax
+
+    from bayeskern.inference import choose_chain_method
+
+    monkeypatch.setattr(jax, "local_device_count", lambda: 1)
+    for backend, expected in (("cpu", "sequential"), ("gpu", "vectorized"), ("tpu", "vectorized")):
+        monkeypatch.setattr(jax, "default_backend", lambda b=backend: b)
+        assert choose_chain_method(4) == expected
+        assert choose_chain_method(1) == "sequential"  # one chain: nothing to batch
+        assert choose_chain_method(4, "parallel") == "parallel"  # the user's choice stands
+    monkeypatch.setattr(jax, "local_device_count", lambda: 4)
+    assert choose_chain_method(4) == "parallel"
+    with pytest.raises(ValueError, match="chain_method"):
+        choose_chain_method(4, "threads")

@@ -74,7 +74,8 @@ PARAMS_DOC = """
     num_warmup, num_samples, num_chains : int
         Sampler settings.
     chain_method : {None, "parallel", "sequential", "vectorized"}
-        NUTS: ``None`` picks parallel chains when there are enough CPU devices. Gibbs:
+        NUTS: ``None`` as :func:`bayeskern.inference.choose_chain_method` (parallel with one
+        device per chain, else vectorized on a GPU and sequential on a CPU). Gibbs:
         ``None`` runs the chains one after the other (``"sequential"``); ``"vectorized"``
         and ``"parallel"`` are refused (factorizations inside its loops, batched or pmapped,
         can hang XLA:CPU; pmapped chains were measured to hang on breast_cancer).

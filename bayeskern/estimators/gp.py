@@ -75,7 +75,8 @@ _SAMPLER_DOC = """
         and bulk and tail ESS ≥ 100 per chain (at most 2000 per chain;
         :func:`bayeskern.inference.run_nuts`); ``num_samples_`` is what was drawn.
     chain_method : {None, "parallel", "sequential", "vectorized"}
-        ``None`` runs chains in parallel when there are enough devices.
+        ``None``: parallel when there is one device per chain, else vectorized on a GPU and
+        sequential on a CPU (:func:`bayeskern.inference.choose_chain_method`).
     target_accept_prob : float
         NUTS target acceptance; raise to 0.9-0.99 when divergences are reported.
     init : {"map", "prior"}

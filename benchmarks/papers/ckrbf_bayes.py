@@ -32,7 +32,7 @@ from bayeskern import diagnostics
 from bayeskern.estimators.ckrbf import loo_against_baselines
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # benchmarks/: common.py
-from common import RESULTS, write_text  # noqa: E402
+from common import RESULTS, machine, write_text  # noqa: E402
 
 
 def run(dataset, seed, n_train, warmup, samples, chains):
@@ -88,7 +88,7 @@ def main(argv=None):
     md = ["## Bayesian CkRBF (GP classification, NUTS) vs RBF and Mahalanobis-RBF GPs", "",
           f"`{args.dataset}`: {args.n_train} training rows (stratified, per seed), the rest held "
           f"out; {args.chains} chains x ({args.warmup} warm-up + {args.samples}) draws. "
-          "elpd_loo: PSIS-LOO on the training rows (higher is better). 2-core CPU, no GPU, "
+          f"elpd_loo: PSIS-LOO on the training rows (higher is better). {machine()}, "
           "shared machine.", "", "```", cmd, "```", "",
           "| seed | kernel | elpd_loo (rank) | test accuracy | test AUC | test log-loss | "
           "max R-hat | min bulk ESS | divergences | wall s (3 GPs) |",

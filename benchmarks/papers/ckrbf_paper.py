@@ -46,7 +46,7 @@ from bayeskern.kernels.ckrbf import CkRBF
 from bayeskern.tuning import pf_table, precomputed_grid_scores, window_wins
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # benchmarks/: common.py
-from common import RESULTS, write_text  # noqa: E402
+from common import RESULTS, machine, write_text  # noqa: E402
 
 GRIDS = RESULTS / "ckrbf_grids"
 
@@ -307,7 +307,7 @@ def write_report(cmd: str):
     md = [
         "# CkRBF: cluster-based RBF kernel (seed 001, Czarnecki & Tabor) — reproduction",
         "",
-        f"Machine: 2-core CPU, no GPU (shared with other jobs; load average often above 10, so "
+        f"Machine: {machine()} (shared with other jobs; load average often above 10, so "
         f"wall times are pessimistic). Python {platform.python_version()}, scikit-learn SVC "
         "(libsvm).",
         "",

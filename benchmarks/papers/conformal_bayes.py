@@ -28,7 +28,7 @@ from bayeskern.kernels import RBF
 from bayeskern.kernels.conformal import Conformal
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # benchmarks/: common.py
-from common import RESULTS, write_section  # noqa: E402
+from common import RESULTS, machine, write_section  # noqa: E402
 
 
 def run(seed: int, n_train: int, settings: dict) -> dict:
@@ -79,7 +79,7 @@ def main(argv=None):
     lines = [
         "## Bayesian use: GPClassifier(kernel=Conformal()) vs GPClassifier(kernel=RBF())\n",
         f"Command: `.venv/bin/python benchmarks/papers/conformal_bayes.py"
-        f"{' --quick' if args.quick else ''}`  \nMachine: 2-core CPU, no GPU (shared), NUTS "
+        f"{' --quick' if args.quick else ''}`  \nMachine: {machine()} (shared), NUTS "
         f"{settings['num_chains']} chain(s) x {settings['num_samples']} draws after "
         f"{settings['num_warmup']} warm-up; wisconsin_original, {args.n_train} training and "
         f"200 test rows per seed; total wall time {total:.0f} s.\n",

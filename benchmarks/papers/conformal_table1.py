@@ -52,7 +52,7 @@ from bayeskern.estimators.svm import kernel_gram
 from bayeskern.kernels import name_leaves
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # benchmarks/: common.py
-from common import RESULTS, write_section  # noqa: E402
+from common import RESULTS, machine, write_section  # noqa: E402
 
 C_LINEAR = [0.01, 0.1, 1.0, 10.0, 100.0]
 C_GRID = [0.1, 1.0, 10.0, 100.0]
@@ -238,7 +238,7 @@ def main(argv=None):
     if args.seeds != [0, 1, 2, 3, 4] and not args.quick:
         cmd += " --seeds " + " ".join(map(str, args.seeds))
     header = (f"## Xiong's data-dependent kernel: seed 004 Table 1 on open data\n\n"
-              f"Command: `{cmd}`  \nMachine: 2-core CPU, no GPU (shared with other jobs), "
+              f"Command: `{cmd}`  \nMachine: {machine()} (shared with other jobs), "
               f"{platform.python_version()}, one BLAS thread; total wall time {total:.0f} s.\n"
               f"Seeds: {args.seeds}. Protocol: see the docstring of "
               f"`benchmarks/papers/conformal_table1.py`.\n\n")

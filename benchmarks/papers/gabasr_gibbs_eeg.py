@@ -19,7 +19,6 @@ from __future__ import annotations
 
 import argparse
 import os
-import platform
 import sys
 import time
 from pathlib import Path
@@ -35,7 +34,7 @@ import bayeskern as bk
 from bayeskern.inference import gabasr_gibbs as gg
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # benchmarks/: common.py
-from common import RESULTS, write_text  # noqa: E402
+from common import RESULTS, machine, write_text  # noqa: E402
 
 
 def load(seed, quick):
@@ -147,7 +146,7 @@ def main():
     print("\n".join(speed))
     text = "\n".join([
         f"### EEG eye state, Gibbs sampler ({'quick' if args.quick else 'full'} run)", "",
-        f"Machine: {platform.machine()}, {os.cpu_count()}-core CPU, no GPU, float64. "
+        f"Machine: {machine()}, float64. "
         f"Command: `.venv/bin/python benchmarks/papers/gabasr_gibbs_eeg.py --seeds "
         f"{' '.join(map(str, args.seeds))}{' --quick' if args.quick else ''}`", "",
         *lines, *speed, ""])

@@ -17,7 +17,6 @@ from __future__ import annotations
 
 import argparse
 import os
-import platform
 import sys
 import time
 from pathlib import Path
@@ -30,7 +29,7 @@ from bayeskern.inference import gabasr_gibbs as gg
 from bayeskern.predictive import MixturePredictive
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # benchmarks/: common.py
-from common import RESULTS, write_text  # noqa: E402
+from common import RESULTS, machine, write_text  # noqa: E402
 
 
 def fit_predict(seed, Xtr, ytr, Xte, M, warmup, samples, chains):
@@ -95,7 +94,7 @@ def main():
         print(line, flush=True)
     text = "\n".join([
         f"### Regression with the Gibbs sampler ({'quick' if args.quick else 'full'} run)", "",
-        f"Machine: {platform.machine()}, {os.cpu_count()}-core CPU, no GPU, float64. Command: "
+        f"Machine: {machine()}, float64. Command: "
         f"`.venv/bin/python benchmarks/papers/gabasr_gibbs_regression.py"
         f"{' --quick' if args.quick else ''}{'' if M == 100 else f' --M {M}'}`", "",
         *lines, ""])

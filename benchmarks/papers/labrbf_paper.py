@@ -36,7 +36,7 @@ from bayeskern.datasets import load_dataset
 from bayeskern.estimators.labrbf import LABRBFRegressor
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # benchmarks/: common.py
-from common import RESULTS, minmax, r2  # noqa: E402
+from common import RESULTS, machine, minmax, r2  # noqa: E402
 
 #: paper numbers (seed Table 1 mean ± sd over 50 splits; Table 2 support points)
 PAPER = {
@@ -172,7 +172,7 @@ def fmt(v, d=4):
 
 def write_markdown(command):
     out = ["# LAB-RBF (seed 002) reproduction", "",
-           f"Machine: 2-core CPU, no GPU (shared with other jobs while measured; CPU seconds "
+           f"Machine: {machine()} (shared with other jobs while measured; CPU seconds "
            f"are the process time of all threads). Python {platform.python_version()}. "
            f"Command: `{command}`", ""]
     real = RESULTS / "labrbf_real.json"

@@ -28,7 +28,7 @@ from bayeskern import diagnostics
 from bayeskern.estimators.vsk import compare_vsk
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # benchmarks/: common.py
-from common import MACHINE, md_table, write_vsk_section  # noqa: E402
+from common import machine, md_table, write_vsk_section  # noqa: E402
 
 
 def main():
@@ -64,7 +64,7 @@ def main():
         " --quick" if args.quick else "")
     text = "\n\n".join([
         "## Bayesian VSK — GPClassifier(RBF) vs GPClassifier(VSK(RBF)), Wisconsin\n\n"
-        f"Command: `{cmd}`  \nMachine: {MACHINE}, shared with other jobs. Wall time: "
+        f"Command: `{cmd}`  \nMachine: {machine()}, shared with other jobs. Wall time: "
         f"{wall / 60:.1f} min. Training: stratified subset of {n_train} rows of the paper's "
         f"training split; test: the paper's 341 test rows. NUTS: 2 chains x {draws} warm-up "
         f"+ {draws} draws. No paper numbers (the paper has no Bayesian model).",

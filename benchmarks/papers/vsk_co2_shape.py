@@ -35,7 +35,7 @@ from bayeskern.estimators.vsk import VSKRegressor
 from bayeskern.kernels.vsk import ParametricScaling
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # benchmarks/: common.py
-from common import MACHINE, md_table, write_vsk_section  # noqa: E402
+from common import machine, md_table, write_vsk_section  # noqa: E402
 
 PAPER_T3 = {"KRN": (116, 13), "KRN-VSK": (33, 9)}  # RME (patients), nu = 0 and 1e-4
 
@@ -107,7 +107,7 @@ def main():
     text = "\n\n".join([
         "## Section 6.2 — KRN vs KRN-VSK shape study on the CO2 series (stand-in for COVID-19)\n\n"
         "Command: `cd /work/main && .venv/bin/python benchmarks/papers/vsk_co2_shape.py`  \n"
-        f"Machine: {MACHINE}, shared with other jobs. Wall time: {wall:.0f} s "
+        f"Machine: {machine()}, shared with other jobs. Wall time: {wall:.0f} s "
         f"({len(WINDOWS) * 800} fits).\n\n200 shape parameters gamma in [0.5, 20]; condition "
         "number of the training kernel matrix (eigenvalue ratio, float64) and test MAE in ppm "
         "over the 5 test months, for each window (named by its first test year). The last "

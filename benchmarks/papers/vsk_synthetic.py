@@ -41,7 +41,7 @@ from bayeskern.kernels.conditioning import spectral_ratio
 from bayeskern.kernels.vsk import VSK, NaiveBayesScaling
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # benchmarks/: common.py
-from common import MACHINE, md_table, write_vsk_section  # noqa: E402
+from common import machine, md_table, write_vsk_section  # noqa: E402
 
 NS = (100, 500, 2500)
 NKS = (2, 4, 16, 64)
@@ -191,7 +191,7 @@ def main():
     cmd = "cd /work/main && .venv/bin/python benchmarks/papers/vsk_synthetic.py" + (
         " --quick" if args.quick else "")
     parts = [f"## Fig. 1 — synthetic study (section 6.1)\n\nCommand: `{cmd}`  \n"
-             f"Machine: {MACHINE}, shared with other jobs (load average well above 2 during the "
+             f"Machine: {machine()}, shared with other jobs (load average well above 2 during the "
              f"run, so times are pessimistic). Wall time: {wall / 60:.1f} min for "
              f"{len(seeds)} seed(s) (sum of per-cell times when resumed from `--cache`).\n\n"
              "Weighted f1 on the test third of each subset. Columns are `N;n`. A cell *passes* "

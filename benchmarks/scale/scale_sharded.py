@@ -47,7 +47,7 @@ from bayeskern.features import rff_features  # noqa: E402
 from bayeskern.sharding import chunked_feature_stats, sharded_feature_stats  # noqa: E402
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # benchmarks/: common.py
-from common import cpu_name  # noqa: E402
+from common import accelerators, cpu_name  # noqa: E402
 
 
 def peak_rss_gb() -> float:
@@ -103,7 +103,7 @@ def main():
                w_norm=float(jnp.linalg.norm(post.w)), load_start=load0, load_end=load1)
     for k, v in res.items():
         print(f"{k}: {v}")
-    machine = f"{platform.machine()} {os.cpu_count()} cores ({cpu_name()}), no GPU"
+    machine = f"{platform.machine()} {os.cpu_count()} cores ({cpu_name()}), {accelerators()}"
     cmd = " ".join(["timeout 1800 .venv/bin/python", *sys.argv])
     lines = [
         f"## N = {args.n:,}, M = {args.m} frequencies ({2 * args.m} features), d = {args.d}, "

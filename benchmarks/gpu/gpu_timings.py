@@ -1,0 +1,197 @@
+"""Default fits on a GPU: which chain method, and what a GPU buys at each size.
+
+Each case runs in its own child process (a fresh JAX, its own compile), with a wall-clock budget;
+a case that does not finish in its budget is recorded as such, not dropped. Every fit uses the
+estimator's default arguments except ``random_state=0``, ``progress_bar=False`` and, where the
+case says so, ``chain_method``. One seed per case (the device time is short); held-out metrics
+on data the fit did not see.
+
+    python benchmarks/gpu/gpu_timings.py --out results.json [--budget 420] [--cases a b ...]
+    python benchmarks/gpu/gpu_timings.py --render benchmarks/results/gpu_h200.json
+
+``--render`` writes ``docs/results/gpu.md`` from the rows of one or more runs (the JSON written
+by ``--out``, each row tagged with its ``run``), next to the 2-core CPU figures of the same cases
+from the other results pages.
+
+Cases (``NAME_CHAINMETHOD``):
+
+* ``million``: 1-D synthetic, N = 10^6 (``approximation="auto"`` -> Hilbert-space basis), then
+  ``predict(X, return_std=True)`` on 10^6 new rows.
+* ``co2gp``: Mauna Loa CO2 monthly (425 training months), the demo kernel, exact GP.
+* ``exact2000``: 1-D synthetic, N = 2000, ``approximation="exact"``.
+* ``surface``: 2-D synthetic, N = 10^5 (Hilbert-space basis).
+* ``gabasr``: ``GaBaSRRegressor()`` on CO2 (the exact spectral-mixture model).
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+CASES = ["million_sequential", "co2gp_vectorized", "co2gp_sequential", "gabasr_vectorized",
+         "exact2000_vectorized", "surface_vectorized", "million_vectorized"]
+#: the longest each case may run (s), compilation included
+LIMITS = {"million": 90, "co2gp": 120, "exact2000": 120, "surface": 100, "gabasr": 200}
+
+
+def synthetic_1d(n, seed):
+    import numpy as np
+
+    rng = np.random.default_rng(seed)
+    X = rng.uniform(0, 10, size=(n, 1))
+    return X, np.sin(2 * X[:, 0]) + 0.3 * np.sin(7 * X[:, 0]) + 0.2 * rng.normal(size=n)
+
+
+def surface(n, seed):
+    import numpy as np
+
+    rng = np.random.default_rng(seed)
+    X = rng.uniform(-2, 2, size=(n, 2))
+    f = np.sin(3 * X[:, 0]) + np.cos(2 * X[:, 1]) + 0.5 * X[:, 0] * X[:, 1]
+    return X, f + 0.1 * rng.normal(size=n)
+
+
+def child(case: str, quick: bool = False) -> dict:
+    """Fit one case; return its row (``quick``: a smoke run, 1/100 of the rows, 20 + 20 draws)."""
+    import jax
+    import numpy as np
+
+    import bayeskern as bk
+
+    name, method = case.split("_")
+    K = bk.kernels
+    common = dict(random_state=0, progress_bar=False, chain_method=method)
+    if quick:
+        common.update(num_warmup=20, num_samples=20, num_chains=2)
+    scale = 100 if quick else 1
+    if name == "million":
+        X, y = synthetic_1d(1_000_000 // scale, 0)
+        Xt, yt = synthetic_1d(10_000, 1)
+        est = bk.GPRegressor(**common)
+    elif name == "exact2000":
+        X, y = synthetic_1d(2000 // scale * 10, 0)
+        Xt, yt = synthetic_1d(2000, 1)
+        est = bk.GPRegressor(approximation="exact", **common)
+    elif name == "surface":
+        X, y = surface(100_000 // scale, 0)
+        Xt, yt = surface(10_000, 1)
+        est = bk.GPRegressor(**common)
+    elif name == "co2gp":
+        X, y, Xt, yt = bk.datasets.co2_split()
+        kernel = K.Linear() + K.RBF() + K.RBF() * K.Periodic(period=1.0)
+        est = bk.GPRegressor(kernel=kernel, **common)
+    elif name == "gabasr":
+        X, y, Xt, yt = bk.datasets.co2_split()
+        est = bk.GaBaSRRegressor(**common, **(dict(num_map_starts=1) if quick else {}))
+    else:
+        raise ValueError(f"unknown case {case!r}")
+    t0 = time.perf_counter()
+    est.fit(X, y)
+    fit_s = time.perf_counter() - t0
+    mean, sd = est.predict(Xt, return_std=True)
+    row = dict(case=case, n=len(X), fit_s=round(fit_s, 2),
+               rmse=float(np.sqrt(np.mean((mean - yt) ** 2))),
+               cov95=float(np.mean(np.abs(yt - mean) <= 1.96 * sd)),
+               converged=bool(est.convergence_.ok), verdict=est.convergence_.verdict[:160],
+               device=str(jax.devices()[0].device_kind), backend=jax.default_backend())
+    if name == "million":
+        Xp, _ = synthetic_1d(1_000_000 // scale, 2)
+        t0 = time.perf_counter()
+        est.predict(Xp, return_std=True)
+        row["predict_1e6_s"] = round(time.perf_counter() - t0, 2)
+    return row
+
+
+#: the same fits on the project's 2-core CPU machine (default arguments, default chain method
+#: "parallel" on 4 virtual CPU devices), from the results pages named
+CPU = {"million": ("21.1-22.6 s (3 seeds)", "hsgp_scale.md"),
+       "co2gp": ("126 s (make demo, 2026-11-25)", "gabasr_speed.md"),
+       "gabasr": ("285 s (make demo, 2026-11-25)", "gabasr_speed.md"),
+       "exact2000": ("about an hour (O(N^3) per gradient; not run)", "performance.md"),
+       "surface": ("213 s (seed 0)", "hsgp_scale.md")}
+
+
+def render(paths: list[Path]) -> str:
+    """The markdown results page of the rows in ``paths``."""
+    rows = sorted((r for p in paths for r in json.loads(Path(p).read_text())),
+                  key=lambda r: r["case"])
+    out = ["# GPU: default fits on one NVIDIA H200", "",
+           "Written by `benchmarks/gpu/gpu_timings.py --render "
+           + " ".join(str(p) for p in paths) + "` from the rows its runs wrote. Each case ran in",
+           "its own process (compilation included in the fit time), default arguments except",
+           "`random_state=0`, `progress_bar=False` and the chain method named; one seed per case",
+           "(device time was 15 minutes for the session); held-out metrics on rows the fit did",
+           "not see. Software there: JAX 0.11.2 with CUDA 13, NumPyro 0.22.0, float64.",
+           "The 2-core CPU column is the same fit on the project's CPU machine, from the page",
+           "named (another day, another machine: a ratio between the columns is indicative).",
+           "", "| case | N | chains | fit (s) | held-out RMSE | 95 % coverage | convergence |"
+           " 2-core CPU fit | run |", "|---|---|---|---|---|---|---|---|---|"]
+    for r in rows:
+        name, method = r["case"].split("_")
+        cpu, page = CPU[name]
+        if "fit_s" in r:
+            cells = [str(r["n"]), method, f"{r['fit_s']:.1f}", f"{r['rmse']:.3f}",
+                     f"{r['cov95']:.3f}", r["verdict"].split(":")[0] + (
+                         "" if r["converged"] else " (" + r["verdict"] + ")")]
+        else:
+            cells = ["", method, r["status"], "", "", ""]
+        out.append(f"| {name} | " + " | ".join(cells) + f" | {cpu} ([{page}]({page})) | "
+                   f"{r.get('run', '')} |")
+    pred = [r for r in rows if "predict_1e6_s" in r]
+    if pred:
+        out += ["", "`predict(X, return_std=True)` on 10^6 new rows after the million-row fit: "
+                + ", ".join(f"{r['predict_1e6_s']:.1f} s ({r['case'].split('_')[1]})"
+                            for r in pred) + "."]
+    return "\n".join(out) + "\n"
+
+
+def main():
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--out", type=Path, default=None)
+    ap.add_argument("--render", type=Path, nargs="+", default=None,
+                    help="write docs/results/gpu.md from these JSON files and exit")
+    ap.add_argument("--budget", type=float, default=420.0, help="seconds for all cases")
+    ap.add_argument("--cases", nargs="+", default=CASES)
+    ap.add_argument("--quick", action="store_true", help="smoke run (see child)")
+    ap.add_argument("--child", default=None, help=argparse.SUPPRESS)
+    args = ap.parse_args()
+    if args.render:
+        page = Path(__file__).resolve().parents[2] / "docs" / "results" / "gpu.md"
+        page.write_text(render(args.render))
+        print(f"wrote {page}")
+        return
+    if args.out is None:
+        ap.error("--out is required (or --render)")
+    if args.child:
+        print("ROW " + json.dumps(child(args.child, args.quick)), flush=True)
+        return
+    start, rows = time.perf_counter(), []
+    for case in args.cases:
+        limit = LIMITS[case.split("_")[0]]
+        left = args.budget - (time.perf_counter() - start)
+        if left < 30:
+            rows.append(dict(case=case, status=f"not run: {left:.0f} s of the budget left"))
+            args.out.write_text(json.dumps(rows, indent=1))
+            continue
+        t0 = time.perf_counter()
+        try:
+            p = subprocess.run([sys.executable, __file__, "--out", "-", "--child", case,
+                                *(["--quick"] if args.quick else [])],
+                               capture_output=True, text=True, timeout=min(limit, left))
+            found = [ln[4:] for ln in p.stdout.splitlines() if ln.startswith("ROW ")]
+            row = (json.loads(found[0]) if found else
+                   dict(case=case, status=f"failed (rc {p.returncode}): {p.stderr[-800:]}"))
+        except subprocess.TimeoutExpired:
+            row = dict(case=case, status=f"did not finish in {min(limit, left):.0f} s")
+        row["wall_s"] = round(time.perf_counter() - t0, 1)
+        rows.append(row)
+        print(json.dumps(row), flush=True)
+        args.out.write_text(json.dumps(rows, indent=1))
+
+
+if __name__ == "__main__":
+    main()
