@@ -37,7 +37,6 @@ import functools
 import os
 import re
 
-import jax
 from threadpoolctl import threadpool_limits
 
 __all__ = ["configure_cpu_devices", "cpu_device_status", "blas_threads", "limit_blas"]
@@ -58,6 +57,7 @@ def configure_cpu_devices() -> str:
     Returns a sentence saying what was done; :func:`cpu_device_status` repeats it later.
     """
     global _STATUS
+    import jax  # here, not at the top: bayeskern configures JAX when it is imported
     from jax._src import xla_bridge
 
     wanted = os.environ.get("BAYESKERN_CPU_DEVICES", "")
