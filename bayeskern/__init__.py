@@ -17,6 +17,7 @@ whoever imports it first, bayeskern or the user), before any array can exist.
 """
 
 import importlib as _importlib
+import importlib.util as _importlib_util
 import os as _os
 import sys as _sys
 
@@ -63,13 +64,11 @@ __all__ = [
 
 
 def __getattr__(name):
-    """Import a public name on first use (PEP 562)."""
-    if name in _SUBMODULES:
-        return _importlib.import_module(f"bayeskern.{name}")
+    """Import a public name or a submodule (``bayeskern.runs``, ...) on first use (PEP 562)."""
     if name not in _LAZY:
-        raise AttributeError(f"module 'bayeskern' has no attribute {name!r}")
-    if name == "load_run":  # the estimator classes register themselves for load_run on import
-        _importlib.import_module("bayeskern.estimators")
+        if name.startswith("__") or _importlib_util.find_spec(f"bayeskern.{name}") is None:
+            raise AttributeError(f"module 'bayeskern' has no attribute {name!r}")
+        return _importlib.import_module(f"bayeskern.{name}")
     value = getattr(_importlib.import_module(_LAZY[name]), name)
     globals()[name] = value  # later lookups skip __getattr__
     return value
@@ -102,7 +101,7 @@ class _ConfigureJaxOnImport:
             return None
         if self in _sys.meta_path:
             _sys.meta_path.remove(self)
-        spec = _importlib.util.find_spec(name)
+        spec = _importlib_util.find_spec(name)
         if spec is None or spec.loader is None or not hasattr(spec.loader, "exec_module"):
             return spec
         loader, exec_module = spec.loader, spec.loader.exec_module
@@ -121,6 +120,4 @@ class _ConfigureJaxOnImport:
 if "jax" in _sys.modules:
     _configure_jax(_sys.modules["jax"])
 elif not any(isinstance(f, _ConfigureJaxOnImport) for f in _sys.meta_path):
-    import importlib.util  # noqa: E402, F401  (find_spec, used by the finder)
-
     _sys.meta_path.insert(0, _ConfigureJaxOnImport())

@@ -380,7 +380,6 @@ def cmd_predict(args) -> int:
 
     import pandas as pd
 
-    import bayeskern.estimators  # noqa: F401  (registers the estimator classes for load_run)
     from bayeskern.runs import atomic_write, load_run, predict_table, run_metadata
 
     out_fmt = _output_format(args.out)
@@ -477,7 +476,6 @@ _WRITERS = {"csv": _write_csv, "parquet": _write_parquet, "netcdf": _write_netcd
 
 
 def cmd_report(args) -> int:
-    import bayeskern.estimators  # noqa: F401  (registers the estimator classes for load_run)
     from bayeskern.report import report
     from bayeskern.runs import load_run, read_run
 

@@ -4,8 +4,9 @@ JAX puts all CPU cores behind one device by default, so NumPyro's ``chain_method
 (one chain per device, ``pmap``) falls back to running the chains one after another. The
 number of CPU devices can only be chosen before JAX initializes its backend (before the first
 array is created or the first function is compiled), so :mod:`bayeskern` calls
-:func:`configure_cpu_devices` when it is imported, and it does something only when that is
-still possible and nobody else has chosen:
+:func:`configure_cpu_devices` when it is imported (or, if JAX is not imported yet, right after
+JAX's import), and it does something only when that is still possible and nobody else has
+chosen:
 
 * JAX's backend is not initialized yet (import bayeskern before doing anything with JAX);
 * neither ``XLA_FLAGS=--xla_force_host_platform_device_count=...`` nor

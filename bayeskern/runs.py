@@ -254,15 +254,19 @@ def run_metadata(path) -> dict:
 
 def load_run(path):
     """Rebuild a fitted estimator from a run directory written by :func:`save_run`."""
-    # the estimator classes register themselves when bayeskern.estimators is imported (by
-    # bayeskern.load_run, the public name of this function, or by using any estimator)
+    import importlib
+    import sys
+
     from bayeskern.kernels.base import kernel_from_config
 
     config, arrays, idata = read_run(path)
     name = config.get("estimator")
+    if name not in ESTIMATORS and "bayeskern.estimators" not in sys.modules:
+        # the package's estimator classes register themselves when bayeskern.estimators (a
+        # layer above this module) is imported; bayeskern's lazy import loads it on first need
+        importlib.import_module("bayeskern.estimators")
     if name not in ESTIMATORS:
-        raise RunError(f"run directory {str(path)!r}: unknown estimator {name!r} (registered: "
-                       f"{sorted(ESTIMATORS)}; bayeskern.load_run registers the package's own)")
+        raise RunError(f"run directory {str(path)!r}: unknown estimator {name!r}")
     params = {}
     for k, v in config["params"].items():
         if isinstance(v, dict) and "__kernel__" in v:

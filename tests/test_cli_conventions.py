@@ -103,8 +103,31 @@ def test_public_names_load_lazily():
     for name in bk.__all__:
         assert getattr(bk, name) is not None
     assert bk.GPRegressor is bk.estimators.GPRegressor
+    code = "import bayeskern as bk; print(bk.runs.predict_table.__name__, bk.plots.__name__)"
+    r = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=300,
+                       check=True)
+    assert r.stdout.split() == ["predict_table", "bayeskern.plots"]  # submodules load too
     with pytest.raises(AttributeError, match="no attribute 'nope'"):
         bk.nope  # noqa: B018
+
+
+_REGISTRIES = """
+import sys
+import numpy as np
+from bayeskern.kernels import RBF, VSK
+from bayeskern.runs import load_run
+X = np.random.default_rng(0).normal(size=(20, 2))
+VSK(RBF(), scaling="naive_bayes").fit(X, (X[:, 0] > 0).astype(int))
+print(type(load_run(sys.argv[1])).__name__)
+"""
+
+
+def test_registries_fill_on_first_need(tiny_gp_run):
+    """Without the package's eager imports, a data-dependent kernel still finds its training
+    function (bayeskern.learning) and load_run its estimator class (bayeskern.estimators)."""
+    r = subprocess.run([sys.executable, "-c", _REGISTRIES, str(tiny_gp_run / "run")],
+                       capture_output=True, text=True, timeout=300, check=True)
+    assert r.stdout.split() == ["GPRegressor"]
 
 
 def _args(task="auto", target="y"):
