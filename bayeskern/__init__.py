@@ -8,40 +8,34 @@ only before it starts. Importing changes neither matplotlib's backend nor BLAS t
 and predictions limit BLAS to one thread while they run (``BAYESKERN_BLAS_THREADS``
 overrides, :func:`bayeskern.devices.limit_blas`), and reports render their figures off
 pyplot (:func:`bayeskern.plots.detached`).
+
+The public names are loaded lazily (PEP 562 module ``__getattr__``, as in SciPy's SPEC 1):
+``import bayeskern`` imports neither JAX nor NumPyro, so the command line's ``--help`` is
+instant; ``bayeskern.GPRegressor`` imports what it needs on first use. The two JAX settings
+are made when JAX is imported: at once if it already is, else right after its import (by
+whoever imports it first, bayeskern or the user), before any array can exist.
 """
 
+import importlib as _importlib
+import importlib.util as _importlib_util
 import os as _os
+import sys as _sys
 
-import jax as _jax
-import scipy.linalg as _scipy_linalg  # noqa: F401  (loads the LAPACK that jaxlib calls)
+from bayeskern._version import __version__
 
-if _os.environ.get("BAYESKERN_X64", "1") != "0":
-    _jax.config.update("jax_enable_x64", True)
-
-# one CPU device per MCMC chain, before anything initializes JAX's backend (bayeskern.devices)
-from bayeskern.devices import configure_cpu_devices as _configure_cpu_devices  # noqa: E402
-
-_configure_cpu_devices()
-
-from bayeskern import datasets, diagnostics, inference, kernels, learning  # noqa: E402, F401
-from bayeskern._version import __version__  # noqa: E402
-from bayeskern.estimators import (  # noqa: E402
-    CkRBFClassifier,
-    ConformalKernelClassifier,
-    GaBaSRClassifier,
-    GaBaSRRegressor,
-    GPClassifier,
-    GPRegressor,
-    KernelSVC,
-    LABRBFRegressor,
-    MkRBFClassifier,
-    VSKClassifier,
-    VSKFeatureExtractor,
-    VSKRegressor,
-    compare_vsk,
-)
-from bayeskern.report import compare_report, report  # noqa: E402
-from bayeskern.runs import load_run, save_run  # noqa: E402
+#: public name -> the module that defines it
+_LAZY = {
+    **dict.fromkeys(
+        ["CkRBFClassifier", "ConformalKernelClassifier", "GaBaSRClassifier", "GaBaSRRegressor",
+         "GPClassifier", "GPRegressor", "KernelSVC", "LABRBFRegressor", "MkRBFClassifier",
+         "VSKClassifier", "VSKFeatureExtractor", "VSKRegressor", "compare_vsk"],
+        "bayeskern.estimators"),
+    "report": "bayeskern.report",
+    "compare_report": "bayeskern.report",
+    "load_run": "bayeskern.runs",
+    "save_run": "bayeskern.runs",
+}
+_SUBMODULES = ["datasets", "diagnostics", "inference", "kernels", "learning"]
 
 __all__ = [
     "GPRegressor",
@@ -67,3 +61,63 @@ __all__ = [
     "inference",
     "__version__",
 ]
+
+
+def __getattr__(name):
+    """Import a public name or a submodule (``bayeskern.runs``, ...) on first use (PEP 562)."""
+    if name not in _LAZY:
+        if name.startswith("__") or _importlib_util.find_spec(f"bayeskern.{name}") is None:
+            raise AttributeError(f"module 'bayeskern' has no attribute {name!r}")
+        return _importlib.import_module(f"bayeskern.{name}")
+    value = getattr(_importlib.import_module(_LAZY[name]), name)
+    globals()[name] = value  # later lookups skip __getattr__
+    return value
+
+
+def __dir__():
+    return sorted(set(globals()) | set(__all__) | set(_SUBMODULES))
+
+
+def _configure_jax(jax) -> None:
+    """JAX's float64 mode (unless ``BAYESKERN_X64=0``) and its CPU device count."""
+    import scipy.linalg  # noqa: F401  (loads the LAPACK that jaxlib calls)
+
+    if _os.environ.get("BAYESKERN_X64", "1") != "0":
+        jax.config.update("jax_enable_x64", True)
+    from bayeskern.devices import configure_cpu_devices
+
+    configure_cpu_devices()
+
+
+class _ConfigureJaxOnImport:
+    """A ``sys.meta_path`` finder that runs :func:`_configure_jax` right after ``import jax``.
+
+    It finds nothing itself: for ``jax`` it asks the finders after it for the module's spec and
+    wraps that spec's ``exec_module``, then removes itself, so it acts once and only on JAX.
+    """
+
+    def find_spec(self, name, path=None, target=None):
+        if name != "jax":
+            return None
+        if self in _sys.meta_path:
+            _sys.meta_path.remove(self)
+        spec = _importlib_util.find_spec(name)
+        if spec is None or spec.loader is None or not hasattr(spec.loader, "exec_module"):
+            return spec
+        loader, exec_module = spec.loader, spec.loader.exec_module
+
+        def exec_then_configure(module):
+            try:
+                exec_module(module)
+            finally:
+                del loader.exec_module  # the loader's own method again
+            _configure_jax(module)
+
+        loader.exec_module = exec_then_configure
+        return spec
+
+
+if "jax" in _sys.modules:
+    _configure_jax(_sys.modules["jax"])
+elif not any(isinstance(f, _ConfigureJaxOnImport) for f in _sys.meta_path):
+    _sys.meta_path.insert(0, _ConfigureJaxOnImport())

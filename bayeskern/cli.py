@@ -3,18 +3,33 @@
 User errors (bad files, missing columns, invalid options) print one line,
 ``bayeskern: error: ...``, and exit with status 2, without a traceback. Every output file is
 written to a temporary name and renamed, so an interrupted command leaves no partial output.
+
+This module imports only the standard library at import time; each command imports JAX,
+NumPyro, pandas and the rest when it runs, so ``--help`` and ``--version`` are instant.
 """
 
 from __future__ import annotations
 
 import argparse
+import contextlib
 import os
 import sys
+import time
 from pathlib import Path
+
+from bayeskern._version import __version__
 
 __all__ = ["main"]
 
-MODELS = {"gp-regression": "GPRegressor", "gp-classification": "GPClassifier"}
+TASKS = ("auto", "regression", "binary", "multiclass")
+#: the deprecated --model values and the --task each stands for
+MODELS = {"auto": "auto", "gp-regression": "regression", "gp-classification": "binary"}
+#: --task auto: an integer-valued target with 3..MAX_INTEGER_CLASSES distinct values, each in at
+#: least two rows, is multiclass; with more values (or a value seen once) it is a regression
+MAX_INTEGER_CLASSES = 10
+#: --task auto: a text/boolean/categorical target with more distinct labels than this (or than
+#: half the rows) is refused: such a column is an identifier or free text, not classes
+MAX_LABEL_CLASSES = 50
 #: --method: the Bayesian estimator used for (regression, classification); None = not offered
 METHODS = {
     "gp": ("GPRegressor", "GPClassifier"),
@@ -105,12 +120,168 @@ def _features(df, columns, path):
         raise UserError(f"{path!r} lacks the feature columns {missing} used in fitting")
     bad = [c for c in columns if not pd.api.types.is_numeric_dtype(df[c])]
     if bad:
-        raise UserError(f"non-numeric feature columns in {path!r}: {bad}")
+        raise UserError(f"non-numeric feature columns in {path!r}: {bad} (leave them out with "
+                        "--drop or --id, or choose the features with --features)")
     X = df[columns].to_numpy(dtype=float)
     if not np.all(np.isfinite(X)):
         rows = np.where(~np.all(np.isfinite(X), axis=1))[0][:5].tolist()
         raise UserError(f"{path!r} has missing or non-finite feature values (rows {rows} ...)")
     return X
+
+
+def _names(option: str, text: str) -> list[str]:
+    """Return the comma-separated column names given to ``option``, in order, once each."""
+    names = list(dict.fromkeys(n.strip() for n in text.split(",") if n.strip()))
+    if not names:
+        raise UserError(f"{option} names no column")
+    return names
+
+
+def _feature_columns(args, columns) -> list[str]:
+    """Return the feature columns of ``fit``: ``--features``, or all but ``--drop``/target/``--id``.
+
+    Every named column must exist; the target and the ID column are never features.
+    """
+    where = f"is not in {args.data!r}; columns: {list(columns)[:20]}"
+    if args.id is not None:
+        if args.id not in columns:
+            raise UserError(f"--id column {args.id!r} {where}")
+        if args.id == args.target:
+            raise UserError(f"--id names the target column {args.target!r}")
+    option, named = "--drop", []
+    if args.features is not None:
+        option, named = "--features", _names("--features", args.features)
+    elif args.drop is not None:
+        named = _names("--drop", args.drop)
+    missing = [c for c in named if c not in columns]
+    if missing:
+        raise UserError(f"{option}: column {missing[0]!r} {where}")
+    for col, what in ((args.target, "the target column"), (args.id, "the --id column")):
+        if col in named:
+            raise UserError(f"{option} names {what} {col!r}, which is never a feature")
+    if args.features is not None:
+        return named
+    feats = [c for c in columns if c not in (args.target, args.id, *named)]
+    if not feats:
+        raise UserError(f"{args.data!r} has no feature columns besides the target"
+                        + (" and those of --drop / --id" if named or args.id else ""))
+    return feats
+
+
+def _task(args, y) -> tuple[str, str | None]:
+    """Return the task of ``fit`` and, for ``--task auto``, the reason it was chosen.
+
+    ``auto``: a target with two distinct values is binary; text, boolean or categorical labels
+    with more are multiclass (more than :data:`MAX_LABEL_CLASSES` labels, or than half the rows,
+    is an error); numbers with a non-integer value are a regression; integers with at most
+    :data:`MAX_INTEGER_CLASSES` distinct values, each in at least two rows, are multiclass, other
+    integers a regression. An explicit task is checked against the target.
+    """
+    import numpy as np
+    import pandas as pd
+
+    col = f"target column {args.target!r}"
+    counts = y.value_counts()
+    labels = counts.index.tolist()  # plain Python values, most frequent first
+    k, numeric = len(counts), (pd.api.types.is_numeric_dtype(y)
+                               and not pd.api.types.is_bool_dtype(y))
+    task = args.task
+    if task == "regression":
+        if not numeric:
+            raise UserError(f"--task regression needs a numeric target; {col} holds labels "
+                            f"({labels[0]!r}, ...)")
+        return task, None
+    if k < 2:
+        raise UserError(f"{col} has a single value, {labels[0]!r}: nothing to learn")
+    if task == "binary" and k != 2:
+        raise UserError(f"--task binary needs a target with 2 distinct values; {col} has {k} "
+                        "(use --task multiclass)")
+    if task != "auto":
+        return task, None
+    if k == 2:
+        hint = "; use --task regression to override" if numeric else ""
+        return "binary", f"2 distinct values, {labels[0]!r} and {labels[1]!r}{hint}"
+    if not numeric:
+        if k > MAX_LABEL_CLASSES or k > len(y) / 2:
+            raise UserError(f"{col} holds {k} distinct labels in {len(y)} rows (more than "
+                            f"{MAX_LABEL_CLASSES}, or than half the rows): an identifier or free "
+                            "text rather than classes; choose another --target, or set "
+                            "--task multiclass to fit them anyway")
+        return "multiclass", f"{y.dtype} labels with {k} distinct values"
+    values = y.to_numpy(dtype=float)
+    if not np.array_equal(values, np.round(values)):
+        return "regression", "numeric target with non-integer values"
+    what = f"integer target with {k} distinct values"
+    if k <= MAX_INTEGER_CLASSES and counts.min() >= 2:
+        return "multiclass", (f"{what}, each in at least 2 rows; use --task regression to "
+                              "override")
+    why = (f"more than {MAX_INTEGER_CLASSES}" if k > MAX_INTEGER_CLASSES
+           else f"{labels[-1]!r} occurs once")
+    return "regression", f"{what} ({why}); use --task multiclass to override"
+
+
+def _resolve_task_option(args) -> None:
+    """Map the deprecated ``--model`` onto ``--task`` (with a warning on stderr)."""
+    if args.model is None:
+        return
+    task = MODELS[args.model]
+    if args.task not in ("auto", task):
+        raise UserError(f"--model {args.model} (deprecated) contradicts --task {args.task}; "
+                        "give --task only")
+    print(f"bayeskern: warning: --model is deprecated; use --task {task}", file=sys.stderr)
+    args.task = task
+
+
+def _interactive() -> bool:
+    """Whether stdout and stderr are both terminals (else progress bars would litter a log)."""
+    return sys.stdout.isatty() and sys.stderr.isatty()
+
+
+@contextlib.contextmanager
+def _progress_bars_off():
+    """Silence tqdm's progress bars while NumPyro still steps its sampler from Python.
+
+    With ``progress_bar=True`` NumPyro runs each sampler step from Python, so Ctrl-C and SIGTERM
+    land mid-fit (its bar-less loop is one compiled program that only returns at the end); the
+    bars are disabled, so a log file gets no carriage returns or terminal escape codes.
+    """
+    from tqdm import std
+
+    original = std.tqdm.__dict__["__init__"]
+
+    def init(self, *a, **kw):
+        kw["disable"] = True
+        original.__get__(self, type(self))(*a, **kw)
+
+    std.tqdm.__init__ = init
+    try:
+        yield
+    finally:
+        std.tqdm.__init__ = original
+
+
+def _progress_shown_if_interactive():
+    """Progress bars on a terminal, none in a log (see :func:`_interactive`)."""
+    return contextlib.nullcontext() if _interactive() else _progress_bars_off()
+
+
+def _fit_logged(est, X, y, args) -> None:
+    """``est.fit(X, y)`` with a plain line before and after (unless ``--quiet``).
+
+    Progress bars are shown only on a terminal (see :func:`_interactive`).
+    """
+    if not args.quiet:
+        p = est.get_params()
+        chains = p.get("num_chains", 1)
+        draws = (f"({p['num_warmup']} warm-up + {p['num_samples']} draws)" if "num_warmup" in p
+                 else f"{p.get('num_samples')} exact draws")
+        print(f"fitting {type(est).__name__} to {len(y)} rows x {X.shape[1]} features: {chains} "
+              f"chain{'s' if chains != 1 else ''} x {draws}", flush=True)
+    t0 = time.perf_counter()
+    with _progress_shown_if_interactive():
+        est.fit(X, y)
+    if not args.quiet:
+        print(f"done in {time.perf_counter() - t0:.0f} s", flush=True)
 
 
 def cmd_fit(args) -> int:
@@ -119,6 +290,10 @@ def cmd_fit(args) -> int:
 
     from bayeskern.runs import check_run_destination
 
+    if args.features is not None and args.drop is not None:
+        raise UserError("--features and --drop cannot be used together (--features names the "
+                        "columns to use, --drop those to leave out)")
+    _resolve_task_option(args)
     check_run_destination(args.out)  # before the fit, not after it
     df = _read_table(args.data)
     if args.target not in df.columns:
@@ -127,17 +302,12 @@ def cmd_fit(args) -> int:
     y = df[args.target]
     if y.isna().any():
         raise UserError(f"target column {args.target!r} has {int(y.isna().sum())} missing values")
-    feats = [c for c in df.columns if c != args.target]
-    if not feats:
-        raise UserError(f"{args.data!r} has no feature columns besides the target")
+    feats = _feature_columns(args, list(df.columns))
     X = _features(df, feats, args.data)
-    model = args.model
-    if model == "auto":
-        model = "gp-classification" if y.nunique() == 2 else "gp-regression"
-    if model == "gp-regression" and not pd.api.types.is_numeric_dtype(y):
-        raise UserError(f"target column {args.target!r} is not numeric; use --model "
-                        "gp-classification for labels")
-    est = _make_estimator(args, model == "gp-classification")
+    task, why = _task(args, y)
+    if why is not None and not args.quiet:
+        print(f"task: {task} ({why})")
+    est = _make_estimator(args, task != "regression", task=task)
     y = y.to_numpy()
     holdout = {}
     if args.holdout:
@@ -149,11 +319,13 @@ def cmd_fit(args) -> int:
         test, train = idx[:n_test], idx[n_test:]
         holdout = {"holdout_X": X[test], "holdout_y": y[test]}
         X, y = X[train], y[train]
-    est.fit(pd.DataFrame(X, columns=[str(c) for c in feats]), y)
+    _fit_logged(est, pd.DataFrame(X, columns=[str(c) for c in feats]), y, args)
     from bayeskern.runs import save_run
 
-    save_run(est, args.out, extra_meta={"data": str(args.data), "target": args.target},
-             extra_arrays=holdout)
+    meta = {"data": str(args.data), "target": args.target, "task": task}
+    if args.id is not None:
+        meta["id_column"] = args.id
+    save_run(est, args.out, extra_meta=meta, extra_arrays=holdout)
     if not args.quiet:
         print(f"saved run to {args.out}: {est.convergence_.verdict}")
     return 0
@@ -170,16 +342,19 @@ def _count(text: str):
             f"expected a whole number or 'auto', got {text!r}") from None
 
 
-def _make_estimator(args, classification: bool):
-    """Return the estimator of ``--method`` for the task (see :data:`METHODS`)."""
+def _make_estimator(args, classification: bool, *, task: str | None = None):
+    """Return the estimator of ``--method`` for the task (see :data:`METHODS`).
+
+    Binary and multiclass targets both go to the method's classifier.
+    """
     import bayeskern as bk
 
-    task = "classification" if classification else "regression"
+    task = task or ("classification" if classification else "regression")
     name = METHODS[args.method][int(classification)]
     if name is None:
         other = "regression" if classification else "classification"
-        raise UserError(f"--method {args.method} does {other} only, but the target needs "
-                        f"{task} (set --model to choose the task)")
+        raise UserError(f"--method {args.method} does {other} only, but the task is {task} "
+                        "(see --task)")
     sampler = dict(num_chains=args.num_chains, progress_bar=not args.quiet,
                    random_state=args.seed)
     if args.num_samples is not None:  # else the estimator's default
@@ -201,27 +376,43 @@ def _make_estimator(args, classification: bool):
 
 
 def cmd_predict(args) -> int:
+    import itertools
+
     import pandas as pd
 
-    from bayeskern.runs import atomic_write, load_run, predict_table
+    from bayeskern.runs import atomic_write, load_run, predict_table, run_metadata
 
     out_fmt = _output_format(args.out)
-    est = load_run(args.run)
-    if not 0 < args.interval < 1:
+    if args.interval is not None and not 0 < args.interval < 1:
         raise UserError(f"--interval must be in (0, 1), got {args.interval}")
     if args.draws < 0:
         raise UserError(f"--draws must be >= 0, got {args.draws}")
     if args.batch_size < 1:
         raise UserError(f"--batch-size must be >= 1, got {args.batch_size}")
+    est = load_run(args.run)
     feats = [str(c) for c in getattr(est, "feature_names_in_", [])]
     if not feats:
         feats = [f"x{j}" for j in range(est.n_features_in_)]
     # read once, streaming: the first batch is parsed (and checked) before anything is written
     chunks = _read_table(args.data, chunksize=args.batch_size)
-    frames = (predict_table(est, pd.DataFrame(_features(c, feats, args.data), columns=feats),
-                            interval=args.interval, draws=args.draws, random_state=args.seed,
-                            row_offset=i * args.batch_size)
-              for i, c in enumerate(chunks))
+    first = next(chunks)
+    id_col = args.id if args.id is not None else run_metadata(args.run).get("id_column")
+    if args.id is not None and args.id not in first.columns:
+        raise UserError(f"--id column {args.id!r} is not in {args.data!r}; columns: "
+                        f"{list(first.columns)[:20]}")
+    if id_col not in first.columns:  # the run's ID column, absent here: rows are not labelled
+        id_col = None
+
+    def table(i, chunk):
+        out = predict_table(est, pd.DataFrame(_features(chunk, feats, args.data), columns=feats),
+                            interval=args.interval or 0.9, draws=args.draws,
+                            random_state=args.seed, row_offset=i * args.batch_size,
+                            class_intervals=args.interval is not None)
+        if id_col is not None:
+            out.insert(0, id_col, chunk[id_col].to_numpy())
+        return out
+
+    frames = itertools.starmap(table, enumerate(itertools.chain([first], chunks)))
     atomic_write(args.out, lambda tmp: _WRITERS[out_fmt](tmp, frames), suffix=Path(args.out).suffix)
     if not args.quiet:
         print(f"wrote predictions to {args.out}")
@@ -329,7 +520,7 @@ def _demo_estimators(args) -> dict:
     """
     import bayeskern as bk
 
-    common = dict(random_state=args.seed, progress_bar=not args.quiet)
+    common = dict(random_state=args.seed, progress_bar=not args.quiet)  # bars: see _fit_logged
     quick = dict(num_warmup=20, num_samples=20, num_chains=2) if args.quick else {}
     kernel = bk.kernels.Linear() + bk.kernels.RBF() + bk.kernels.RBF() * bk.kernels.Periodic(
         period=1.0)
@@ -340,8 +531,6 @@ def _demo_estimators(args) -> dict:
 
 def cmd_demo(args) -> int:
     """Fit GaBaSR and the reference CO2 GP, save both runs, write the comparison report."""
-    import time
-
     import bayeskern as bk
     from bayeskern.report import compare_report, held_out_predictions
     from bayeskern.runs import check_run_destination, save_run
@@ -361,7 +550,8 @@ def cmd_demo(args) -> int:
                 else "spectral-mixture kernel learned from the data")
         print(f"fitting {name}: {type(est).__name__}, {what}")
         t0 = time.perf_counter()
-        est.fit(Xtr, ytr)
+        with _progress_shown_if_interactive():
+            est.fit(Xtr, ytr)
         fit_times[name] = time.perf_counter() - t0
     meta = {"data": "co2 (embedded)", "target": "co2 [ppm]"}
     held = held_out_predictions(estimators, Xte, yte)  # once: printed and reported
@@ -381,31 +571,64 @@ def cmd_demo(args) -> int:
     return 0
 
 
+class _HelpFormatter(argparse.ArgumentDefaultsHelpFormatter):
+    """Show each option's default, except where there is none to show (``None``, a flag)."""
+
+    def _get_help_string(self, action):
+        if action.default is None or isinstance(action.default, bool):
+            return action.help
+        return super()._get_help_string(action)
+
+
 def build_parser() -> argparse.ArgumentParser:
-    ap = argparse.ArgumentParser(prog="bayeskern", description="Bayesian kernel learning: fit, "
-                                 "predict with intervals, and report on saved runs.")
+    ap = argparse.ArgumentParser(prog="bayeskern", formatter_class=_HelpFormatter,
+                                 description="Bayesian kernel learning: fit, predict with "
+                                 "intervals, and report on saved runs.")
+    ap.add_argument("--version", action="version", version=f"bayeskern {__version__}")
     sub = ap.add_subparsers(dest="command", required=True, metavar="COMMAND")
 
-    p = sub.add_parser("demo", help="fit GaBaSR and a reference GP to the embedded CO2 data and "
-                       "write an HTML report comparing them")
-    p.add_argument("--out", default="bayeskern-demo", help="output directory")
-    p.add_argument("--seed", type=int, default=0)
-    p.add_argument("--quick", action="store_true", help="tiny sampler settings (smoke test)")
-    p.add_argument("--quiet", action="store_true")
-    p.set_defaults(fn=cmd_demo)
+    def command(name, fn, help):
+        p = sub.add_parser(name, help=help, description=help[0].upper() + help[1:] + ".",
+                           formatter_class=_HelpFormatter)
+        p.set_defaults(fn=fn)
+        return p
 
-    p = sub.add_parser("fit", help="fit a model to a CSV/Parquet file and save the run")
+    def seed(p, what):
+        p.add_argument("--seed", type=int, default=0, help=f"random seed of {what}")
+
+    def quiet(p):
+        p.add_argument("--quiet", action="store_true", help="print nothing but errors")
+
+    p = command("demo", cmd_demo, "fit GaBaSR and a reference GP to the embedded CO2 data and "
+                "write an HTML report comparing them")
+    p.add_argument("--out", default="bayeskern-demo", help="output directory")
+    seed(p, "the samplers")
+    p.add_argument("--quick", action="store_true", help="tiny sampler settings (smoke test)")
+    quiet(p)
+
+    p = command("fit", cmd_fit, "fit a model to a CSV/Parquet file and save the run")
     p.add_argument("data", help="CSV or Parquet file with a header row")
     p.add_argument("--target", required=True, help="name of the target column")
     p.add_argument("--out", required=True, help="run directory to write")
+    p.add_argument("--features", metavar="A,B,...",
+                   help="use only these columns as features (default: all but the target, "
+                   "--id and --drop)")
+    p.add_argument("--drop", metavar="C,D,...", help="use all columns but these (and the target)")
+    p.add_argument("--id", metavar="COLUMN", help="row-ID column: not a feature; recorded in the "
+                   "run, and 'predict' copies it into its output")
+    p.add_argument("--task", choices=TASKS, default="auto",
+                   help="auto: binary for 2 distinct values; multiclass for text, boolean or "
+                   f"categorical labels, or for integers with at most {MAX_INTEGER_CLASSES} "
+                   "distinct values each in 2+ rows; else regression (the choice and its reason "
+                   "are printed)")
+    p.add_argument("--model", choices=list(MODELS),
+                   help="deprecated alias of --task: gp-regression = regression, "
+                   "gp-classification = binary")
     p.add_argument("--method", choices=list(METHODS), default="gp",
                    help="gp: Bayesian GP with --kernel; vsk / ckrbf / conformal: Bayesian GP with "
-                   "that data-dependent kernel (vsk and conformal wrap --kernel); gabasr: "
-                   "spectral-mixture kernel learning (NUTS); labrbf: LAB-RBF with a Bayesian "
-                   "last layer (regression only)")
-    p.add_argument("--model", choices=["auto", *MODELS], default="auto",
-                   help="the task: auto (classification for a two-valued target), "
-                   "gp-regression or gp-classification (any --method)")
+                   "that data-dependent kernel (vsk and conformal wrap --kernel; conformal: "
+                   "classification only); gabasr: spectral-mixture kernel learning (NUTS); "
+                   "labrbf: LAB-RBF with a Bayesian last layer (regression only)")
     p.add_argument("--kernel", default="rbf",
                    help="kernel name, e.g. rbf, 'linear+rbf*periodic'; base kernels: rbf, "
                    "laplacian, matern32, matern52, rq (rational_quadratic), linear, periodic, "
@@ -416,35 +639,36 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--num-samples", type=_count, default=None,
                    help="draws per chain, or 'auto' (default: the estimator's; GP and "
                    "GaBaSR regression draw blocks until converged)")
-    p.add_argument("--num-chains", type=int, default=4)
+    p.add_argument("--num-chains", type=int, default=4, help="MCMC chains")
     p.add_argument("--holdout", type=float, default=0.0,
                    help="fraction of rows kept out for the report's calibration metrics")
-    p.add_argument("--seed", type=int, default=0)
-    p.add_argument("--quiet", action="store_true")
-    p.set_defaults(fn=cmd_fit)
+    seed(p, "the sampler and of --holdout")
+    quiet(p)
 
-    p = sub.add_parser("predict", help="posterior-predictive mean, sd and intervals for new rows")
+    p = command("predict", cmd_predict, "posterior-predictive mean, sd and intervals for new "
+                "rows")
     p.add_argument("run", help="run directory written by 'bayeskern fit'")
     p.add_argument("data", help="CSV or Parquet file with the feature columns")
     p.add_argument("--out", required=True, help="file to write: .csv, .parquet or .nc "
                    "(netCDF); the format follows the extension")
-    p.add_argument("--interval", type=float, default=0.9)
+    p.add_argument("--interval", type=float, default=None,
+                   help="probability of the central interval (default: 0.9 for a regression's "
+                   "lower_/upper_ columns; classifiers: given, it adds p_<class>_lower/upper)")
+    p.add_argument("--id", metavar="COLUMN", help="ID column copied first into the output "
+                   "(default: the run's --id, when the file has it)")
     p.add_argument("--draws", type=int, default=0, help="also write this many predictive draws")
     p.add_argument("--batch-size", type=int, default=50_000, help="rows per streamed batch")
-    p.add_argument("--seed", type=int, default=0)
-    p.add_argument("--quiet", action="store_true")
-    p.set_defaults(fn=cmd_predict)
+    seed(p, "the draws")
+    quiet(p)
 
-    p = sub.add_parser("report", help="self-contained HTML uncertainty report of a saved run")
+    p = command("report", cmd_report, "self-contained HTML uncertainty report of a saved run")
     p.add_argument("run", help="run directory")
-    p.add_argument("--out", default=None, help="HTML file (default RUN/report.html)")
+    p.add_argument("--out", default=None, help="HTML file (default: RUN/report.html)")
     p.add_argument("--pdf", action="store_true",
                    help="also print the report to PDF next to the HTML (needs Chromium)")
-    p.add_argument("--quiet", action="store_true")
-    p.set_defaults(fn=cmd_report)
+    quiet(p)
 
-    p = sub.add_parser("datasets", help="list the offline datasets")
-    p.set_defaults(fn=cmd_datasets)
+    command("datasets", cmd_datasets, "list the offline datasets")
     return ap
 
 

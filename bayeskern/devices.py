@@ -4,8 +4,9 @@ JAX puts all CPU cores behind one device by default, so NumPyro's ``chain_method
 (one chain per device, ``pmap``) falls back to running the chains one after another. The
 number of CPU devices can only be chosen before JAX initializes its backend (before the first
 array is created or the first function is compiled), so :mod:`bayeskern` calls
-:func:`configure_cpu_devices` when it is imported, and it does something only when that is
-still possible and nobody else has chosen:
+:func:`configure_cpu_devices` when it is imported (or, if JAX is not imported yet, right after
+JAX's import), and it does something only when that is still possible and nobody else has
+chosen:
 
 * JAX's backend is not initialized yet (import bayeskern before doing anything with JAX);
 * neither ``XLA_FLAGS=--xla_force_host_platform_device_count=...`` nor
@@ -37,7 +38,6 @@ import functools
 import os
 import re
 
-import jax
 from threadpoolctl import threadpool_limits
 
 __all__ = ["configure_cpu_devices", "cpu_device_status", "blas_threads", "limit_blas"]
@@ -58,6 +58,7 @@ def configure_cpu_devices() -> str:
     Returns a sentence saying what was done; :func:`cpu_device_status` repeats it later.
     """
     global _STATUS
+    import jax  # here, not at the top: bayeskern configures JAX when it is imported
     from jax._src import xla_bridge
 
     wanted = os.environ.get("BAYESKERN_CPU_DEVICES", "")

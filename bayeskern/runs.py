@@ -27,7 +27,7 @@ from pathlib import Path
 import numpy as np
 
 __all__ = ["save_run", "load_run", "atomic_write", "RunError", "ESTIMATORS", "register_estimator",
-           "predict_table", "check_run_destination"]
+           "predict_table", "check_run_destination", "run_metadata", "RUN_METADATA"]
 
 FILES = ("idata.nc", "config.json", "arrays.npz")
 
@@ -192,10 +192,8 @@ def _json_default(o):
     raise TypeError(f"cannot save {type(o).__name__} in config.json")
 
 
-def read_run(path) -> tuple[dict, dict, object]:
-    """Verify a run directory and return ``(config, arrays, idata)``."""
-    from bayeskern import diagnostics
-
+def _verified(path, files=FILES) -> Path:
+    """``path`` as a ``Path``, once the run's files are there and ``files`` match the manifest."""
     path = Path(path)
     if not path.is_dir():
         raise RunError(f"run directory {str(path)!r} does not exist")
@@ -210,10 +208,18 @@ def read_run(path) -> tuple[dict, dict, object]:
         manifest = json.loads((path / "manifest.json").read_text())
     except (json.JSONDecodeError, UnicodeDecodeError) as e:
         raise RunError(f"run directory {str(path)!r}: manifest.json is unreadable ({e})") from None
-    for f in FILES:
+    for f in files:
         if manifest.get(f) != _sha256(path / f):
             raise RunError(f"run directory {str(path)!r}: {f} does not match its checksum in "
                            "manifest.json (modified or corrupted)")
+    return path
+
+
+def read_run(path) -> tuple[dict, dict, object]:
+    """Verify a run directory and return ``(config, arrays, idata)``."""
+    from bayeskern import diagnostics
+
+    path = _verified(path)
     try:
         config = json.loads((path / "config.json").read_text())
         with np.load(path / "arrays.npz", allow_pickle=False) as z:
@@ -224,14 +230,41 @@ def read_run(path) -> tuple[dict, dict, object]:
     return config, arrays, diagnostics.load_idata(path / "idata.nc")
 
 
+#: what ``bayeskern fit`` records about a run besides the estimator (:func:`run_metadata`)
+RUN_METADATA = ("data", "target", "task", "id_column")
+
+
+def run_metadata(path) -> dict:
+    """Return what ``bayeskern fit`` recorded about the run in ``path``, without loading it.
+
+    Returns
+    -------
+    dict
+        The recorded entries among :data:`RUN_METADATA`: the data file, the target column, the
+        task (``regression``, ``binary`` or ``multiclass``) and the row-ID column (``--id``).
+        A run saved from Python holds those passed to :func:`save_run` as ``extra_meta``.
+    """
+    path = _verified(path, ("config.json",))
+    try:
+        state = json.loads((path / "config.json").read_text())["state"]
+    except (ValueError, KeyError, TypeError) as e:
+        raise RunError(f"run directory {str(path)!r}: config.json is unreadable ({e})") from None
+    return {k: state[k] for k in RUN_METADATA if k in state}
+
+
 def load_run(path):
     """Rebuild a fitted estimator from a run directory written by :func:`save_run`."""
-    # the estimator classes registered themselves when bayeskern (the parent package of this
-    # module, hence already imported) imported bayeskern.estimators
+    import importlib
+    import sys
+
     from bayeskern.kernels.base import kernel_from_config
 
     config, arrays, idata = read_run(path)
     name = config.get("estimator")
+    if name not in ESTIMATORS and "bayeskern.estimators" not in sys.modules:
+        # the package's estimator classes register themselves when bayeskern.estimators (a
+        # layer above this module) is imported; bayeskern's lazy import loads it on first need
+        importlib.import_module("bayeskern.estimators")
     if name not in ESTIMATORS:
         raise RunError(f"run directory {str(path)!r}: unknown estimator {name!r}")
     params = {}
@@ -246,17 +279,21 @@ def load_run(path):
 
 
 def predict_table(est, X, *, interval: float = 0.9, draws: int = 0, random_state=None,
-                  row_offset: int = 0):
+                  row_offset: int = 0, class_intervals: bool = False):
     """Posterior-predictive summary of a fitted (or loaded) estimator as a ``DataFrame``.
 
     Regression: columns ``mean``, ``sd``, ``lower_<interval>``, ``upper_<interval>`` (the
     central interval, quantiles :math:`(1 \\mp p)/2` of the predictive mixture over posterior
     draws) and, with ``draws > 0``, ``draw_0 ... draw_{draws-1}``: predictive draws
     (marginal per row). Classification: ``prediction`` (the most probable class), ``p_<class>``
-    per class and optional label draws. The same ``random_state`` (an int) gives the same
-    draws, and the draws of row ``i`` depend only on it and on ``row_offset + i``: a table
-    predicted in batches (``bayeskern predict --batch-size``, each batch with its
-    ``row_offset``) has the same draws as one predicted at once.
+    per class (the posterior-mean class probability, Rasmussen & Williams 2006, eq. 3.25) and,
+    with ``class_intervals``, ``p_<class>_lower_<interval>`` and ``p_<class>_upper_<interval>``
+    after it: the central interval of that probability over the posterior, from the
+    estimator's ``predict_proba_interval(X, interval=interval)``; then optional label draws.
+    The same ``random_state`` (an int) gives the same draws, and the draws of row ``i`` depend
+    only on it and on ``row_offset + i``: a table predicted in batches (``bayeskern predict
+    --batch-size``, each batch with its ``row_offset``) has the same draws as one predicted at
+    once.
     """
     import pandas as pd
 
@@ -268,9 +305,17 @@ def predict_table(est, X, *, interval: float = 0.9, draws: int = 0, random_state
     tag = f"{interval:g}"
     if hasattr(est, "predict_proba"):
         p = est.predict_proba(X)
-        out = pd.DataFrame({"prediction": est.classes_[(p[:, 1] >= 0.5).astype(int)]})
+        if class_intervals and not hasattr(est, "predict_proba_interval"):
+            raise ValueError(f"interval: {type(est).__name__} gives no class-probability "
+                             "intervals (it has no predict_proba_interval)")
+        lo, hi = (est.predict_proba_interval(X, interval=interval) if class_intervals
+                  else (None, None))
+        cols = {"prediction": est.classes_[np.argmax(p, axis=1)]}
         for j, c in enumerate(est.classes_):
-            out[f"p_{c}"] = p[:, j]
+            cols[f"p_{c}"] = p[:, j]
+            if class_intervals:
+                cols[f"p_{c}_lower_{tag}"], cols[f"p_{c}_upper_{tag}"] = lo[:, j], hi[:, j]
+        out = pd.DataFrame(cols)
         if draws:
             lab = est.sample_posterior_predictive(X, draws, random_state=random_state,
                                                   row_offset=row_offset)

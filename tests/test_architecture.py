@@ -189,6 +189,8 @@ def blas():
                   if i["user_api"] == "blas")
 before = (matplotlib.get_backend(), blas())
 import bayeskern
+for name in bayeskern.__all__:  # the public names load lazily: load them all (JAX included)
+    getattr(bayeskern, name)
 print(json.dumps({"before": before, "after": (matplotlib.get_backend(), blas())}))
 """
 

@@ -229,37 +229,55 @@ def test_demo_refuses_bad_out_before_fitting(tmp_path, capsys):
 
 def test_interrupted_fit_leaves_no_partial_output(data_dir, tmp_path):
     """SIGINT during `bayeskern fit` leaves no run directory (writes are atomic)."""
+    import fcntl
     import os
+    import pty
     import select
     import signal
+    import struct
+    import termios
     import time
 
     d = data_dir
     out = tmp_path / "interrupted"
     # one chain with a progress bar: NumPyro then steps the sampler from Python, so the
-    # interrupt lands mid-fit (far more warm-up than the test waits for). NumPyro turns the
+    # interrupt lands mid-fit (far more warm-up than the test waits for). The bar is shown on a
+    # terminal only, so the child's stdout and stderr are a pseudo-terminal. NumPyro turns the
     # bar off when it sees CI or PYTEST_XDIST_WORKER in the environment: not for this child.
     env = {k: v for k, v in os.environ.items() if k not in ("CI", "PYTEST_XDIST_WORKER")}
+    term, child_term = pty.openpty()
+    # a terminal of 100 columns (a new pseudo-terminal has 0: tqdm would draw empty bars)
+    fcntl.ioctl(child_term, termios.TIOCSWINSZ, struct.pack("HHHH", 24, 100, 0, 0))
     proc = subprocess.Popen(
         [sys.executable, "-m", "bayeskern.cli", "fit", str(d / "train.csv"), "--target", "y",
          "--out", str(out), "--num-warmup", "1000000", "--num-samples", "100",
          "--num-chains", "1"],
-        stdout=subprocess.PIPE, stderr=subprocess.PIPE, bufsize=0,
-        env={**env, "PYTHONUNBUFFERED": "1"},
+        stdout=child_term, stderr=child_term, env={**env, "PYTHONUNBUFFERED": "1"},
         # CI may start us with SIGINT ignored (background jobs of a non-interactive shell);
         # Python then installs no KeyboardInterrupt handler, so give the child the default.
         preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_DFL))
+    os.close(child_term)
+
+    def read(seconds):
+        if not select.select([term], [], [], seconds)[0]:
+            return b""
+        try:
+            return os.read(term, 4096)
+        except OSError:  # the child closed the terminal
+            return b""
+
     # wait for the sampler's progress bar (the fit has started)
     seen, deadline = b"", time.monotonic() + 300
     while b"warmup" not in seen and b"Running chain" not in seen:
         assert time.monotonic() < deadline and proc.poll() is None, seen.decode(errors="replace")
-        if select.select([proc.stderr], [], [], 1.0)[0]:
-            seen += os.read(proc.stderr.fileno(), 4096)
+        seen += read(1.0)
     proc.send_signal(signal.SIGINT)
-    _, err = proc.communicate(timeout=120)
-    err = err.decode(errors="replace")
+    proc.wait(timeout=120)
+    while chunk := read(0.1):
+        seen += chunk
+    os.close(term)
     assert proc.returncode != 0
-    assert "Traceback" not in err
+    assert "Traceback" not in seen.decode(errors="replace")
     assert not out.exists()
     assert not any(p.name.startswith(".interrupted") for p in tmp_path.iterdir())
 

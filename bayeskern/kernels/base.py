@@ -18,8 +18,10 @@ that the same object used twice gets two names.
 from __future__ import annotations
 
 import copy
+import importlib
 import inspect
 import math
+import sys
 from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
@@ -90,8 +92,13 @@ def learner(kernel: Kernel) -> Callable:
     for cls in type(kernel).__mro__:
         if cls in LEARNERS:
             return LEARNERS[cls]
-    raise RuntimeError(f"no training function is registered for {type(kernel).__name__}; "
-                       "import bayeskern (which imports bayeskern.learning)")
+    if "bayeskern.learning" not in sys.modules:
+        # the package's training functions register themselves when bayeskern.learning (a
+        # layer above the kernels) is imported; bayeskern's lazy import loads it on first need
+        importlib.import_module("bayeskern.learning")
+        return learner(kernel)
+    raise RuntimeError(f"no training function is registered for {type(kernel).__name__} "
+                       "(register one with bayeskern.kernels.base.register_learner)")
 
 
 # --------------------------------------------------------------------------- pytrees
