@@ -201,6 +201,7 @@ def test_held_out_report_has_reliability_band(gpc, clf_data):
     assert rc.LOO_HEADING not in text
 
 
+@pytest.mark.slow  # 283 s on 2 shared cores at load 12 (GaBaSR compiles its model)
 def test_gabasr_classifier_draws_and_loo(clf_data):
     # its per-draw probabilities take its scaled inputs: proba_draws must translate
     X, y = clf_data
