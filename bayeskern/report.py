@@ -32,7 +32,7 @@ from typing import NamedTuple
 import matplotlib.pyplot as plt
 import numpy as np
 
-from bayeskern import diagnostics, plots
+from bayeskern import diagnostics, plots, report_calibration, report_classical, report_priors
 from bayeskern.models.gabasr_spectrum import mixture_components
 from bayeskern.plots import panels
 from bayeskern.runs import atomic_write
@@ -84,27 +84,6 @@ def _fmt(v) -> str:
     return str(v)
 
 
-def _priors(est) -> list[tuple[str, str]]:
-    rows = []
-    kernel = getattr(est, "kernel_", None)
-    if kernel is not None:
-        for leaf in kernel.leaves():
-            for p, h in leaf.hyperparameters().items():
-                spec = (f"fixed at {h.value} (data units)" if h.value is not None
-                        else f"{_dist_repr(h.prior())}{' per input column' if h.ard else ''}"
-                        " (standardized units)")
-                rows.append((leaf._site(p), spec))
-    for site, spec in getattr(est, "_extra_priors", lambda: [])():
-        rows.append((site, spec))
-    return rows
-
-
-def _dist_repr(d) -> str:
-    params = {k: np.asarray(getattr(d, k)).round(4).tolist() for k in d.arg_constraints
-              if hasattr(d, k)}
-    return f"{type(d).__name__}({', '.join(f'{k}={v}' for k, v in params.items())})"
-
-
 def _as_input(est, X):
     """``X`` as the estimator saw it in fit (a frame with its column names, if it had them)."""
     names = getattr(est, "feature_names_in_", None)
@@ -115,20 +94,57 @@ def _as_input(est, X):
     return pd.DataFrame(np.asarray(X, dtype=float), columns=list(names))
 
 
-def render_report(est, *, X_test=None, y_test=None, title=None, data_name=None,
-                  target_name=None) -> str:
+def render_report(est, *, X_test=None, y_test=None, X_train=None, y_train=None, title=None,
+                  data_name=None, target_name=None) -> str:
     """Return the report of a fitted estimator as an HTML string.
+
+    A Bayesian estimator (``idata_``) gets the uncertainty report; without held-out rows its
+    calibration is that of the PSIS-LOO predictive (:mod:`bayeskern.loo_calibration`,
+    Vehtari, Gelman & Gabry 2017). A classical estimator (the papers' SVMs and kernel
+    regression) gets :func:`bayeskern.report_classical.classical_parts`: its parameters, what
+    it learned, cross-validated and held-out metrics, and its Bayesian twin.
 
     Parameters
     ----------
-    est : a fitted bayeskern Bayesian estimator (``idata_``, ``predictive`` or
-        ``predict_proba``).
-    X_test, y_test : optional held-out data for calibration metrics.
-    title, data_name, target_name : text shown in the header (escaped).
+    est : fitted estimator
+        A bayeskern Bayesian estimator (``idata_``, ``predictive`` or ``predict_proba``) or a
+        fitted classical one (e.g. :class:`~bayeskern.VSKClassifier`).
+    X_test, y_test : array-like, optional
+        Held-out data for calibration metrics.
+    X_train, y_train : array-like, optional
+        Training data, for the cross-validated metrics of a classical estimator (a Bayesian
+        run stores its own).
+    title, data_name, target_name : str, optional
+        Text shown in the header (escaped).
+
+    Returns
+    -------
+    str
     """
+    if getattr(est, "idata_", None) is None:
+        from sklearn.utils.validation import check_is_fitted
+
+        check_is_fitted(est)
+        with plots.detached():
+            return _render_classical(est, X_train=X_train, y_train=y_train, X_test=X_test,
+                                     y_test=y_test, title=title, data_name=data_name,
+                                     target_name=target_name)
     with plots.detached():
         return _render(est, X_test=X_test, y_test=y_test, title=title, data_name=data_name,
                        target_name=target_name)
+
+
+def _render_classical(est, *, X_train, y_train, X_test, y_test, title, data_name,
+                      target_name) -> str:
+    name = type(est).__name__
+    parts = [f"<h1>{_e(title or f'Report: {name} (classical fit)')}</h1>",
+             f"<p class='muted'>generated {_e(time.strftime('%Y-%m-%d %H:%M:%S'))} by bayeskern"
+             f" {_e(_version())}; data: {_e(data_name or '(in memory)')}, target: "
+             f"{_e(target_name or 'y')}</p>"]
+    for part in report_classical.classical_parts(est, X_train=X_train, y_train=y_train,
+                                                 X_test=X_test, y_test=y_test, table=_table):
+        parts.append(part if isinstance(part, str) else _fig_html(part, "figure"))
+    return _page(title or name, parts)
 
 
 def _render(est, *, X_test, y_test, title, data_name, target_name) -> str:
@@ -163,9 +179,10 @@ def _render(est, *, X_test, y_test, title, data_name, target_name) -> str:
         if k in post.attrs:
             rows.append((k.replace("_", " "), post.attrs[k]))
     parts.append(_table(rows, ["item", "value"]))
-    pri = _priors(est)
+    pri, note = report_priors.prior_rows(est)
     if pri:
-        parts.append("<h3>Priors</h3>" + _table(pri, ["parameter", "prior"]))
+        parts.append("<h3>Priors</h3>" + _table(pri, ["site", "prior", "shape"])
+                     + f"<p class='muted'>{_e(note)}</p>")
     from bayeskern.runs import _versions
 
     parts.append("<p class='muted'>versions: " + _e(", ".join(f"{k} {v}" for k, v in
@@ -194,6 +211,7 @@ def _render(est, *, X_test, y_test, title, data_name, target_name) -> str:
     has_test = X_test is not None and y_test is not None
     Xe, ye = (np.asarray(X_test, dtype=float), np.asarray(y_test)) if has_test else (X, y)
     where = "held-out data" if has_test else "training data (no held-out data given)"
+    loo_cal, loo_why = (None, "") if has_test or Xe is None else report_calibration.try_loo(est)
     if Xe is None:
         parts.append("<div class='warn'>This run stores no training rows and no held-out data "
                      "was given, so there is nothing to evaluate the fit on: pass X_test and "
@@ -208,6 +226,9 @@ def _render(est, *, X_test, y_test, title, data_name, target_name) -> str:
             plots.plot_roc(y01, p, ax=axes[1])
         axes[0].set_title(f"reliability ({where})", fontsize=9)
         parts.append(_fig_html(fig, "reliability diagram and ROC"))
+        if has_test:
+            parts += report_calibration.reliability_band_section(est, _as_input(est, Xe), y01,
+                                                                 _fig_html)
         m = diagnostics.classification_metrics(y01, p)
     else:
         pred_e = est.predictive(_as_input(est, Xe))
@@ -229,14 +250,20 @@ def _render(est, *, X_test, y_test, title, data_name, target_name) -> str:
         ax = plots.plot_pit(np.asarray(ye, dtype=float), pred_e)
         ax.set_title(f"PIT histogram ({where})", fontsize=9)
         pit_html = _fig_html(ax, "PIT histogram")
-    if Xe is not None:
+    if loo_cal is not None:
+        parts += report_calibration.loo_section(loo_cal, _fig_html, _table)
+    elif Xe is not None:
         parts.append(f"<h2>Calibration on {_e(where)}</h2>")
+        if not has_test:
+            parts.append("<div class='warn'>In-sample calibration (optimistic): no rows were "
+                         f"held out and leave-one-out calibration is not available ({_e(loo_why)})."
+                         "</div>")
         parts.append(_table(list(m.items()), ["metric", "value"]))
     jitter = getattr(est, "max_jitter_", post.attrs.get("max_jitter"))
     if jitter is not None:  # GP estimators: adaptive Cholesky jitter (bayeskern.linalg)
         parts.append(f"<p>largest Cholesky jitter added to a kernel matrix in prediction: "
                      f"{float(jitter):.1e}{' (ill-conditioned)' if jitter > 1e-6 else ''}</p>")
-    if not is_clf and Xe is not None:
+    if not is_clf and Xe is not None and loo_cal is None:
         parts.append(pit_html)
         parts.append("<p class='muted'>Coverage should be close to the nominal 50/90/95 %; a "
                      "U-shaped PIT histogram means intervals are too narrow, a hump too wide."

@@ -44,7 +44,9 @@ LAYERS = [
     ("inference", ["bayeskern.inference", "bayeskern.predictive",
                    "bayeskern.sharding", "bayeskern.runs"]),
     ("estimators", ["bayeskern.estimators"]),
-    ("plots/report", ["bayeskern.plots", "bayeskern.report"]),
+    ("plots/report", ["bayeskern.plots", "bayeskern.report", "bayeskern.report_calibration",
+                      "bayeskern.report_classical", "bayeskern.report_priors",
+                      "bayeskern.loo_calibration"]),
     ("api/cli", ["bayeskern.cli"]),
 ]
 TOP = len(LAYERS) - 1  # the package __init__ (the public API) sits with the CLI

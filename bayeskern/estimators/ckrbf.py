@@ -74,6 +74,9 @@ class CkRBFClassifier(KernelSVC):
     scikit-learn's ``SVC(kernel="precomputed")``. New points get their cell from the fitted
     partition and the Gram matrix against the training points.
 
+    Bayesian twin (same kernel, with priors and a posterior; binary):
+    ``bk.GPClassifier(kernel=bk.kernels.CkRBF(n_clusters=2))``.
+
     Used as a user would: ``make_pipeline(MinMaxScaler(), CkRBFClassifier())`` (the default
     ``gamma="auto"`` adapts to the data), or a ``GridSearchCV`` over ``{"C": [0.1, 1, 10,
     100], "gamma": [0.01, 0.1, 1, 10]}`` (:math:`\gamma` multiplies a Mahalanobis distance, so
@@ -269,6 +272,11 @@ class MkRBFClassifier(ClassifierMixin, BaseEstimator):
     :math:`m_k\mathrm{RBF}` columns of Tables 2, 4, 6). A cluster whose training points
     carry one class predicts that class. The paper uses it to show that :math:`C_k\mathrm{RBF}`
     differs from splitting the problem by clusters.
+
+    Bayesian twin: no one model splits by clusters; the cluster-based kernel in one Bayesian
+    model is ``bk.GPClassifier(kernel=bk.kernels.CkRBF(n_clusters=2))``, and one cluster's
+    Mahalanobis SVM corresponds to ``bk.GPClassifier(kernel=bk.kernels.MahalanobisRBF())`` on
+    that cluster's rows.
 
     Parameters
     ----------

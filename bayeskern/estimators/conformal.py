@@ -45,6 +45,9 @@ class ConformalKernelClassifier(KernelSVC):
     With more than two classes, one kernel is learned from the c-class Fisher ratio (the
     class blocks of eqs. 58-59, one per class) and ``SVC`` runs one-vs-one on it.
 
+    Bayesian twin (same kernel, with priors and a posterior; binary):
+    ``bk.GPClassifier(kernel=bk.kernels.Conformal())``.
+
     Parameters
     ----------
     C : float

@@ -72,6 +72,8 @@ class LABRBFRegressor(PredictiveRegressorMixin, BayesianEstimatorMixin, Regresso
 
     Seed 002 (He et al.), Algorithm 1 + eq. (8), with a conjugate Bayesian last layer on the
     learned features for calibrated predictive intervals (module docstring).
+    A full GP on the learned LAB-RBF features, with priors on its amplitude, bandwidth scale
+    and noise: ``bk.GPRegressor(kernel=bk.kernels.LABRBFFeatures())``.
 
     **Cross-fitted models (the default).** ``n_estimators = 3`` LAB-RBF models are trained,
     each on all training rows except its own calibration block of ``calibration_fraction``

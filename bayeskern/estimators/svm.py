@@ -34,6 +34,9 @@ def kernel_gram(kernel: Kernel, X1, X2=None) -> np.ndarray:
 class KernelSVC(ClassifierMixin, BaseEstimator):
     """SVC on a precomputed Gram matrix of a bayeskern kernel.
 
+    Bayesian twin (same kernel ``k``, with priors and a posterior; binary):
+    ``bk.GPClassifier(kernel=k)``.
+
     Parameters
     ----------
     kernel : Kernel

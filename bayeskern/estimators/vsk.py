@@ -113,6 +113,9 @@ class VSKClassifier(ClassifierMixin, BaseEstimator):
     then ``SVC`` on :math:`\Psi`. The decision function is
     :math:`\mathrm{sign}(\sum_i y_i\alpha_i \kappa^\Psi(x, x_i) + b)` (section 3.1).
 
+    Bayesian twin (same kernel, with priors and a posterior):
+    ``bk.GPClassifier(kernel=bk.kernels.VSK(bk.kernels.RBF()))``.
+
     Parameters
     ----------
     C : float, default 1.0
@@ -240,6 +243,9 @@ class VSKRegressor(RegressorMixin, BaseEstimator):
     (``normalize=True``, as the paper's "normalized dataset") and
     :math:`\psi(x) = \mathcal{M}(x, \beta^*)` a least-squares fit of a parametric model
     (eq. 5.1). :math:`\nu = 0` interpolates (:math:`c = (K^\Psi)^{-1}y`).
+
+    Bayesian twin (same kernel, with priors and a posterior):
+    ``bk.GPRegressor(kernel=bk.kernels.VSK(bk.kernels.RBF(), scaling="linear"))``.
 
     Parameters
     ----------

@@ -499,8 +499,13 @@ class Kernel:
     __rmul__ = __mul__
 
     # ----------------------------------------------------------------- config (no pickle)
-    def get_params(self) -> dict[str, Any]:
-        """Return the constructor arguments, read from the attributes of the same name."""
+    def get_params(self, deep: bool = True) -> dict[str, Any]:
+        """Return the constructor arguments, read from the attributes of the same name.
+
+        ``deep`` is accepted for scikit-learn's ``clone`` (an estimator with a kernel
+        parameter, e.g. ``KernelSVC(kernel=RBF())``, in ``cross_validate`` or
+        ``GridSearchCV``); child kernels are returned as they are either way.
+        """
         sig = inspect.signature(type(self).__init__)
         return {
             name: getattr(self, name)
