@@ -298,8 +298,38 @@ class GaBaSRRegressor(PredictiveRegressorMixin, RegressorMixin, _GaBaSRBase):  #
             else:  # no pointwise LOO over N rows x S draws; conditioned draws instead
                 self._Ztrain, self._ytrain = Z, ys
                 self._condition_on_all_rows()
+            self._add_data_units()
+            self._add_posterior_predictive()
         self.fit_time_ = time.perf_counter() - t0
         return self
+
+    def _add_data_units(self):
+        """Posterior variables of the exact model in data units (``*_data_units``).
+
+        With :math:`z_j = (x_j - c_j)/s_j` and :math:`\\tilde y = (y - m_y)/s_y`: the
+        smooth component :math:`e^{-\\frac12\\sum_j\\sigma_{0j}^2\\tau_j^2}` has
+        length-scales :math:`\\ell_j = s_j/\\sigma_{0j}` (``lengthscale_data_units``), a
+        periodic component :math:`\\cos(\\mu_k\\tau)` the period :math:`2\\pi s_1/\\mu_k`
+        (``period_data_units``); amplitudes and noise are multiplied by :math:`s_y`. The
+        random-feature models' components switch labels, so they get only ``noise``.
+        """
+        post, sx = self.idata_.posterior, np.asarray(self.x_scaler_.scale, dtype=float)
+        sy = float(np.squeeze(self.y_std_.scale))
+        data, dims = {}, {}
+        if "sigma0" in post:
+            data["lengthscale"], dims["lengthscale"] = sx / np.asarray(post["sigma0"]), \
+                ["feature"]
+        if "mu" in post and getattr(self, "model_", None) == "exact":
+            data["period"], dims["period"] = 2 * np.pi * sx[0] / np.abs(np.asarray(post["mu"])), \
+                ["periodic"]
+        for site in ("amplitude", "noise") if self.model_ == "exact" else ("noise",):
+            if site in post:
+                data[site], dims[site] = np.asarray(post[site]) * sy, list(post[site].dims[2:])
+        suffix = diagnostics.DATA_UNITS_SUFFIX
+        diagnostics.add_variables(self.idata_, "posterior",
+                                  {k + suffix: v for k, v in data.items()},
+                                  dims={k + suffix: v for k, v in dims.items()},
+                                  coords=self._coords(0))
 
     # ------------------------------------------------------------------ exact model
     def _fit_exact(self, Z, ys, y, X):

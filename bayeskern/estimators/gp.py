@@ -28,6 +28,7 @@ from bayeskern.estimators.base import (
     PredictiveRegressorMixin,
     Standardizer,
     check_numeric,
+    data_unit_variables,
     flat_draws,
     map_draws,
     validate_binary,
@@ -197,10 +198,21 @@ class _GPBase(BayesianEstimatorMixin, BaseEstimator):
         self.num_samples_ = self.idata_.posterior.sizes["draw"]
         self.convergence_ = diagnostics.convergence_report(self.idata_,
                                                            warn=self.num_samples_ >= 100)
+        y_std = getattr(self, "y_std_", None)
+        data, dims = data_unit_variables(self.idata_.posterior, self.kernel_, self.x_std_.scale,
+                                         None if y_std is None else y_std.scale)
+        diagnostics.add_variables(self.idata_, "posterior", data, dims=dims, coords=coords)
+        if isinstance(self, ClassifierMixin):  # a regressor's predictive needs its fit's end
+            self._add_posterior_predictive()
+
+    def _draw_probabilities(self, X):
+        """Class-1 probability per posterior draw at ``X``, ``(draws, n)`` (classifiers)."""
+        return self._proba_draws(X)
 
     def _draws(self, with_f: bool = False):
         return flat_draws(self.idata_, [v for v in self.idata_.posterior.data_vars
-                                        if with_f or v != "f"])
+                                        if (with_f or v != "f")
+                                        and not v.endswith(diagnostics.DATA_UNITS_SUFFIX)])
 
     def sample_prior_predictive(self, X, y, n_draws: int = 100, random_state=None):
         """Draws of the observations at the rows of ``X`` under the prior alone.
@@ -379,6 +391,7 @@ class GPRegressor(PredictiveRegressorMixin, RegressorMixin, _GPBase):  # noqa: D
             self._sample(gp_regression, Xs, ys, y, X)
             self._add_loo_loglik(Xs, ys)
         diagnostics.set_attrs(self.idata_, approximation=self.approximation_)
+        self._add_posterior_predictive()
         return self
 
     # ------------------------------------------------------------ choosing the approximation

@@ -357,6 +357,10 @@ class LABRBFRegressor(PredictiveRegressorMixin, BayesianEstimatorMixin, Regresso
                               dims={"y": ["obs"]}, coords={"obs": rows})
         diagnostics.add_group(idata, "observed_data", {"y": resid}, dims={"y": ["obs"]},
                               coords={"obs": rows}, sample_dims=False)
+        # replicated residuals, one per exact draw (w_s, sigma_s): y_rep = phi^T w_s + sigma_s z
+        y_rep = mu + noise[:, None] * rng.standard_normal(mu.shape)
+        diagnostics.add_group(idata, "posterior_predictive", {"y": y_rep.reshape(shape + (-1,))},
+                              dims={"y": ["obs"]}, coords={"obs": rows})
         diagnostics.set_attrs(idata, inference="exact NIG draws (Bayesian last layer)",
                               random_seed=seed, model="LABRBFRegressor",
                               prior_precision=self.prior_precision_)
