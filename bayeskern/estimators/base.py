@@ -194,15 +194,17 @@ PREDICTIVE_MAX_VALUES = 2**24
 
 
 def thin_draws(n_chain: int, n_draw: int, n_rows: int, n_draws: int | None = None,
-               max_values: int = PREDICTIVE_MAX_VALUES) -> np.ndarray:
+               max_values: int | None = None) -> np.ndarray:
     """Flat indices of the posterior draws kept for a predictive group.
 
     All :math:`C \\times D` draws when they fit, else :math:`k = \\max(1,
     \\lfloor K / C\\rfloor)` evenly spaced draws of each chain, with :math:`K =
-    \\min(n_{draws}, \\lfloor V / n_{rows}\\rfloor)` and :math:`V` = ``max_values``: the
+    \\min(n_{draws}, \\lfloor V / n_{rows}\\rfloor)` and :math:`V` = ``max_values``
+    (default :data:`PREDICTIVE_MAX_VALUES`): the
     stored values stay below :math:`V` (or :math:`C \\cdot n_{rows}`) whatever the rows.
     Every chain keeps the same draws, so the group stays ``(chain, draw, obs)``.
     """
+    max_values = PREDICTIVE_MAX_VALUES if max_values is None else max_values
     total = n_chain * n_draw if n_draws is None else min(n_chain * n_draw, int(n_draws))
     total = min(total, max_values // max(n_rows, 1))
     per_chain = max(1, total // n_chain)

@@ -348,7 +348,7 @@ class GaBaSRRegressor(PredictiveRegressorMixin, RegressorMixin, _GaBaSRBase):  #
             progress_bar=self.progress_bar, target_accept_prob=self.target_accept_prob,
             init="map", num_map_starts=self.num_map_starts, coords=coords,
             adapt_mass_matrix=self.num_warmup_ >= 500, judged=list(self._EXACT_SITES),
-            dims={"trend_amp": ["trend"], "amplitude": ["component"],
+            dims={"y": ["obs"], "trend_amp": ["trend"], "amplitude": ["component"],
                   "mu": ["periodic"], "sigma": ["periodic"], "sigma0": ["feature"]},
             observed={"y": y})
         diagnostics.add_group(self.idata_, "constant_data", {"X": X},

@@ -209,7 +209,7 @@ class _GaBaSRBase(BayesianEstimatorMixin, BaseEstimator):
         self.idata_, self.map_value_ = run_whitened_nuts(
             model, kw, init, laplace_key=as_key(self._seed() + 1), rng_key=self._seed(),
             map_steps=self.map_steps, X=X, y_observed=y_observed, coords=self._coords(len(X)),
-            dims={"f_probe": ["probe"]}, num_warmup=self._count("num_warmup"),
+            dims={"f_probe": ["probe"], "y": ["obs"]}, num_warmup=self._count("num_warmup"),
             num_samples=self._count("num_samples"), num_chains=self.num_chains,
             chain_method=self.chain_method, progress_bar=self.progress_bar,
             target_accept_prob=self.target_accept_prob)

@@ -155,11 +155,18 @@ class _GPBase(BayesianEstimatorMixin, BaseEstimator):
         many rows) do not recompile. The cache is keyed on the identity of the fitted
         ``kernel_`` and ``x_std_`` (new objects at every fit) and is dropped when pickling.
         """
+        def make(kernel, x_scale):
+            fn = per_draw(kernel, x_scale)
+            return lambda d, *a: batched_map(lambda x: fn(x, *a), d, 1)
+
+        return self._cached_jit(name, make)
+
+    def _cached_jit(self, name, make):
+        """``jax.jit(make(kernel_, x_std_.scale))``, cached per fit (see :meth:`_draw_map`)."""
         cache = self.__dict__.setdefault("_cache", {})
         hit = cache.get(name)
         if hit is None or hit[0] is not self.kernel_ or hit[1] is not self.x_std_:
-            fn = per_draw(self.kernel_, self.x_std_.scale)
-            jf = jax.jit(lambda d, *a: batched_map(lambda x: fn(x, *a), d, 1))
+            jf = jax.jit(make(self.kernel_, self.x_std_.scale))
             hit = cache[name] = (self.kernel_, self.x_std_, jf)
         return hit[2]
 
@@ -659,14 +666,46 @@ class GPRegressor(PredictiveRegressorMixin, RegressorMixin, _GPBase):  # noqa: D
         return hit[1]
 
     @limit_blas
-    def predict(self, X, return_std: bool = False):
-        """Posterior predictive mean (and standard deviation with ``return_std=True``).
+    def predict(self, X, return_std: bool = False, return_cov: bool = False):
+        """Posterior predictive mean, with its standard deviation or the latent covariance.
 
         The exact GP averages the per-draw Gaussian predictives; the Hilbert-space basis
         model reads the same mixture mean and standard deviation off the weights' posterior
         moments (:meth:`_hsgp_moments`), in blocks of rows, so that predicting 10^6 rows
         costs one :math:`M \times M` product per row block, not one per draw.
+
+        Parameters
+        ----------
+        X : array-like (n, n_features)
+        return_std : bool
+            Also return the standard deviation of a new **observation** (noise included):
+            :math:`\\mathrm{sd}_i^2 = \\frac1S\\sum_s (v_{s,i} + \\sigma_s^2 +
+            \\mu_{s,i}^2) - \\bar\\mu_i^2`.
+        return_cov : bool
+            Also return the ``(n, n)`` posterior-predictive covariance of the **latent**
+            function :math:`f` (noise excluded, as scikit-learn's
+            ``GaussianProcessRegressor`` without a ``WhiteKernel``), the mixture over draws
+            :math:`\\mathrm{Cov}[f] = \\frac1S\\sum_s \\Sigma_s + \\mathrm{Cov}_s[\\mu_s]`
+            (law of total covariance) with :math:`\\mu_s, \\Sigma_s` the conditional mean
+            and covariance of draw :math:`s` (Rasmussen & Williams 2006, eqs. 2.23-2.24; with
+            the basis, :math:`\\Phi G \\Phi^\\top`, :meth:`_hsgp_moments`). So
+            ``diag(cov) + mean(noise_data_units**2)`` equals ``std**2``. At most one of
+            ``return_std`` and ``return_cov``.
+
+        Returns
+        -------
+        mean : (n,)
+        std : (n,), only with ``return_std``
+        cov : (n, n), only with ``return_cov``
         """
+        if return_std and return_cov:
+            raise ValueError("return_std and return_cov cannot both be True (at most one, as "
+                             "in scikit-learn's GaussianProcessRegressor)")
+        if return_cov:
+            X = self._validate_predict(X)
+            mean, cov = self._latent_moments(self.x_std_.transform(X))
+            s = float(np.squeeze(self.y_std_.scale))
+            return mean * s + self.y_std_.mean, cov * s * s
         if getattr(self, "approximation_", "exact") != "hsgp":
             return super().predict(X, return_std=return_std)
         Xs = self.x_std_.transform(self._validate_predict(X))
@@ -680,6 +719,88 @@ class GPRegressor(PredictiveRegressorMixin, RegressorMixin, _GPBase):  # noqa: D
         mean = mean * self.y_std_.scale + self.y_std_.mean
         return (mean, np.sqrt(np.maximum(var, 0.0)) * self.y_std_.scale) if return_std \
             else mean
+
+    def _latent_moments(self, Xs):
+        """Mixture mean and covariance of the latent :math:`f` at ``Xs`` (standardized)."""
+        if getattr(self, "approximation_", "exact") == "hsgp":
+            self._warn_outside_box(Xs)
+            w_bar, G, _ = self._hsgp_moments()
+            Phi = np.asarray(self.hsgp_design_.features(jnp.asarray(Xs)))
+            return Phi @ w_bar, Phi @ G @ Phi.T
+        draws, Xtr, ytr = self._training_draws()
+        fn = self._cached_jit("latent_moments", lambda kernel, x_scale: (
+            lambda d, Xt, yt, Xn: _mixture_joint(kernel, x_scale, d, Xt, yt, Xn)))
+        mean, cov = fn(draws, Xtr, ytr, jnp.asarray(Xs))
+        return np.asarray(mean), np.asarray(cov)
+
+    @limit_blas
+    def sample_y(self, X, n_samples: int = 1, random_state=None):
+        """Joint draws of the latent function at the rows of ``X``, ``(n, n_samples)``.
+
+        As scikit-learn's ``GaussianProcessRegressor.sample_y``, integrating over the
+        hyper-parameter posterior: for each sample a posterior draw :math:`s` uniformly,
+        then :math:`f \\sim N(\\mu_s, \\Sigma_s)` jointly over the rows, with the full
+        conditional covariance of that draw (Rasmussen & Williams 2006, eqs. 2.23-2.24;
+        with the basis, the weights :math:`w \\sim N(\\bar w_s, R_s^\\top R_s)` and
+        :math:`f = \\Phi w`). Noise-free sample paths in the units of ``y``; their
+        covariance over many samples is ``predict(X, return_cov=True)[1]``.
+
+        Parameters
+        ----------
+        X : array-like (n, n_features)
+        n_samples : int
+            Sample paths.
+        random_state : int, Generator or None
+            Seed (``None``: the estimator's ``random_state``); the same seed gives the
+            same paths.
+
+        Returns
+        -------
+        ndarray (n, n_samples)
+        """
+        if isinstance(n_samples, bool) or not isinstance(n_samples, (int, np.integer)) \
+                or n_samples < 1:
+            raise ValueError(f"n_samples must be a positive int, got {n_samples!r}")
+        X = self._validate_predict(X)
+        Xs = self.x_std_.transform(X)
+        rng = np.random.default_rng(draw_seed(self._seed() if random_state is None
+                                              else random_state))
+        draws = self._draws()
+        pick = rng.integers(len(next(iter(draws.values()))), size=n_samples)
+        out = np.empty((len(Xs), n_samples))
+        if getattr(self, "approximation_", "exact") == "hsgp":
+            self._warn_outside_box(Xs)
+            R, w, _ = (np.asarray(a) for a in self._hsgp_factor_fn()(
+                {k: v[pick] for k, v in draws.items()}, self._hsgp_stats))
+            # w ~ N(w_s, R_s^T R_s): w = w_s + R_s^T z
+            W = w + np.einsum("sij,si->sj", R, rng.standard_normal(w.shape))
+            out[:] = np.asarray(self.hsgp_design_.features(jnp.asarray(Xs))) @ W.T
+        else:
+            draws, Xtr, ytr = self._training_draws()
+            fn = self._cached_jit("latent_joint", lambda kernel, x_scale: (
+                lambda d, Xt, yt, Xn: _latent_joint(kernel, x_scale, d, Xt, yt, Xn)))
+            for s in np.unique(pick):
+                cols = np.flatnonzero(pick == s)
+                mean, cov = (np.asarray(a) for a in fn({k: v[s] for k, v in draws.items()},
+                                                      Xtr, ytr, jnp.asarray(Xs)))
+                out[:, cols] = rng.multivariate_normal(mean, cov, size=len(cols),
+                                                       method="eigh", check_valid="ignore").T
+        return out * float(np.squeeze(self.y_std_.scale)) + self.y_std_.mean
+
+    def _training_draws(self):
+        """Posterior draws with their cached prediction factors, and the training data.
+
+        Returns ``(draws, Xtr, ytr)`` standardized; ``draws`` holds ``__Linv``, ``__alpha``,
+        ``__jitter`` (:meth:`_factors`) when they fit in memory.
+        """
+        Xtr = jnp.asarray(self.x_std_.transform(np.asarray(self.idata_.constant_data["X"])))
+        ytr = jnp.asarray(self.y_std_.transform(np.asarray(self.idata_.observed_data["y"])))
+        draws = self._draws()
+        factors = self._factors(draws, Xtr, ytr)
+        if factors is not None:
+            draws = {**draws, "__Linv": factors[0], "__alpha": factors[1],
+                     "__jitter": factors[2]}
+        return draws, Xtr, ytr
 
     def _predictive_hsgp(self, Xs):
         design = self.hsgp_design_
@@ -777,11 +898,8 @@ class GPRegressor(PredictiveRegressorMixin, RegressorMixin, _GPBase):  # noqa: D
             return MixturePredictive(loc * self.y_std_.scale + self.y_std_.mean,
                                      scale * self.y_std_.scale)
         Xs = jnp.asarray(self.x_std_.transform(X))
-        Xtr = jnp.asarray(self.x_std_.transform(np.asarray(self.idata_.constant_data["X"])))
-        ytr = jnp.asarray(self.y_std_.transform(np.asarray(self.idata_.observed_data["y"])))
-        draws = self._draws()
-        factors = self._factors(draws, Xtr, ytr)
-        if factors is None:  # too many draws x training points to keep: factor per chunk
+        draws, Xtr, ytr = self._training_draws()
+        if "__Linv" not in draws:  # too many draws x training points to keep: factor per chunk
             fn = self._draw_map("regression", lambda kernel, x_scale: (
                 lambda d, Xt, yt, Xn: regression_predictive(kernel, d, Xt, yt, Xn, x_scale)))
             args = (draws, Xtr, ytr)
@@ -789,8 +907,7 @@ class GPRegressor(PredictiveRegressorMixin, RegressorMixin, _GPBase):  # noqa: D
             fn = self._draw_map("regression_factors", lambda kernel, x_scale: (
                 lambda d, Xt, Xn: (*predict_from_factors(kernel, d, (d["__Linv"], d["__alpha"]),
                                                          Xt, Xn, x_scale), d["__jitter"])))
-            args = ({**draws, "__Linv": factors[0], "__alpha": factors[1],
-                     "__jitter": factors[2]}, Xtr)
+            args = (draws, Xtr)
         locs, scales = [], []
         jitter_max = 0.0
         # rows per chunk bounded by the draws and by the (16 draws x N_train x rows) blocks
@@ -946,6 +1063,40 @@ class GPClassifier(ClassifierMixin, _GPBase):  # noqa: D101 (__doc__ is an f-str
 #: (draws x N_train^2 x 8): 20 draws of 300 rows take 14 MB, 2000 draws of 425 rows 2.9 GB
 #: (over: those factor per chunk of new points instead).
 FACTOR_CACHE_BYTES = 2**29
+
+
+def _latent_joint(kernel, x_scale, draw, Xt, yt, Xn):
+    """Mean and covariance of the latent :math:`f` at ``Xn`` for one posterior draw.
+
+    :math:`\\mu = K_*^\\top\\alpha`, :math:`\\Sigma = K_{**} - (L^{-1}K_*)^\\top
+    (L^{-1}K_*)` (Rasmussen & Williams 2006, eqs. 2.23-2.24), from the draw's cached factors
+    (``__Linv``, ``__alpha``) or from :func:`regression_factors`.
+    """
+    if "__Linv" in draw:
+        Linv, alpha = draw["__Linv"], draw["__alpha"]
+    else:
+        Linv, alpha, _ = regression_factors(kernel, draw, Xt, yt, x_scale)
+    theta = theta_from_draw(kernel, draw, x_scale)
+    Ks = kernel_matrix(kernel, theta, draw["amplitude"], Xt, Xn)
+    V = Linv @ Ks
+    return Ks.T @ alpha, kernel_matrix(kernel, theta, draw["amplitude"], Xn, Xn) - V.T @ V
+
+
+def _mixture_joint(kernel, x_scale, draws, Xt, yt, Xn):
+    """Mixture mean and covariance of :func:`_latent_joint` over the draws.
+
+    :math:`\\bar\\mu = \\frac1S\\sum_s\\mu_s` and :math:`\\frac1S\\sum_s(\\Sigma_s +
+    \\mu_s\\mu_s^\\top) - \\bar\\mu\\bar\\mu^\\top` (law of total covariance).
+    One draw at a time (``lax.scan``), so memory holds one :math:`n \\times n` sum.
+    """
+    def add(carry, draw):
+        mean, cov = _latent_joint(kernel, x_scale, draw, Xt, yt, Xn)
+        return (carry[0] + mean, carry[1] + cov + jnp.outer(mean, mean)), None
+
+    n = Xn.shape[0]
+    (m, c), _ = jax.lax.scan(add, (jnp.zeros(n), jnp.zeros((n, n))), draws)
+    S = jax.tree_util.tree_leaves(draws)[0].shape[0]
+    return m / S, c / S - jnp.outer(m / S, m / S)
 
 
 @jax.jit
