@@ -13,6 +13,7 @@ Every Bayesian estimator in bayeskern
 from __future__ import annotations
 
 import numbers
+from functools import partial
 
 import jax
 import jax.numpy as jnp
@@ -29,7 +30,7 @@ from bayeskern.predictive import draw_seed, row_uniforms
 
 __all__ = ["BayesianEstimatorMixin", "PredictiveRegressorMixin", "Standardizer", "flat_draws",
            "map_draws", "validate_binary", "batched_map", "thin_draws", "data_unit_variables",
-           "PREDICTIVE_MAX_VALUES"]
+           "PREDICTIVE_MAX_VALUES", "JointPredictiveMixin", "mixture_joint", "cached_jit"]
 
 
 class Standardizer:
@@ -485,3 +486,135 @@ class PredictiveRegressorMixin:
         """
         seed = self._seed() if random_state is None else random_state
         return self.predictive(X).sample(n_draws, seed, row_offset=row_offset)
+
+
+def cached_jit(est, name: str, make, *keys):
+    """``jax.jit(make())`` cached on ``est`` under ``name`` while ``keys`` are the same objects.
+
+    The keys are fitted objects (``idata_``, ``kernel_``...) that a new fit replaces, so a
+    refit recompiles and repeated predictions do not; the cache is dropped when pickling.
+    """
+    cache = est.__dict__.setdefault("_cache", {})
+    hit = cache.get(name)
+    if hit is None or len(hit[0]) != len(keys) \
+            or any(a is not b for a, b in zip(hit[0], keys, strict=True)):
+        hit = cache[name] = (keys, jax.jit(make()))
+    return hit[1]
+
+
+def mixture_joint(joint, draws: dict, *args):
+    """Mixture mean and covariance over posterior draws of per-draw joint Gaussians.
+
+    With ``joint(draw, *args) = (mu_s, Sigma_s)``: :math:`\\bar\\mu = \\frac1S\\sum_s
+    \\mu_s` and :math:`\\frac1S\\sum_s(\\Sigma_s + \\mu_s\\mu_s^\\top) -
+    \\bar\\mu\\bar\\mu^\\top` (law of total covariance). One draw at a time
+    (``lax.scan``), so memory holds one :math:`n \\times n` sum.
+    """
+    first = jax.tree_util.tree_map(lambda a: a[0], draws)
+    n = jax.eval_shape(joint, first, *args)[0].shape[0]
+
+    def add(carry, draw):
+        mean, cov = joint(draw, *args)
+        return (carry[0] + mean, carry[1] + cov + jnp.outer(mean, mean)), None
+
+    (m, c), _ = jax.lax.scan(add, (jnp.zeros(n), jnp.zeros((n, n))), draws)
+    S = jax.tree_util.tree_leaves(draws)[0].shape[0]
+    return m / S, c / S - jnp.outer(m / S, m / S)
+
+
+class JointPredictiveMixin:
+    """``predict(X, return_cov=True)`` and ``sample_y`` from per-draw Gaussian latents.
+
+    For regressors whose predictive given posterior draw :math:`s` is Gaussian, with latent
+    mean :math:`\\mu_s` and covariance :math:`\\Sigma_s` over the rows of ``X``
+    (Rasmussen & Williams 2006, eqs. 2.23-2.24). Subclasses give ``_joint_fn()``, a
+    jittable ``joint(draw, *args) -> (mu_s, Sigma_s)`` in standardized units, and
+    ``_joint_args(Xs) -> (draws, args)``; results are returned in the units of ``y``.
+    """
+
+    def predict(self, X, return_std: bool = False, return_cov: bool = False):
+        """Posterior predictive mean, with its standard deviation or the latent covariance.
+
+        Parameters
+        ----------
+        X : array-like (n, n_features)
+        return_std : bool
+            Also return the standard deviation of a new **observation** (noise included):
+            :math:`\\mathrm{sd}_i^2 = \\frac1S\\sum_s (v_{s,i} + \\sigma_s^2 +
+            \\mu_{s,i}^2) - \\bar\\mu_i^2`.
+        return_cov : bool
+            Also return the ``(n, n)`` posterior-predictive covariance of the **latent**
+            function :math:`f` (noise excluded, as scikit-learn's
+            ``GaussianProcessRegressor`` without a ``WhiteKernel``), the mixture over draws
+            :math:`\\frac1S\\sum_s \\Sigma_s + \\mathrm{Cov}_s[\\mu_s]` (law of total
+            covariance, :func:`mixture_joint`). So ``diag(cov)`` plus the mean noise
+            variance equals ``std**2``. At most one of ``return_std`` and ``return_cov``.
+
+        Returns
+        -------
+        mean : (n,)
+        std : (n,), only with ``return_std``
+        cov : (n, n), only with ``return_cov``
+        """
+        if return_std and return_cov:
+            raise ValueError("return_std and return_cov cannot both be True (at most one, as "
+                             "in scikit-learn's GaussianProcessRegressor)")
+        if not return_cov:
+            return super().predict(X, return_std=return_std)
+        X = self._validate_predict(X)
+        mean, cov = self._latent_moments(self._standardize_x(X))
+        s = float(np.squeeze(self.y_std_.scale))
+        return mean * s + self.y_std_.mean, cov * s * s
+
+    def _latent_moments(self, Xs):
+        draws, args = self._joint_args(Xs)
+        fn = cached_jit(self, "mixture_joint", lambda: partial(mixture_joint, self._joint_fn()),
+                        self.idata_)
+        return tuple(np.asarray(a) for a in fn(draws, *args))
+
+    def sample_y(self, X, n_samples: int = 1, random_state=None):
+        """Joint draws of the latent function at the rows of ``X``, ``(n, n_samples)``.
+
+        As scikit-learn's ``GaussianProcessRegressor.sample_y``, integrating over the
+        hyper-parameter posterior: for each sample a posterior draw :math:`s` uniformly,
+        then :math:`f \\sim N(\\mu_s, \\Sigma_s)` jointly over the rows, with the full
+        conditional covariance of that draw (Rasmussen & Williams 2006, eqs. 2.23-2.24).
+        Noise-free sample paths in the units of ``y``; their covariance over many samples
+        is ``predict(X, return_cov=True)[1]``.
+
+        Parameters
+        ----------
+        X : array-like (n, n_features)
+        n_samples : int
+            Sample paths.
+        random_state : int, Generator or None
+            Seed (``None``: the estimator's ``random_state``); the same seed gives the
+            same paths.
+
+        Returns
+        -------
+        ndarray (n, n_samples)
+        """
+        if isinstance(n_samples, bool) or not isinstance(n_samples, numbers.Integral) \
+                or n_samples < 1:
+            raise ValueError(f"n_samples must be a positive int, got {n_samples!r}")
+        X = self._validate_predict(X)
+        rng = np.random.default_rng(draw_seed(self._seed() if random_state is None
+                                              else random_state))
+        F = self._latent_paths(self._standardize_x(X), n_samples, rng)
+        return F * float(np.squeeze(self.y_std_.scale)) + self.y_std_.mean
+
+    def _latent_paths(self, Xs, n_samples: int, rng) -> np.ndarray:
+        """``(n, n_samples)`` paths: per sample a draw, then ``multivariate_normal``."""
+        draws, args = self._joint_args(Xs)
+        fn = cached_jit(self, "joint", self._joint_fn, self.idata_)
+        pick = rng.integers(len(next(iter(draws.values()))), size=n_samples)
+        out = np.empty((len(Xs), n_samples))
+        for s in np.unique(pick):
+            cols = np.flatnonzero(pick == s)
+            mean, cov = (np.asarray(a) for a in fn({k: v[s] for k, v in draws.items()}, *args))
+            # eigh: the conditional covariance may be singular to rounding (scikit-learn's
+            # sample_y draws the same way)
+            out[:, cols] = rng.multivariate_normal(mean, cov, size=len(cols), method="eigh",
+                                                   check_valid="ignore").T
+        return out

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import json
 import warnings
+from functools import partial
 
 import jax
 import jax.numpy as jnp
@@ -25,8 +26,10 @@ from bayeskern.blr import Stats, scan_feature_stats
 from bayeskern.devices import limit_blas
 from bayeskern.estimators.base import (
     BayesianEstimatorMixin,
+    JointPredictiveMixin,
     PredictiveRegressorMixin,
     Standardizer,
+    cached_jit,
     check_numeric,
     data_unit_variables,
     flat_draws,
@@ -163,12 +166,8 @@ class _GPBase(BayesianEstimatorMixin, BaseEstimator):
 
     def _cached_jit(self, name, make):
         """``jax.jit(make(kernel_, x_std_.scale))``, cached per fit (see :meth:`_draw_map`)."""
-        cache = self.__dict__.setdefault("_cache", {})
-        hit = cache.get(name)
-        if hit is None or hit[0] is not self.kernel_ or hit[1] is not self.x_std_:
-            jf = jax.jit(make(self.kernel_, self.x_std_.scale))
-            hit = cache[name] = (self.kernel_, self.x_std_, jf)
-        return hit[2]
+        return cached_jit(self, name, lambda: make(self.kernel_, self.x_std_.scale),
+                          self.kernel_, self.x_std_)
 
     def _sample(self, model, Xs, y_model, y_observed, X, model_kwargs=None):
         """Run NUTS on ``model``; ``model_kwargs`` default to the exact GP's (X, y, prepared)."""
@@ -288,7 +287,7 @@ LOO_MAX_WORK = 5 * 10**10
 
 
 @register_estimator
-class GPRegressor(PredictiveRegressorMixin, RegressorMixin, _GPBase):  # noqa: D101 (__doc__ is an f-string)
+class GPRegressor(JointPredictiveMixin, PredictiveRegressorMixin, RegressorMixin, _GPBase):  # noqa: D101 (__doc__ is an f-string)
     __doc__ = f"""Bayesian Gaussian-process regression (exact or Hilbert-space marginal likelihood).
 
     The model (``models/gp.py``) on standardized data is
@@ -348,6 +347,20 @@ class GPRegressor(PredictiveRegressorMixin, RegressorMixin, _GPBase):  # noqa: D
         computed on a random subset of rows, recorded in ``posterior.attrs["loo_subsample"]``
         (the ``obs`` coordinates are the rows used). ``posterior.attrs`` also records
         ``approximation`` and, for the basis, ``hsgp_design`` (JSON).
+
+        The posterior holds the sampled sites in standardized units (``rbf_lengthscale``,
+        ``amplitude``, ``noise``...) and, for ``az.summary``, the same draws in data units:
+        ``<leaf>_lengthscale_data_units`` and ``<leaf>_period_data_units`` (units of each
+        column of ``X``, dims ``feature``), ``amplitude_data_units`` and ``noise_data_units``
+        (units of ``y``) (:func:`bayeskern.estimators.base.data_unit_variables`).
+        ``posterior_predictive`` holds ``y``: one replicated data set per posterior draw at
+        the training rows of the log-likelihood (dims ``chain, draw, obs``; draws thinned
+        when rows × draws exceed :data:`~bayeskern.estimators.base.PREDICTIVE_MAX_VALUES`,
+        :func:`~bayeskern.estimators.base.thin_draws`), so that ``az.plot_ppc``,
+        ``az.plot_loo_pit(idata, y="y")`` and ``az.compare`` work; :meth:`add_predictions`
+        adds ``predictions`` and ``predictions_constant_data`` for new rows. For joint
+        sample paths and the latent covariance see :meth:`sample_y` and
+        ``predict(X, return_cov=True)``.
     convergence_ : ConvergenceReport
     kernel_ : the fitted, named kernel.
     approximation_ : {{"exact", "hsgp"}}
@@ -672,42 +685,13 @@ class GPRegressor(PredictiveRegressorMixin, RegressorMixin, _GPBase):  # noqa: D
         The exact GP averages the per-draw Gaussian predictives; the Hilbert-space basis
         model reads the same mixture mean and standard deviation off the weights' posterior
         moments (:meth:`_hsgp_moments`), in blocks of rows, so that predicting 10^6 rows
-        costs one :math:`M \times M` product per row block, not one per draw.
-
-        Parameters
-        ----------
-        X : array-like (n, n_features)
-        return_std : bool
-            Also return the standard deviation of a new **observation** (noise included):
-            :math:`\\mathrm{sd}_i^2 = \\frac1S\\sum_s (v_{s,i} + \\sigma_s^2 +
-            \\mu_{s,i}^2) - \\bar\\mu_i^2`.
-        return_cov : bool
-            Also return the ``(n, n)`` posterior-predictive covariance of the **latent**
-            function :math:`f` (noise excluded, as scikit-learn's
-            ``GaussianProcessRegressor`` without a ``WhiteKernel``), the mixture over draws
-            :math:`\\mathrm{Cov}[f] = \\frac1S\\sum_s \\Sigma_s + \\mathrm{Cov}_s[\\mu_s]`
-            (law of total covariance) with :math:`\\mu_s, \\Sigma_s` the conditional mean
-            and covariance of draw :math:`s` (Rasmussen & Williams 2006, eqs. 2.23-2.24; with
-            the basis, :math:`\\Phi G \\Phi^\\top`, :meth:`_hsgp_moments`). So
-            ``diag(cov) + mean(noise_data_units**2)`` equals ``std**2``. At most one of
-            ``return_std`` and ``return_cov``.
-
-        Returns
-        -------
-        mean : (n,)
-        std : (n,), only with ``return_std``
-        cov : (n, n), only with ``return_cov``
+        costs one :math:`M \\times M` product per row block, not one per draw; its latent
+        covariance is :math:`\\Phi G \\Phi^\\top`. Parameters and returns as
+        :meth:`bayeskern.estimators.base.JointPredictiveMixin.predict`: ``return_std`` is
+        of a new observation (noise included), ``return_cov`` of the latent :math:`f`.
         """
-        if return_std and return_cov:
-            raise ValueError("return_std and return_cov cannot both be True (at most one, as "
-                             "in scikit-learn's GaussianProcessRegressor)")
-        if return_cov:
-            X = self._validate_predict(X)
-            mean, cov = self._latent_moments(self.x_std_.transform(X))
-            s = float(np.squeeze(self.y_std_.scale))
-            return mean * s + self.y_std_.mean, cov * s * s
-        if getattr(self, "approximation_", "exact") != "hsgp":
-            return super().predict(X, return_std=return_std)
+        if return_cov or getattr(self, "approximation_", "exact") != "hsgp":
+            return super().predict(X, return_std=return_std, return_cov=return_cov)
         Xs = self.x_std_.transform(self._validate_predict(X))
         self._warn_outside_box(Xs)
         w_bar, G, nu_bar = (jnp.asarray(a) for a in self._hsgp_moments())
@@ -720,72 +704,45 @@ class GPRegressor(PredictiveRegressorMixin, RegressorMixin, _GPBase):  # noqa: D
         return (mean, np.sqrt(np.maximum(var, 0.0)) * self.y_std_.scale) if return_std \
             else mean
 
-    def _latent_moments(self, Xs):
-        """Mixture mean and covariance of the latent :math:`f` at ``Xs`` (standardized)."""
-        if getattr(self, "approximation_", "exact") == "hsgp":
-            self._warn_outside_box(Xs)
-            w_bar, G, _ = self._hsgp_moments()
-            Phi = np.asarray(self.hsgp_design_.features(jnp.asarray(Xs)))
-            return Phi @ w_bar, Phi @ G @ Phi.T
+    def _standardize_x(self, X):
+        return self.x_std_.transform(X)
+
+    def _joint_fn(self):
+        return partial(_latent_joint, self.kernel_, self.x_std_.scale)
+
+    def _joint_args(self, Xs):
         draws, Xtr, ytr = self._training_draws()
-        fn = self._cached_jit("latent_moments", lambda kernel, x_scale: (
-            lambda d, Xt, yt, Xn: _mixture_joint(kernel, x_scale, d, Xt, yt, Xn)))
-        mean, cov = fn(draws, Xtr, ytr, jnp.asarray(Xs))
-        return np.asarray(mean), np.asarray(cov)
+        return draws, (Xtr, ytr, jnp.asarray(Xs))
 
-    @limit_blas
-    def sample_y(self, X, n_samples: int = 1, random_state=None):
-        """Joint draws of the latent function at the rows of ``X``, ``(n, n_samples)``.
+    def _latent_moments(self, Xs):
+        """Mixture mean and covariance of the latent :math:`f` at ``Xs`` (standardized).
 
-        As scikit-learn's ``GaussianProcessRegressor.sample_y``, integrating over the
-        hyper-parameter posterior: for each sample a posterior draw :math:`s` uniformly,
-        then :math:`f \\sim N(\\mu_s, \\Sigma_s)` jointly over the rows, with the full
-        conditional covariance of that draw (Rasmussen & Williams 2006, eqs. 2.23-2.24;
-        with the basis, the weights :math:`w \\sim N(\\bar w_s, R_s^\\top R_s)` and
-        :math:`f = \\Phi w`). Noise-free sample paths in the units of ``y``; their
-        covariance over many samples is ``predict(X, return_cov=True)[1]``.
-
-        Parameters
-        ----------
-        X : array-like (n, n_features)
-        n_samples : int
-            Sample paths.
-        random_state : int, Generator or None
-            Seed (``None``: the estimator's ``random_state``); the same seed gives the
-            same paths.
-
-        Returns
-        -------
-        ndarray (n, n_samples)
+        The basis model: :math:`\\Phi\\bar w` and :math:`\\Phi G\\Phi^\\top`
+        (:meth:`_hsgp_moments`); the exact GP: :func:`~bayeskern.estimators.base.mixture_joint`.
         """
-        if isinstance(n_samples, bool) or not isinstance(n_samples, (int, np.integer)) \
-                or n_samples < 1:
-            raise ValueError(f"n_samples must be a positive int, got {n_samples!r}")
-        X = self._validate_predict(X)
-        Xs = self.x_std_.transform(X)
-        rng = np.random.default_rng(draw_seed(self._seed() if random_state is None
-                                              else random_state))
+        if getattr(self, "approximation_", "exact") != "hsgp":
+            return super()._latent_moments(Xs)
+        self._warn_outside_box(Xs)
+        w_bar, G, _ = self._hsgp_moments()
+        Phi = np.asarray(self.hsgp_design_.features(jnp.asarray(Xs)))
+        return Phi @ w_bar, Phi @ G @ Phi.T
+
+    def _latent_paths(self, Xs, n_samples, rng):
+        """Joint paths; the basis model draws :math:`w = \\bar w_s + R_s^\\top z`.
+
+        Then :math:`f = \\Phi w`, since draw :math:`s`'s weights are
+        :math:`N(\\bar w_s, R_s^\\top R_s)`.
+        """
+        if getattr(self, "approximation_", "exact") != "hsgp":
+            return super()._latent_paths(Xs, n_samples, rng)
+        self._warn_outside_box(Xs)
         draws = self._draws()
         pick = rng.integers(len(next(iter(draws.values()))), size=n_samples)
-        out = np.empty((len(Xs), n_samples))
-        if getattr(self, "approximation_", "exact") == "hsgp":
-            self._warn_outside_box(Xs)
-            R, w, _ = (np.asarray(a) for a in self._hsgp_factor_fn()(
-                {k: v[pick] for k, v in draws.items()}, self._hsgp_stats))
-            # w ~ N(w_s, R_s^T R_s): w = w_s + R_s^T z
-            W = w + np.einsum("sij,si->sj", R, rng.standard_normal(w.shape))
-            out[:] = np.asarray(self.hsgp_design_.features(jnp.asarray(Xs))) @ W.T
-        else:
-            draws, Xtr, ytr = self._training_draws()
-            fn = self._cached_jit("latent_joint", lambda kernel, x_scale: (
-                lambda d, Xt, yt, Xn: _latent_joint(kernel, x_scale, d, Xt, yt, Xn)))
-            for s in np.unique(pick):
-                cols = np.flatnonzero(pick == s)
-                mean, cov = (np.asarray(a) for a in fn({k: v[s] for k, v in draws.items()},
-                                                      Xtr, ytr, jnp.asarray(Xs)))
-                out[:, cols] = rng.multivariate_normal(mean, cov, size=len(cols),
-                                                       method="eigh", check_valid="ignore").T
-        return out * float(np.squeeze(self.y_std_.scale)) + self.y_std_.mean
+        R, w, _ = (np.asarray(a) for a in self._hsgp_factor_fn()(
+            {k: v[pick] for k, v in draws.items()}, self._hsgp_stats))
+        # w ~ N(w_s, R_s^T R_s)
+        W = w + np.einsum("sij,si->sj", R, rng.standard_normal(w.shape))
+        return np.asarray(self.hsgp_design_.features(jnp.asarray(Xs))) @ W.T
 
     def _training_draws(self):
         """Posterior draws with their cached prediction factors, and the training data.
@@ -1080,23 +1037,6 @@ def _latent_joint(kernel, x_scale, draw, Xt, yt, Xn):
     Ks = kernel_matrix(kernel, theta, draw["amplitude"], Xt, Xn)
     V = Linv @ Ks
     return Ks.T @ alpha, kernel_matrix(kernel, theta, draw["amplitude"], Xn, Xn) - V.T @ V
-
-
-def _mixture_joint(kernel, x_scale, draws, Xt, yt, Xn):
-    """Mixture mean and covariance of :func:`_latent_joint` over the draws.
-
-    :math:`\\bar\\mu = \\frac1S\\sum_s\\mu_s` and :math:`\\frac1S\\sum_s(\\Sigma_s +
-    \\mu_s\\mu_s^\\top) - \\bar\\mu\\bar\\mu^\\top` (law of total covariance).
-    One draw at a time (``lax.scan``), so memory holds one :math:`n \\times n` sum.
-    """
-    def add(carry, draw):
-        mean, cov = _latent_joint(kernel, x_scale, draw, Xt, yt, Xn)
-        return (carry[0] + mean, carry[1] + cov + jnp.outer(mean, mean)), None
-
-    n = Xn.shape[0]
-    (m, c), _ = jax.lax.scan(add, (jnp.zeros(n), jnp.zeros((n, n))), draws)
-    S = jax.tree_util.tree_leaves(draws)[0].shape[0]
-    return m / S, c / S - jnp.outer(m / S, m / S)
 
 
 @jax.jit
