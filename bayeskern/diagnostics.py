@@ -234,7 +234,8 @@ def convergence_report(
     ----------
     var_names
         Variables to judge; default every posterior variable except per-observation ones
-        (``eta``, ``f``), which are judged through the hyper-parameters. Pass
+        (``eta``, ``f``), which are judged through the hyper-parameters, and the data-unit
+        restatements (``*_data_units``, monotone functions of judged variables). Pass
         permutation-invariant quantities for mixture models (label switching makes R-hat
         on raw component parameters meaningless).
     warn

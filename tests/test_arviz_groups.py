@@ -190,7 +190,7 @@ def test_return_cov_is_the_exact_conditional():
     np.testing.assert_allclose(np.cov(F), ref_cov, atol=0.03 * sy**2)
 
 
-@pytest.mark.parametrize("name", ["gp", "hsgp"])
+@pytest.mark.parametrize("name", ["gp", "hsgp", "gabasr"])
 def test_return_cov_diagonal_and_sample_y(fitted, name):
     est = fitted[2][name]
     Xn = np.linspace(-0.5, 5.5, 8)[:, None]
