@@ -30,6 +30,8 @@ __all__ = [
     "from_mcmc",
     "set_attrs",
     "add_group",
+    "add_variables",
+    "DATA_UNITS_SUFFIX",
     "summary",
     "ConvergenceReport",
     "convergence_report",
@@ -113,6 +115,28 @@ def add_group(idata, group, data: dict, *, dims=None, coords=None, sample_dims=T
         warnings.simplefilter("ignore")
         idata.add_groups({group: ds})
     return idata
+
+
+#: suffix of the posterior variables that restate sampled hyper-parameters in data units
+DATA_UNITS_SUFFIX = "_data_units"
+
+
+def add_variables(idata, group: str, data: dict, *, dims=None, coords=None) -> None:
+    """Add (or replace) variables ``(chain, draw, ...)`` in ``group``, keeping its attrs.
+
+    For deterministic functions of the draws, such as hyper-parameters restated in data
+    units (names ending in :data:`DATA_UNITS_SUFFIX`).
+    """
+    dims, coords = dims or {}, coords or {}
+    ds = getattr(idata, group)
+    new = {}
+    for name, arr in data.items():
+        arr = np.asarray(arr)
+        var_dims = ["chain", "draw"] + list(dims.get(name, []))[:arr.ndim - 2]
+        var_dims += [f"{name}_dim_{i}" for i in range(arr.ndim - len(var_dims))]
+        new[name] = xr.DataArray(arr, dims=var_dims,
+                                 coords={d: coords[d] for d in var_dims if d in coords})
+    setattr(idata, group, ds.assign(new))
 
 
 def add_coords(idata, group: str, **coords) -> None:
@@ -210,7 +234,8 @@ def convergence_report(
     ----------
     var_names
         Variables to judge; default every posterior variable except per-observation ones
-        (``eta``, ``f``), which are judged through the hyper-parameters. Pass
+        (``eta``, ``f``), which are judged through the hyper-parameters, and the data-unit
+        restatements (``*_data_units``, monotone functions of judged variables). Pass
         permutation-invariant quantities for mixture models (label switching makes R-hat
         on raw component parameters meaningless).
     warn
@@ -223,7 +248,8 @@ def convergence_report(
     """
     post = idata.posterior
     if var_names is None:
-        var_names = [v for v in post.data_vars if v not in ("eta", "f")]
+        var_names = [v for v in post.data_vars if v not in ("eta", "f")
+                     and not v.endswith(DATA_UNITS_SUFFIX)]
     n_chains = post.sizes["chain"]
     n_draws = post.sizes["chain"] * post.sizes["draw"]
     with warnings.catch_warnings(), _quiet_arviz_log():

@@ -194,6 +194,23 @@ class MixturePredictive:
         z = special.ndtri(u) if self.df is None else special.stdtrit(self.df[idx, cols], u)
         return self.loc[idx, cols] + self.scale[idx, cols] * z
 
+    def sample_components(self, components, random_state=None, row_offset: int = 0,
+                          stream: int = 2) -> np.ndarray:
+        """Return one draw from each listed component, ``(len(components), n)``.
+
+        :math:`y_{ji} = \\mu_{s_j i} + \\sigma_{s_j i} z_{ji}` with :math:`s_j` =
+        ``components[j]`` and :math:`z` standard normal (or Student-t with the component's
+        degrees of freedom) by inversion of :func:`row_uniforms` at row ``row_offset + i``
+        and ``stream``: the replicated data of posterior draw :math:`s_j`, the draws a
+        posterior predictive check compares with the data (Gelman, Meng & Stern 1996).
+        """
+        seed = draw_seed(random_state)
+        comp = np.asarray(components, dtype=np.int64)
+        rows = row_offset + np.arange(self.loc.shape[1])
+        u = row_uniforms(seed, rows, len(comp), stream)
+        z = special.ndtri(u) if self.df is None else special.stdtrit(self.df[comp], u)
+        return self.loc[comp] + self.scale[comp] * z
+
     def subset(self, sl) -> MixturePredictive:
         """Return the mixture restricted to points ``sl``."""
         return MixturePredictive(self.loc[:, sl], self.scale[:, sl],

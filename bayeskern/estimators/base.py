@@ -13,10 +13,12 @@ Every Bayesian estimator in bayeskern
 from __future__ import annotations
 
 import numbers
+from functools import partial
 
 import jax
 import jax.numpy as jnp
 import numpy as np
+from sklearn.base import is_classifier
 from sklearn.utils import check_random_state
 from sklearn.utils.validation import check_is_fitted
 from sklearn.utils.validation import validate_data as _sk_validate_data
@@ -24,9 +26,11 @@ from sklearn.utils.validation import validate_data as _sk_validate_data
 from bayeskern import diagnostics
 from bayeskern.batching import batched_map, pad_rows
 from bayeskern.inference import check_sampler_counts
+from bayeskern.predictive import draw_seed, row_uniforms
 
 __all__ = ["BayesianEstimatorMixin", "PredictiveRegressorMixin", "Standardizer", "flat_draws",
-           "map_draws", "validate_binary", "batched_map"]
+           "map_draws", "validate_binary", "batched_map", "thin_draws", "data_unit_variables",
+           "PREDICTIVE_MAX_VALUES", "JointPredictiveMixin", "mixture_joint", "cached_jit"]
 
 
 class Standardizer:
@@ -156,6 +160,59 @@ def validate_binary(y) -> tuple[np.ndarray, np.ndarray]:
     return classes, y01.astype(np.int32)
 
 
+def data_unit_variables(posterior, kernel, x_scale, y_scale=None) -> tuple[dict, dict]:
+    """Restate the sampled length hyper-parameters (and amplitudes, noise) in data units.
+
+    The sampler works on inputs standardized per column (:math:`\\tilde x_j = (x_j -
+    m_j)/s_j`) and, for regression, on :math:`\\tilde y = (y - m_y)/s_y`. A length
+    :math:`\\tilde\\ell` (length-scale, period: parameters with ``Hyper.length``) is
+    :math:`\\ell_j = \\tilde\\ell\\, s_j` in the units of column :math:`j` (so one value
+    per column even for an isotropic kernel, dims ``feature``); with ``y_scale`` the
+    amplitudes :math:`a_t` and the noise :math:`\\sigma` become :math:`a_t s_y` and
+    :math:`\\sigma s_y`. Returns ``(arrays (chain, draw, ...), dims)`` named
+    ``<site>_data_units`` (:data:`~bayeskern.diagnostics.DATA_UNITS_SUFFIX`).
+    """
+    suffix = diagnostics.DATA_UNITS_SUFFIX
+    x_scale = np.asarray(x_scale, dtype=float)
+    data, dims = {}, {}
+    for leaf in kernel.leaves():
+        for p, h in leaf.hyperparameters().items():
+            site = leaf._site(p)
+            if h.length and site in posterior:
+                a = np.asarray(posterior[site])
+                data[site + suffix] = (a[..., None] if a.ndim == 2 else a) * x_scale
+                dims[site + suffix] = ["feature"]
+    for site in ("amplitude", "noise") if y_scale is not None else ():
+        if site in posterior:
+            data[site + suffix] = np.asarray(posterior[site]) * float(np.squeeze(y_scale))
+            dims[site + suffix] = list(posterior[site].dims[2:])
+    return data, dims
+
+
+#: most values (rows x draws) stored in a ``posterior_predictive`` or ``predictions`` group
+#: (2**24 float64: 128 MiB); beyond, :func:`thin_draws` keeps fewer posterior draws
+PREDICTIVE_MAX_VALUES = 2**24
+
+
+def thin_draws(n_chain: int, n_draw: int, n_rows: int, n_draws: int | None = None,
+               max_values: int | None = None) -> np.ndarray:
+    """Flat indices of the posterior draws kept for a predictive group.
+
+    All :math:`C \\times D` draws when they fit, else :math:`k = \\max(1,
+    \\lfloor K / C\\rfloor)` evenly spaced draws of each chain, with :math:`K =
+    \\min(n_{draws}, \\lfloor V / n_{rows}\\rfloor)` and :math:`V` = ``max_values``
+    (default :data:`PREDICTIVE_MAX_VALUES`): the
+    stored values stay below :math:`V` (or :math:`C \\cdot n_{rows}`) whatever the rows.
+    Every chain keeps the same draws, so the group stays ``(chain, draw, obs)``.
+    """
+    max_values = PREDICTIVE_MAX_VALUES if max_values is None else max_values
+    total = n_chain * n_draw if n_draws is None else min(n_chain * n_draw, int(n_draws))
+    total = min(total, max_values // max(n_rows, 1))
+    per_chain = max(1, total // n_chain)
+    keep = np.unique(np.linspace(0, n_draw - 1, per_chain).round().astype(np.int64))
+    return (np.arange(n_chain)[:, None] * n_draw + keep[None, :]).ravel()
+
+
 class BayesianEstimatorMixin:
     """Common behaviour of the NUTS-based estimators (sampler settings, validation, save)."""
 
@@ -200,6 +257,105 @@ class BayesianEstimatorMixin:
         """PSIS-LOO of the fitted model (pointwise log-likelihood in the data's units)."""
         check_is_fitted(self)
         return diagnostics.loo(self.idata_)
+
+    # ------------------------------------------------------------------ posterior predictive
+    def _replicates(self, X, draws, seed: int, stream: int, row_offset: int = 0):
+        """Replicated observations at ``X``, one per posterior draw in ``draws``.
+
+        ``draws`` are flat indices over (chain, draw). A regressor draws from component
+        :math:`s` of :meth:`predictive`; a classifier from Bernoulli(:math:`p_s`) with
+        :math:`p_s` the draw's class-1 probability (``_draw_probabilities``), encoded as
+        ``observed_data["y"]`` is. When the predictive mixes fewer components :math:`S'`
+        than there are posterior draws :math:`S` (LAB-RBF's one Student-t law, GaBaSR
+        conditioned on all rows), draw :math:`j` uses component
+        :math:`\\lfloor jS'/S\\rfloor`. Returns ``(len(draws), n)``.
+        """
+        post = self.idata_.posterior
+        n_total = post.sizes["chain"] * post.sizes["draw"]
+        if not is_classifier(self):
+            pred = self.predictive(X)
+            comp = np.asarray(draws) * pred.loc.shape[0] // n_total
+            return pred.sample_components(comp, seed, row_offset=row_offset, stream=stream)
+        P = np.asarray(self._draw_probabilities(X))
+        comp = np.asarray(draws) * P.shape[0] // n_total
+        rows = row_offset + np.arange(P.shape[1])
+        y01 = (row_uniforms(seed, rows, len(comp), stream) < P[comp]).astype(np.int64)
+        observed = np.asarray(self.idata_.observed_data["y"])
+        if np.issubdtype(observed.dtype, np.number) and np.isin(observed, (0, 1)).all():
+            return y01
+        return np.asarray(self.classes_)[y01]
+
+    def _predictive_group(self, X, draws, seed: int, stream: int) -> np.ndarray:
+        """:meth:`_replicates` in row blocks, shaped ``(chain, kept draws, n)``."""
+        post = self.idata_.posterior
+        n, step = len(X), max(256, PREDICT_BLOCK_ELEMENTS // max(1, len(draws)))
+        parts = [self._replicates(X[sl], draws, seed, stream, row_offset=sl.start)
+                 for sl in (slice(a, a + step) for a in range(0, max(n, 1), step))]
+        out = np.concatenate(parts, axis=1)
+        return out.reshape(post.sizes["chain"], -1, out.shape[-1])
+
+    def _add_posterior_predictive(self) -> None:
+        """Store ``posterior_predictive`` ``y``: replicated data at the training inputs.
+
+        The rows of the ``log_likelihood`` group (all rows unless it was subsampled), so that
+        ArviZ's LOO-PIT pairs each replicate with its log density; posterior draws thinned
+        by :func:`thin_draws`. Seeded by ``random_state``.
+        """
+        idata = self.idata_
+        rows = np.arange(idata.constant_data.sizes["obs"]) if "log_likelihood" not in \
+            idata.groups() else np.asarray(idata.log_likelihood["obs"])
+        X = np.asarray(idata.constant_data["X"])[rows] if "constant_data" in idata.groups() \
+            else None
+        post = idata.posterior
+        draws = thin_draws(post.sizes["chain"], post.sizes["draw"], len(rows))
+        y = self._predictive_group(X, draws, self._seed(), stream=2)
+        diagnostics.add_group(idata, "posterior_predictive", {"y": y}, dims={"y": ["obs"]},
+                              coords={"obs": rows})
+        diagnostics.add_coords(idata, "posterior_predictive",
+                               draw=np.asarray(post["draw"])[draws[:y.shape[1]]])
+        diagnostics.set_attrs(idata, posterior_predictive_draws=int(y.shape[1]))
+
+    def add_predictions(self, X, n_draws: int | None = None, random_state=None):
+        """Add ``predictions`` and ``predictions_constant_data`` groups for new inputs ``X``.
+
+        PyMC's ``sample_posterior_predictive(..., predictions=True,
+        extend_inferencedata=True)``: for posterior draw :math:`s` one draw
+        :math:`\\tilde y^{(s)} \\sim p(\\tilde y \\mid \\theta_s, \\mathcal D)` at each
+        row of ``X`` (marginal per row; Gelman et al. 2013, ch. 6), in the units (or
+        labels) of ``y``, dims ``(chain, draw, obs)``; ``X`` itself goes to
+        ``predictions_constant_data``. A later call replaces both groups.
+
+        Parameters
+        ----------
+        X : array-like (n, n_features)
+        n_draws : int or None
+            Posterior draws used, at most (evenly thinned within each chain,
+            :func:`thin_draws`); ``None``: all, up to :data:`PREDICTIVE_MAX_VALUES` values.
+        random_state : int, Generator or None
+            Seed of the draws (``None``: the estimator's ``random_state``).
+
+        Returns
+        -------
+        arviz.InferenceData
+            ``idata_``, extended.
+        """
+        check_is_fitted(self)
+        if n_draws is not None and (isinstance(n_draws, bool)
+                                    or not isinstance(n_draws, numbers.Integral) or n_draws < 1):
+            raise ValueError(f"n_draws must be None or a positive int, got {n_draws!r}")
+        X = self._validate_predict(X)
+        post = self.idata_.posterior
+        draws = thin_draws(post.sizes["chain"], post.sizes["draw"], len(X), n_draws)
+        seed = draw_seed(self._seed() if random_state is None else random_state)
+        y = self._predictive_group(X, draws, seed, stream=3)
+        coords = self._coords(len(X))
+        diagnostics.add_group(self.idata_, "predictions", {"y": y}, dims={"y": ["obs"]},
+                              coords=coords)
+        diagnostics.add_coords(self.idata_, "predictions",
+                               draw=np.asarray(post["draw"])[draws[:y.shape[1]]])
+        diagnostics.add_group(self.idata_, "predictions_constant_data", {"X": X},
+                              dims={"X": ["obs", "feature"]}, coords=coords, sample_dims=False)
+        return self.idata_
 
     # ------------------------------------------------------------------ saving (no pickle)
     def _save_state(self) -> tuple[dict, dict]:
@@ -330,3 +486,135 @@ class PredictiveRegressorMixin:
         """
         seed = self._seed() if random_state is None else random_state
         return self.predictive(X).sample(n_draws, seed, row_offset=row_offset)
+
+
+def cached_jit(est, name: str, make, *keys):
+    """``jax.jit(make())`` cached on ``est`` under ``name`` while ``keys`` are the same objects.
+
+    The keys are fitted objects (``idata_``, ``kernel_``...) that a new fit replaces, so a
+    refit recompiles and repeated predictions do not; the cache is dropped when pickling.
+    """
+    cache = est.__dict__.setdefault("_cache", {})
+    hit = cache.get(name)
+    if hit is None or len(hit[0]) != len(keys) \
+            or any(a is not b for a, b in zip(hit[0], keys, strict=True)):
+        hit = cache[name] = (keys, jax.jit(make()))
+    return hit[1]
+
+
+def mixture_joint(joint, draws: dict, *args):
+    """Mixture mean and covariance over posterior draws of per-draw joint Gaussians.
+
+    With ``joint(draw, *args) = (mu_s, Sigma_s)``: :math:`\\bar\\mu = \\frac1S\\sum_s
+    \\mu_s` and :math:`\\frac1S\\sum_s(\\Sigma_s + \\mu_s\\mu_s^\\top) -
+    \\bar\\mu\\bar\\mu^\\top` (law of total covariance). One draw at a time
+    (``lax.scan``), so memory holds one :math:`n \\times n` sum.
+    """
+    first = jax.tree_util.tree_map(lambda a: a[0], draws)
+    n = jax.eval_shape(joint, first, *args)[0].shape[0]
+
+    def add(carry, draw):
+        mean, cov = joint(draw, *args)
+        return (carry[0] + mean, carry[1] + cov + jnp.outer(mean, mean)), None
+
+    (m, c), _ = jax.lax.scan(add, (jnp.zeros(n), jnp.zeros((n, n))), draws)
+    S = jax.tree_util.tree_leaves(draws)[0].shape[0]
+    return m / S, c / S - jnp.outer(m / S, m / S)
+
+
+class JointPredictiveMixin:
+    """``predict(X, return_cov=True)`` and ``sample_y`` from per-draw Gaussian latents.
+
+    For regressors whose predictive given posterior draw :math:`s` is Gaussian, with latent
+    mean :math:`\\mu_s` and covariance :math:`\\Sigma_s` over the rows of ``X``
+    (Rasmussen & Williams 2006, eqs. 2.23-2.24). Subclasses give ``_joint_fn()``, a
+    jittable ``joint(draw, *args) -> (mu_s, Sigma_s)`` in standardized units, and
+    ``_joint_args(Xs) -> (draws, args)``; results are returned in the units of ``y``.
+    """
+
+    def predict(self, X, return_std: bool = False, return_cov: bool = False):
+        """Posterior predictive mean, with its standard deviation or the latent covariance.
+
+        Parameters
+        ----------
+        X : array-like (n, n_features)
+        return_std : bool
+            Also return the standard deviation of a new **observation** (noise included):
+            :math:`\\mathrm{sd}_i^2 = \\frac1S\\sum_s (v_{s,i} + \\sigma_s^2 +
+            \\mu_{s,i}^2) - \\bar\\mu_i^2`.
+        return_cov : bool
+            Also return the ``(n, n)`` posterior-predictive covariance of the **latent**
+            function :math:`f` (noise excluded, as scikit-learn's
+            ``GaussianProcessRegressor`` without a ``WhiteKernel``), the mixture over draws
+            :math:`\\frac1S\\sum_s \\Sigma_s + \\mathrm{Cov}_s[\\mu_s]` (law of total
+            covariance, :func:`mixture_joint`). So ``diag(cov)`` plus the mean noise
+            variance equals ``std**2``. At most one of ``return_std`` and ``return_cov``.
+
+        Returns
+        -------
+        mean : (n,)
+        std : (n,), only with ``return_std``
+        cov : (n, n), only with ``return_cov``
+        """
+        if return_std and return_cov:
+            raise ValueError("return_std and return_cov cannot both be True (at most one, as "
+                             "in scikit-learn's GaussianProcessRegressor)")
+        if not return_cov:
+            return super().predict(X, return_std=return_std)
+        X = self._validate_predict(X)
+        mean, cov = self._latent_moments(self._standardize_x(X))
+        s = float(np.squeeze(self.y_std_.scale))
+        return mean * s + self.y_std_.mean, cov * s * s
+
+    def _latent_moments(self, Xs):
+        draws, args = self._joint_args(Xs)
+        fn = cached_jit(self, "mixture_joint", lambda: partial(mixture_joint, self._joint_fn()),
+                        self.idata_)
+        return tuple(np.asarray(a) for a in fn(draws, *args))
+
+    def sample_y(self, X, n_samples: int = 1, random_state=None):
+        """Joint draws of the latent function at the rows of ``X``, ``(n, n_samples)``.
+
+        As scikit-learn's ``GaussianProcessRegressor.sample_y``, integrating over the
+        hyper-parameter posterior: for each sample a posterior draw :math:`s` uniformly,
+        then :math:`f \\sim N(\\mu_s, \\Sigma_s)` jointly over the rows, with the full
+        conditional covariance of that draw (Rasmussen & Williams 2006, eqs. 2.23-2.24).
+        Noise-free sample paths in the units of ``y``; their covariance over many samples
+        is ``predict(X, return_cov=True)[1]``.
+
+        Parameters
+        ----------
+        X : array-like (n, n_features)
+        n_samples : int
+            Sample paths.
+        random_state : int, Generator or None
+            Seed (``None``: the estimator's ``random_state``); the same seed gives the
+            same paths.
+
+        Returns
+        -------
+        ndarray (n, n_samples)
+        """
+        if isinstance(n_samples, bool) or not isinstance(n_samples, numbers.Integral) \
+                or n_samples < 1:
+            raise ValueError(f"n_samples must be a positive int, got {n_samples!r}")
+        X = self._validate_predict(X)
+        rng = np.random.default_rng(draw_seed(self._seed() if random_state is None
+                                              else random_state))
+        F = self._latent_paths(self._standardize_x(X), n_samples, rng)
+        return F * float(np.squeeze(self.y_std_.scale)) + self.y_std_.mean
+
+    def _latent_paths(self, Xs, n_samples: int, rng) -> np.ndarray:
+        """``(n, n_samples)`` paths: per sample a draw, then ``multivariate_normal``."""
+        draws, args = self._joint_args(Xs)
+        fn = cached_jit(self, "joint", self._joint_fn, self.idata_)
+        pick = rng.integers(len(next(iter(draws.values()))), size=n_samples)
+        out = np.empty((len(Xs), n_samples))
+        for s in np.unique(pick):
+            cols = np.flatnonzero(pick == s)
+            mean, cov = (np.asarray(a) for a in fn({k: v[s] for k, v in draws.items()}, *args))
+            # eigh: the conditional covariance may be singular to rounding (scikit-learn's
+            # sample_y draws the same way)
+            out[:, cols] = rng.multivariate_normal(mean, cov, size=len(cols), method="eigh",
+                                                   check_valid="ignore").T
+        return out

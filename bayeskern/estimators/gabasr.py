@@ -60,7 +60,12 @@ from threadpoolctl import threadpool_limits
 
 from bayeskern import diagnostics
 from bayeskern.batching import row_slices
-from bayeskern.estimators.base import PredictiveRegressorMixin, Standardizer, map_draws
+from bayeskern.estimators.base import (
+    JointPredictiveMixin,
+    PredictiveRegressorMixin,
+    Standardizer,
+    map_draws,
+)
 from bayeskern.estimators.gabasr_base import PARAMS_DOC, _GaBaSRBase
 from bayeskern.estimators.gabasr_classifier import GaBaSRClassifier
 from bayeskern.inference import run_nuts
@@ -80,7 +85,8 @@ __all__ = ["GaBaSRRegressor", "GaBaSRClassifier", "RobustScaler1"]
 
 
 @register_estimator
-class GaBaSRRegressor(PredictiveRegressorMixin, RegressorMixin, _GaBaSRBase):  # noqa: D101 (__doc__ is an f-string)
+class GaBaSRRegressor(  # noqa: D101 (__doc__ is an f-string)
+        JointPredictiveMixin, PredictiveRegressorMixin, RegressorMixin, _GaBaSRBase):
     __doc__ = f"""GaBaSR regression: DP spectral-mixture kernel, weights integrated out.
 
     Two models of the same spectral density, chosen by ``model``:
@@ -100,6 +106,10 @@ class GaBaSRRegressor(PredictiveRegressorMixin, RegressorMixin, _GaBaSRBase):  #
     L-BFGS modes with the inverse Hessian there as dense mass
     (:func:`bayeskern.inference.run_nuts` with ``init="map"``). Predictive: mixture over draws
     of Gaussians (Rasmussen & Williams 2006, eqs. 2.25-2.26).
+
+    With the exact model, ``predict(X, return_cov=True)`` gives the latent covariance mixed
+    over draws and :meth:`sample_y` joint sample paths
+    (:class:`~bayeskern.estimators.base.JointPredictiveMixin`).
 
     ``"features"`` (above ``exact_max_n`` rows, or ``sampler="gibbs"``, or
     ``locally_stationary=True``): random Fourier features,
@@ -166,7 +176,14 @@ class GaBaSRRegressor(PredictiveRegressorMixin, RegressorMixin, _GaBaSRBase):  #
         posterior (exact: ``trend_amp``, ``amplitude``, ``sigma0``, ``mu``, ``sigma``,
         ``noise``; features: ``log_marginal``, ``noise``, ``snr``, ``alpha``, ``weights``,
         ``mu``, ``sigma``, ``f_probe``...), sample_stats, log_likelihood (exact per-draw LOO
-        densities, data units), observed_data, constant_data.
+        densities, data units), observed_data, constant_data, and posterior_predictive
+        (``y`` replicated per posterior draw at the training rows, thinned as in
+        :func:`bayeskern.estimators.base.thin_draws`; :meth:`add_predictions` adds
+        ``predictions`` for new rows). Data-unit restatements for ``az.summary``
+        (:meth:`_add_data_units`): ``noise_data_units``; exact model also
+        ``lengthscale_data_units`` (smooth component, per column of ``X``),
+        ``period_data_units`` (periodic components, units of the first column) and
+        ``amplitude_data_units`` (units of ``y``).
     model_ : {{"exact", "features"}}
     model_description_ : str
         Which of the three GaBaSR models was fitted, by name (``_GaBaSRBase.MODELS``): the
@@ -298,8 +315,38 @@ class GaBaSRRegressor(PredictiveRegressorMixin, RegressorMixin, _GaBaSRBase):  #
             else:  # no pointwise LOO over N rows x S draws; conditioned draws instead
                 self._Ztrain, self._ytrain = Z, ys
                 self._condition_on_all_rows()
+            self._add_data_units()
+            self._add_posterior_predictive()
         self.fit_time_ = time.perf_counter() - t0
         return self
+
+    def _add_data_units(self):
+        """Posterior variables of the exact model in data units (``*_data_units``).
+
+        With :math:`z_j = (x_j - c_j)/s_j` and :math:`\\tilde y = (y - m_y)/s_y`: the
+        smooth component :math:`e^{-\\frac12\\sum_j\\sigma_{0j}^2\\tau_j^2}` has
+        length-scales :math:`\\ell_j = s_j/\\sigma_{0j}` (``lengthscale_data_units``), a
+        periodic component :math:`\\cos(\\mu_k\\tau)` the period :math:`2\\pi s_1/\\mu_k`
+        (``period_data_units``); amplitudes and noise are multiplied by :math:`s_y`. The
+        random-feature models' components switch labels, so they get only ``noise``.
+        """
+        post, sx = self.idata_.posterior, np.asarray(self.x_scaler_.scale, dtype=float)
+        sy = float(np.squeeze(self.y_std_.scale))
+        data, dims = {}, {}
+        if "sigma0" in post:
+            data["lengthscale"], dims["lengthscale"] = sx / np.asarray(post["sigma0"]), \
+                ["feature"]
+        if "mu" in post and getattr(self, "model_", None) == "exact":
+            data["period"], dims["period"] = 2 * np.pi * sx[0] / np.abs(np.asarray(post["mu"])), \
+                ["periodic"]
+        for site in ("amplitude", "noise") if self.model_ == "exact" else ("noise",):
+            if site in post:
+                data[site], dims[site] = np.asarray(post[site]) * sy, list(post[site].dims[2:])
+        suffix = diagnostics.DATA_UNITS_SUFFIX
+        diagnostics.add_variables(self.idata_, "posterior",
+                                  {k + suffix: v for k, v in data.items()},
+                                  dims={k + suffix: v for k, v in dims.items()},
+                                  coords=self._coords(0))
 
     # ------------------------------------------------------------------ exact model
     def _fit_exact(self, Z, ys, y, X):
@@ -318,7 +365,7 @@ class GaBaSRRegressor(PredictiveRegressorMixin, RegressorMixin, _GaBaSRBase):  #
             progress_bar=self.progress_bar, target_accept_prob=self.target_accept_prob,
             init="map", num_map_starts=self.num_map_starts, coords=coords,
             adapt_mass_matrix=self.num_warmup_ >= 500, judged=list(self._EXACT_SITES),
-            dims={"trend_amp": ["trend"], "amplitude": ["component"],
+            dims={"y": ["obs"], "trend_amp": ["trend"], "amplitude": ["component"],
                   "mu": ["periodic"], "sigma": ["periodic"], "sigma0": ["feature"]},
             observed={"y": y})
         diagnostics.add_group(self.idata_, "constant_data", {"X": X},
@@ -351,6 +398,24 @@ class GaBaSRRegressor(PredictiveRegressorMixin, RegressorMixin, _GaBaSRBase):  #
         S = len(next(iter(draws.values())))
         cat = lambda a: np.concatenate(a, axis=1) if a else np.zeros((S, 0))  # noqa: E731
         return cat(locs), cat(scales), None
+
+    def _standardize_x(self, X):
+        return self.x_scaler_.transform(X)
+
+    def _joint_fn(self):
+        return _exact_joint
+
+    def _joint_args(self, Zn):
+        """Draws and arguments of :func:`_exact_joint` (the exact model only)."""
+        if getattr(self, "model_", None) != "exact":
+            raise ValueError("return_cov and sample_y need the exact model (model_ == "
+                             "'exact'); the random-feature model's predictive given a draw "
+                             "is Student-t, not Gaussian")
+        Z = self._Ztrain
+        B, Bn = (G.polynomial_basis(A, self.trend_degree_) for A in (Z, Zn))
+        return self._draws(self._EXACT_SITES), (
+            G.prepare_exact(Z, B), jnp.asarray(Z), jnp.asarray(B), jnp.asarray(self._ytrain),
+            jnp.asarray(Zn), jnp.asarray(Bn))
 
     # ------------------------------------------------------------------ features model
     _FEATURE_SITES = ("weights", "mu", "sigma", "v_weights", "v_mu", "v_sigma", "snr")
@@ -440,3 +505,17 @@ class GaBaSRRegressor(PredictiveRegressorMixin, RegressorMixin, _GaBaSRBase):  #
         if df is None:
             return MixturePredictive(loc * s + m, scale * s)
         return MixturePredictive(loc * s + m, scale * s, np.asarray(df).reshape(len(loc), -1)[:, 0])
+
+
+def _exact_joint(draw, prepared, Z, B, ys, Zn, Bn):
+    """Latent mean and covariance at ``Zn`` of the exact model for one draw.
+
+    :math:`\\mu = K_*^\\top\\alpha`, :math:`\\Sigma = K_{**} - (L^{-1}K_*)^\\top
+    (L^{-1}K_*)` with the spectral-mixture-plus-trend kernel (Rasmussen & Williams 2006,
+    eqs. 2.23-2.24; :func:`bayeskern.models.gabasr.exact_cross`).
+    """
+    Linv, alpha = G.exact_factors(draw, prepared, ys)
+    Ks, _ = G.exact_cross(draw, Z, B, Zn, Bn)
+    Kss, _ = G.exact_cross(draw, Zn, Bn, Zn, Bn)
+    V = Linv @ Ks
+    return Ks.T @ alpha, Kss - V.T @ V

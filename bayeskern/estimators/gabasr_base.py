@@ -17,7 +17,12 @@ from sklearn.utils.validation import check_is_fitted
 from threadpoolctl import threadpool_limits
 
 from bayeskern import diagnostics
-from bayeskern.estimators.base import BayesianEstimatorMixin, Standardizer, flat_draws
+from bayeskern.estimators.base import (
+    BayesianEstimatorMixin,
+    Standardizer,
+    flat_draws,
+    validate_binary,
+)
 from bayeskern.inference import as_key
 from bayeskern.inference.gabasr_gibbs import (
     GibbsPrior,
@@ -193,11 +198,19 @@ class _GaBaSRBase(BayesianEstimatorMixin, BaseEstimator):
             model, init, kw, rng_key=as_key(self._seed() + 1), map_steps=self.map_steps)
         return map_point(whitened)
 
+    def _observed(self, y):
+        """``y`` as the model observes it: the 0/1 codes of a classifier (as ``GPClassifier``).
+
+        So that ``observed_data`` and ``posterior_predictive`` are numbers ArviZ can plot.
+        """
+        return validate_binary(y)[1] if self._task == "classification" else y
+
     def _nuts(self, model, kw, init, var_names, y_observed, X):
+        y_observed = self._observed(y_observed)
         self.idata_, self.map_value_ = run_whitened_nuts(
             model, kw, init, laplace_key=as_key(self._seed() + 1), rng_key=self._seed(),
             map_steps=self.map_steps, X=X, y_observed=y_observed, coords=self._coords(len(X)),
-            dims={"f_probe": ["probe"]}, num_warmup=self._count("num_warmup"),
+            dims={"f_probe": ["probe"], "y": ["obs"]}, num_warmup=self._count("num_warmup"),
             num_samples=self._count("num_samples"), num_chains=self.num_chains,
             chain_method=self.chain_method, progress_bar=self.progress_bar,
             target_accept_prob=self.target_accept_prob)
@@ -226,6 +239,12 @@ class _GaBaSRBase(BayesianEstimatorMixin, BaseEstimator):
         self.convergence_ = diagnostics.convergence_report(
             self.idata_, var_names=var_names, warn=self.idata_.posterior.sizes["draw"] >= 100,
             report_only=self.convergence_report_only_)
+        if self._task == "classification":  # the regressor's predictive needs its fit's end
+            self._add_posterior_predictive()
+
+    def _draw_probabilities(self, X):
+        """Class-1 probability per posterior draw at ``X``, ``(draws, n)`` (classifier)."""
+        return self._proba_draws(self.x_scaler_.transform(X))
 
     def _gibbs(self, Zs, target, B, y_observed, X):
         res = gibbs_sample(
@@ -242,7 +261,7 @@ class _GaBaSRBase(BayesianEstimatorMixin, BaseEstimator):
                               num_samples=self._count("num_samples"), num_chains=self.num_chains)
         # the data, as the NUTS path stores it (a saved Gibbs run is reloaded from these)
         coords = self._coords(len(X))
-        diagnostics.add_group(self.idata_, "observed_data", {"y": y_observed},
+        diagnostics.add_group(self.idata_, "observed_data", {"y": self._observed(y_observed)},
                               dims={"y": ["obs"]}, coords=coords, sample_dims=False)
         diagnostics.add_group(self.idata_, "constant_data", {"X": X},
                               dims={"X": ["obs", "feature"]}, coords=coords, sample_dims=False)

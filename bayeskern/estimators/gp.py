@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import json
 import warnings
+from functools import partial
 
 import jax
 import jax.numpy as jnp
@@ -25,9 +26,12 @@ from bayeskern.blr import Stats, scan_feature_stats
 from bayeskern.devices import limit_blas
 from bayeskern.estimators.base import (
     BayesianEstimatorMixin,
+    JointPredictiveMixin,
     PredictiveRegressorMixin,
     Standardizer,
+    cached_jit,
     check_numeric,
+    data_unit_variables,
     flat_draws,
     map_draws,
     validate_binary,
@@ -155,13 +159,16 @@ class _GPBase(BayesianEstimatorMixin, BaseEstimator):
         many rows) do not recompile. The cache is keyed on the identity of the fitted
         ``kernel_`` and ``x_std_`` (new objects at every fit) and is dropped when pickling.
         """
-        cache = self.__dict__.setdefault("_cache", {})
-        hit = cache.get(name)
-        if hit is None or hit[0] is not self.kernel_ or hit[1] is not self.x_std_:
-            fn = per_draw(self.kernel_, self.x_std_.scale)
-            jf = jax.jit(lambda d, *a: batched_map(lambda x: fn(x, *a), d, 1))
-            hit = cache[name] = (self.kernel_, self.x_std_, jf)
-        return hit[2]
+        def make(kernel, x_scale):
+            fn = per_draw(kernel, x_scale)
+            return lambda d, *a: batched_map(lambda x: fn(x, *a), d, 1)
+
+        return self._cached_jit(name, make)
+
+    def _cached_jit(self, name, make):
+        """``jax.jit(make(kernel_, x_std_.scale))``, cached per fit (see :meth:`_draw_map`)."""
+        return cached_jit(self, name, lambda: make(self.kernel_, self.x_std_.scale),
+                          self.kernel_, self.x_std_)
 
     def _sample(self, model, Xs, y_model, y_observed, X, model_kwargs=None):
         """Run NUTS on ``model``; ``model_kwargs`` default to the exact GP's (X, y, prepared)."""
@@ -198,10 +205,21 @@ class _GPBase(BayesianEstimatorMixin, BaseEstimator):
         self.num_samples_ = self.idata_.posterior.sizes["draw"]
         self.convergence_ = diagnostics.convergence_report(self.idata_,
                                                            warn=self.num_samples_ >= 100)
+        y_std = getattr(self, "y_std_", None)
+        data, dims = data_unit_variables(self.idata_.posterior, self.kernel_, self.x_std_.scale,
+                                         None if y_std is None else y_std.scale)
+        diagnostics.add_variables(self.idata_, "posterior", data, dims=dims, coords=coords)
+        if isinstance(self, ClassifierMixin):  # a regressor's predictive needs its fit's end
+            self._add_posterior_predictive()
+
+    def _draw_probabilities(self, X):
+        """Class-1 probability per posterior draw at ``X``, ``(draws, n)`` (classifiers)."""
+        return self._proba_draws(X)
 
     def _draws(self, with_f: bool = False):
         return flat_draws(self.idata_, [v for v in self.idata_.posterior.data_vars
-                                        if with_f or v != "f"])
+                                        if (with_f or v != "f")
+                                        and not v.endswith(diagnostics.DATA_UNITS_SUFFIX)])
 
     def sample_prior_predictive(self, X, y, n_draws: int = 100, random_state=None):
         """Draws of the observations at the rows of ``X`` under the prior alone.
@@ -270,7 +288,7 @@ LOO_MAX_WORK = 5 * 10**10
 
 
 @register_estimator
-class GPRegressor(PredictiveRegressorMixin, RegressorMixin, _GPBase):  # noqa: D101 (__doc__ is an f-string)
+class GPRegressor(JointPredictiveMixin, PredictiveRegressorMixin, RegressorMixin, _GPBase):  # noqa: D101 (__doc__ is an f-string)
     __doc__ = f"""Bayesian Gaussian-process regression (exact or Hilbert-space marginal likelihood).
 
     The model (``models/gp.py``) on standardized data is
@@ -330,6 +348,20 @@ class GPRegressor(PredictiveRegressorMixin, RegressorMixin, _GPBase):  # noqa: D
         computed on a random subset of rows, recorded in ``posterior.attrs["loo_subsample"]``
         (the ``obs`` coordinates are the rows used). ``posterior.attrs`` also records
         ``approximation`` and, for the basis, ``hsgp_design`` (JSON).
+
+        The posterior holds the sampled sites in standardized units (``rbf_lengthscale``,
+        ``amplitude``, ``noise``...) and, for ``az.summary``, the same draws in data units:
+        ``<leaf>_lengthscale_data_units`` and ``<leaf>_period_data_units`` (units of each
+        column of ``X``, dims ``feature``), ``amplitude_data_units`` and ``noise_data_units``
+        (units of ``y``) (:func:`bayeskern.estimators.base.data_unit_variables`).
+        ``posterior_predictive`` holds ``y``: one replicated data set per posterior draw at
+        the training rows of the log-likelihood (dims ``chain, draw, obs``; draws thinned
+        when rows × draws exceed :data:`~bayeskern.estimators.base.PREDICTIVE_MAX_VALUES`,
+        :func:`~bayeskern.estimators.base.thin_draws`), so that ``az.plot_ppc``,
+        ``az.plot_loo_pit(idata, y="y")`` and ``az.compare`` work; :meth:`add_predictions`
+        adds ``predictions`` and ``predictions_constant_data`` for new rows. For joint
+        sample paths and the latent covariance see :meth:`sample_y` and
+        ``predict(X, return_cov=True)``.
     convergence_ : ConvergenceReport
     kernel_ : the fitted, named kernel.
     approximation_ : {{"exact", "hsgp"}}
@@ -380,6 +412,7 @@ class GPRegressor(PredictiveRegressorMixin, RegressorMixin, _GPBase):  # noqa: D
             self._sample(gp_regression, Xs, ys, y, X)
             self._add_loo_loglik(Xs, ys)
         diagnostics.set_attrs(self.idata_, approximation=self.approximation_)
+        self._add_posterior_predictive()
         return self
 
     # ------------------------------------------------------------ choosing the approximation
@@ -647,16 +680,19 @@ class GPRegressor(PredictiveRegressorMixin, RegressorMixin, _GPBase):  # noqa: D
         return hit[1]
 
     @limit_blas
-    def predict(self, X, return_std: bool = False):
-        """Posterior predictive mean (and standard deviation with ``return_std=True``).
+    def predict(self, X, return_std: bool = False, return_cov: bool = False):
+        """Posterior predictive mean, with its standard deviation or the latent covariance.
 
         The exact GP averages the per-draw Gaussian predictives; the Hilbert-space basis
         model reads the same mixture mean and standard deviation off the weights' posterior
         moments (:meth:`_hsgp_moments`), in blocks of rows, so that predicting 10^6 rows
-        costs one :math:`M \times M` product per row block, not one per draw.
+        costs one :math:`M \\times M` product per row block, not one per draw; its latent
+        covariance is :math:`\\Phi G \\Phi^\\top`. Parameters and returns as
+        :meth:`bayeskern.estimators.base.JointPredictiveMixin.predict`: ``return_std`` is
+        of a new observation (noise included), ``return_cov`` of the latent :math:`f`.
         """
-        if getattr(self, "approximation_", "exact") != "hsgp":
-            return super().predict(X, return_std=return_std)
+        if return_cov or getattr(self, "approximation_", "exact") != "hsgp":
+            return super().predict(X, return_std=return_std, return_cov=return_cov)
         Xs = self.x_std_.transform(self._validate_predict(X))
         self._warn_outside_box(Xs)
         w_bar, G, nu_bar = (jnp.asarray(a) for a in self._hsgp_moments())
@@ -668,6 +704,61 @@ class GPRegressor(PredictiveRegressorMixin, RegressorMixin, _GPBase):  # noqa: D
         mean = mean * self.y_std_.scale + self.y_std_.mean
         return (mean, np.sqrt(np.maximum(var, 0.0)) * self.y_std_.scale) if return_std \
             else mean
+
+    def _standardize_x(self, X):
+        return self.x_std_.transform(X)
+
+    def _joint_fn(self):
+        return partial(_latent_joint, self.kernel_, self.x_std_.scale)
+
+    def _joint_args(self, Xs):
+        draws, Xtr, ytr = self._training_draws()
+        return draws, (Xtr, ytr, jnp.asarray(Xs))
+
+    def _latent_moments(self, Xs):
+        """Mixture mean and covariance of the latent :math:`f` at ``Xs`` (standardized).
+
+        The basis model: :math:`\\Phi\\bar w` and :math:`\\Phi G\\Phi^\\top`
+        (:meth:`_hsgp_moments`); the exact GP: :func:`~bayeskern.estimators.base.mixture_joint`.
+        """
+        if getattr(self, "approximation_", "exact") != "hsgp":
+            return super()._latent_moments(Xs)
+        self._warn_outside_box(Xs)
+        w_bar, G, _ = self._hsgp_moments()
+        Phi = np.asarray(self.hsgp_design_.features(jnp.asarray(Xs)))
+        return Phi @ w_bar, Phi @ G @ Phi.T
+
+    def _latent_paths(self, Xs, n_samples, rng):
+        """Joint paths; the basis model draws :math:`w = \\bar w_s + R_s^\\top z`.
+
+        Then :math:`f = \\Phi w`, since draw :math:`s`'s weights are
+        :math:`N(\\bar w_s, R_s^\\top R_s)`.
+        """
+        if getattr(self, "approximation_", "exact") != "hsgp":
+            return super()._latent_paths(Xs, n_samples, rng)
+        self._warn_outside_box(Xs)
+        draws = self._draws()
+        pick = rng.integers(len(next(iter(draws.values()))), size=n_samples)
+        R, w, _ = (np.asarray(a) for a in self._hsgp_factor_fn()(
+            {k: v[pick] for k, v in draws.items()}, self._hsgp_stats))
+        # w ~ N(w_s, R_s^T R_s)
+        W = w + np.einsum("sij,si->sj", R, rng.standard_normal(w.shape))
+        return np.asarray(self.hsgp_design_.features(jnp.asarray(Xs))) @ W.T
+
+    def _training_draws(self):
+        """Posterior draws with their cached prediction factors, and the training data.
+
+        Returns ``(draws, Xtr, ytr)`` standardized; ``draws`` holds ``__Linv``, ``__alpha``,
+        ``__jitter`` (:meth:`_factors`) when they fit in memory.
+        """
+        Xtr = jnp.asarray(self.x_std_.transform(np.asarray(self.idata_.constant_data["X"])))
+        ytr = jnp.asarray(self.y_std_.transform(np.asarray(self.idata_.observed_data["y"])))
+        draws = self._draws()
+        factors = self._factors(draws, Xtr, ytr)
+        if factors is not None:
+            draws = {**draws, "__Linv": factors[0], "__alpha": factors[1],
+                     "__jitter": factors[2]}
+        return draws, Xtr, ytr
 
     def _predictive_hsgp(self, Xs):
         design = self.hsgp_design_
@@ -765,11 +856,8 @@ class GPRegressor(PredictiveRegressorMixin, RegressorMixin, _GPBase):  # noqa: D
             return MixturePredictive(loc * self.y_std_.scale + self.y_std_.mean,
                                      scale * self.y_std_.scale)
         Xs = jnp.asarray(self.x_std_.transform(X))
-        Xtr = jnp.asarray(self.x_std_.transform(np.asarray(self.idata_.constant_data["X"])))
-        ytr = jnp.asarray(self.y_std_.transform(np.asarray(self.idata_.observed_data["y"])))
-        draws = self._draws()
-        factors = self._factors(draws, Xtr, ytr)
-        if factors is None:  # too many draws x training points to keep: factor per chunk
+        draws, Xtr, ytr = self._training_draws()
+        if "__Linv" not in draws:  # too many draws x training points to keep: factor per chunk
             fn = self._draw_map("regression", lambda kernel, x_scale: (
                 lambda d, Xt, yt, Xn: regression_predictive(kernel, d, Xt, yt, Xn, x_scale)))
             args = (draws, Xtr, ytr)
@@ -777,8 +865,7 @@ class GPRegressor(PredictiveRegressorMixin, RegressorMixin, _GPBase):  # noqa: D
             fn = self._draw_map("regression_factors", lambda kernel, x_scale: (
                 lambda d, Xt, Xn: (*predict_from_factors(kernel, d, (d["__Linv"], d["__alpha"]),
                                                          Xt, Xn, x_scale), d["__jitter"])))
-            args = ({**draws, "__Linv": factors[0], "__alpha": factors[1],
-                     "__jitter": factors[2]}, Xtr)
+            args = (draws, Xtr)
         locs, scales = [], []
         jitter_max = 0.0
         # rows per chunk bounded by the draws and by the (16 draws x N_train x rows) blocks
@@ -934,6 +1021,23 @@ class GPClassifier(ClassifierMixin, _GPBase):  # noqa: D101 (__doc__ is an f-str
 #: (draws x N_train^2 x 8): 20 draws of 300 rows take 14 MB, 2000 draws of 425 rows 2.9 GB
 #: (over: those factor per chunk of new points instead).
 FACTOR_CACHE_BYTES = 2**29
+
+
+def _latent_joint(kernel, x_scale, draw, Xt, yt, Xn):
+    """Mean and covariance of the latent :math:`f` at ``Xn`` for one posterior draw.
+
+    :math:`\\mu = K_*^\\top\\alpha`, :math:`\\Sigma = K_{**} - (L^{-1}K_*)^\\top
+    (L^{-1}K_*)` (Rasmussen & Williams 2006, eqs. 2.23-2.24), from the draw's cached factors
+    (``__Linv``, ``__alpha``) or from :func:`regression_factors`.
+    """
+    if "__Linv" in draw:
+        Linv, alpha = draw["__Linv"], draw["__alpha"]
+    else:
+        Linv, alpha, _ = regression_factors(kernel, draw, Xt, yt, x_scale)
+    theta = theta_from_draw(kernel, draw, x_scale)
+    Ks = kernel_matrix(kernel, theta, draw["amplitude"], Xt, Xn)
+    V = Linv @ Ks
+    return Ks.T @ alpha, kernel_matrix(kernel, theta, draw["amplitude"], Xn, Xn) - V.T @ V
 
 
 @jax.jit

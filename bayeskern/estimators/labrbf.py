@@ -156,8 +156,12 @@ class LABRBFRegressor(PredictiveRegressorMixin, BayesianEstimatorMixin, Regresso
     history_ : dict of per-round support size and training / validation MSE (first model).
     posterior_ : :class:`bayeskern.blr.NIGPosterior` of the last layer (standardized units).
     prior_precision_ : float
-    idata_ : ArviZ ``InferenceData`` (posterior ``noise``, ``weights``, ``weight_norm``;
-        log_likelihood and observed_data of the last-layer rows).
+    idata_ : ArviZ ``InferenceData`` (posterior ``noise``, ``weights``, ``weight_norm``,
+        in the units of ``y``; log_likelihood, observed_data and posterior_predictive of
+        the last-layer rows: ``y`` there is the held-out residual of the LAB-RBF models,
+        replicated as :math:`\phi^\top w_s + \sigma_s z` per draw).
+        :meth:`add_predictions` adds ``predictions`` of ``y`` itself at new rows, drawn
+        from :meth:`predictive`.
     convergence_ : :class:`bayeskern.diagnostics.ConvergenceReport`
 
     Examples
@@ -359,6 +363,10 @@ class LABRBFRegressor(PredictiveRegressorMixin, BayesianEstimatorMixin, Regresso
                               dims={"y": ["obs"]}, coords={"obs": rows})
         diagnostics.add_group(idata, "observed_data", {"y": resid}, dims={"y": ["obs"]},
                               coords={"obs": rows}, sample_dims=False)
+        # replicated residuals, one per exact draw (w_s, sigma_s): y_rep = phi^T w_s + sigma_s z
+        y_rep = mu + noise[:, None] * rng.standard_normal(mu.shape)
+        diagnostics.add_group(idata, "posterior_predictive", {"y": y_rep.reshape(shape + (-1,))},
+                              dims={"y": ["obs"]}, coords={"obs": rows})
         diagnostics.set_attrs(idata, inference="exact NIG draws (Bayesian last layer)",
                               random_seed=seed, model="LABRBFRegressor",
                               prior_precision=self.prior_precision_)
