@@ -26,7 +26,9 @@ from bayeskern.batching import batched_map, pad_rows
 from bayeskern.inference import check_sampler_counts
 
 __all__ = ["BayesianEstimatorMixin", "PredictiveRegressorMixin", "Standardizer", "flat_draws",
-           "map_draws", "validate_binary", "batched_map"]
+           "map_draws", "validate_binary", "validate_classes", "proba_interval",
+           "check_interval",
+           "batched_map"]
 
 
 class Standardizer:
@@ -141,19 +143,64 @@ def map_draws(fn, draws: dict, *args, batch_size: int = 1):
     return jax.tree_util.tree_map(lambda a: a.reshape((m,) + a.shape[2:])[:n], out)
 
 
-def validate_binary(y) -> tuple[np.ndarray, np.ndarray]:
-    """Encode binary labels as 0/1; errors name ``y`` and say what is wrong."""
+def validate_classes(y) -> tuple[np.ndarray, np.ndarray]:
+    """Encode class labels as ``0 .. C-1`` (sorted classes); at least two classes."""
+    classes, codes = np.unique(y, return_inverse=True)
+    if len(classes) < 2:
+        raise ValueError(
+            f"y has a single class ({classes[0]!r}); a classifier needs at least two classes"
+        )
+    return classes, codes.astype(np.int32)
+
+
+def validate_binary(y, multiclass_estimator: str | None = None) -> tuple[np.ndarray, np.ndarray]:
+    """Encode binary labels as 0/1; errors name ``y`` and say what is wrong.
+
+    ``multiclass_estimator`` names the estimator to suggest for more than two classes.
+    """
     classes, y01 = np.unique(y, return_inverse=True)
     if len(classes) < 2:
         raise ValueError(
             f"y has a single class ({classes[0]!r}); a binary classifier needs two classes"
         )
     if len(classes) > 2:
+        hint = (f"use {multiclass_estimator}, which handles several classes" if
+                multiclass_estimator else
+                "use a one-vs-rest wrapper such as sklearn.multiclass.OneVsRestClassifier")
         raise ValueError(
-            f"y has {len(classes)} classes. Only binary classification is supported "
-            "(use a one-vs-rest wrapper such as sklearn.multiclass.OneVsRestClassifier)"
+            f"y has {len(classes)} classes. Only binary classification is supported ({hint})"
         )
     return classes, y01.astype(np.int32)
+
+
+def check_interval(interval) -> float:
+    """Return ``interval`` as a float; a one-line error unless it is a number in (0, 1)."""
+    if isinstance(interval, bool) or not isinstance(interval, numbers.Real) \
+            or not 0.0 < float(interval) < 1.0:
+        raise ValueError(f"interval must be a number in (0, 1), got {interval!r}")
+    return float(interval)
+
+
+def proba_interval(draws: np.ndarray, interval) -> tuple[np.ndarray, np.ndarray]:
+    r"""Equal-tailed credible interval of class probabilities over posterior draws.
+
+    With :math:`p^{(s)}_{ic}` the probability of class :math:`c` at point :math:`i` under
+    posterior draw :math:`s` (the latent function integrated out), the bounds are the
+    :math:`(1 - \gamma)/2` and :math:`(1 + \gamma)/2` quantiles over :math:`s`
+    (Gelman et al. 2013, "Bayesian Data Analysis", section 2.3), :math:`\gamma` = ``interval``.
+
+    Parameters
+    ----------
+    draws : (S, n, C) per-draw class probabilities.
+    interval : float in (0, 1), the posterior mass inside the interval.
+
+    Returns
+    -------
+    lower, upper : (n, C) arrays.
+    """
+    check_interval(interval)
+    q = np.quantile(draws, [(1.0 - interval) / 2.0, (1.0 + interval) / 2.0], axis=0)
+    return q[0], q[1]
 
 
 class BayesianEstimatorMixin:
