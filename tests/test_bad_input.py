@@ -107,8 +107,9 @@ def test_one_class(name):
 
 @pytest.mark.parametrize("name", CLASSIFIERS)
 def test_three_classes(name):
-    """Binary-only methods refuse three classes and point to one-vs-rest; the SVM-based ones
-    are multi-class through libsvm's one-vs-one."""
+    """Binary-only methods refuse three classes and point to one-vs-rest (or to GPClassifier);
+    the SVM-based ones are multi-class through libsvm's one-vs-one, GPClassifier through its
+    softmax likelihood."""
     y = np.arange(24) % 3
     est = ESTIMATORS[name][0]()
     if ESTIMATORS[name][2]:
