@@ -44,6 +44,12 @@ from bayeskern.laplace import (
     laplace_mode,
     laplace_predict,
     mode_from_f,
+    softmax_expectation,
+    softmax_laplace_mode,
+    softmax_log_marginal,
+    softmax_loo_logpdf,
+    softmax_mode_from_f,
+    softmax_predict,
 )
 from bayeskern.linalg import gaussian_logpdf, safe_cholesky, triangular_inverse
 
@@ -65,6 +71,11 @@ __all__ = [
     "classification_predictive",
     "laplace_classification_predictive",
     "laplace_classification_loo",
+    "gp_classification_softmax",
+    "LaplaceSoftmaxGP",
+    "softmax_covariances",
+    "softmax_classification_predictive",
+    "softmax_classification_loo",
     "theta_from_draw",
     "JITTER",
 ]
@@ -430,6 +441,125 @@ def laplace_classification_loo(kernel: Kernel, draw: dict, X, y, x_scale):
     """
     _, K, mode = _laplace_factors(kernel, draw, X, y, x_scale)
     return laplace_loo_logpdf(mode, K, y)
+
+
+def softmax_covariances(kernel: Kernel, theta, amplitude, X1=None, X2=None, *, prepared=None):
+    r"""Per-class prior covariances of the multi-class latent functions, ``(C, n1, n2)``.
+
+    :math:`K_c = \sum_t a_{ct}^2 k_t + 1.5^2\,\mathbf 1\mathbf 1^\top`: the kernel's
+    hyper-parameters are shared by the classes, the amplitudes ``amplitude[c]`` are per class,
+    and each class has its own ``Normal(0, 1.5)`` constant mean, integrated out.
+    """
+    # vmap over the amplitudes only: the terms' Gram matrices are computed once
+    return jax.vmap(lambda a: classification_covariance(kernel, theta, a, X1, X2,
+                                                        prepared=prepared))(amplitude)
+
+
+class LaplaceSoftmaxGP(dist.Distribution):
+    r"""Labels of a softmax (multi-class) GP with the latent functions integrated out.
+
+    Labels :math:`y_i \in \{0, \dots, C-1\}`, latent functions :math:`f_c \sim N(0, K_c)`,
+    :math:`p(y_i = c\mid f) = \mathrm{softmax}(f_{i\cdot})_c`. ``log_prob`` is the embedded
+    Laplace approximation of :math:`\log p(y\mid K)`
+    (:func:`bayeskern.laplace.softmax_log_marginal`; Rasmussen & Williams 2006, Algorithm
+    3.3); ``sample`` draws exactly, :math:`f_c \sim N(0, K_c)` then categorical labels.
+
+    Parameters
+    ----------
+    covariance_matrix : (C, n, n) per-class prior covariances.
+    """
+
+    arg_constraints = {}
+
+    def __init__(self, covariance_matrix, *, validate_args=None):
+        self.covariance_matrix = covariance_matrix
+        self.n_classes = covariance_matrix.shape[0]
+        super().__init__(batch_shape=(), event_shape=covariance_matrix.shape[-1:],
+                         validate_args=validate_args)
+
+    @property
+    def support(self):
+        r"""Labels in :math:`\{0, \dots, C-1\}`."""
+        return constraints.independent(constraints.integer_interval(0, self.n_classes - 1), 1)
+
+    def sample(self, key, sample_shape=()):
+        r"""Draw labels exactly: :math:`f_c \sim N(0, K_c)`, then categorical labels."""
+        keys = jax.random.split(key, self.n_classes + 1)
+        f = jnp.stack([ZeroMeanGaussian(self.covariance_matrix[c]).sample(keys[c], sample_shape)
+                       for c in range(self.n_classes)], axis=-1)
+        return dist.Categorical(logits=f).sample(keys[-1])
+
+    def log_prob(self, value):
+        r"""Return the embedded Laplace approximation of the log marginal likelihood."""
+        Y = jax.nn.one_hot(value, self.n_classes, dtype=self.covariance_matrix.dtype).T
+        return softmax_log_marginal(self.covariance_matrix, Y)
+
+
+def gp_classification_softmax(X, y=None, *, kernel: Kernel, x_scale, n_classes: int,
+                              prepared=None):
+    r"""Multi-class GP classification, softmax likelihood, latent functions integrated out.
+
+    .. math:: y \mid \theta \sim \int \prod_i \mathrm{Categorical}(y_i \mid
+              \mathrm{softmax}(f_{i\cdot}))\prod_c N(f_c \mid 0, K_c)\,df,\qquad
+              K_c = \textstyle\sum_t a_{ct}^2 k_t + 1.5^2\mathbf 1\mathbf 1^\top
+
+    by the embedded Laplace approximation (:class:`LaplaceSoftmaxGP`; Williams & Barber 1998,
+    Rasmussen & Williams 2006 section 3.5). The kernel hyper-parameters (length-scales...)
+    are shared by the classes, under the kernel's priors; the amplitudes are per class and
+    term, ``amplitude ~ HalfNormal(1)`` of shape ``(C, terms)``. The mode :math:`\hat f`,
+    ``(C, n)``, of each posterior draw is kept as the deterministic site ``f``.
+
+    Parameters
+    ----------
+    X : (n, d) standardized inputs.
+    y : (n,) labels in ``0 .. n_classes - 1``, or ``None`` for prior predictive sampling.
+    kernel, x_scale, prepared : as :func:`gp_classification_laplace`.
+    n_classes : number of classes :math:`C \ge 2`.
+    """
+    theta = sample_kernel_hyperparameters(kernel, x_scale)
+    amplitude = numpyro.sample(
+        "amplitude", dist.HalfNormal(1.0).expand([n_classes, len(kernel.terms())]).to_event(2))
+    n = X.shape[0]
+    K = softmax_covariances(kernel, theta, amplitude, X, X, prepared=prepared)
+    K = K + JITTER * jnp.eye(n)
+    if y is not None:
+        Y = jax.nn.one_hot(y, n_classes, dtype=K.dtype).T
+        numpyro.deterministic("f", softmax_laplace_mode(K, Y).f)
+    numpyro.sample("y", LaplaceSoftmaxGP(K), obs=y)
+
+
+def _softmax_factors(kernel: Kernel, draw: dict, X, y, x_scale):
+    theta = theta_from_draw(kernel, draw, x_scale)
+    K = softmax_covariances(kernel, theta, draw["amplitude"], X, X)
+    K = K + JITTER * jnp.eye(X.shape[0])
+    Y = jax.nn.one_hot(y, K.shape[0], dtype=K.dtype).T
+    return theta, K, Y, softmax_mode_from_f(K, Y, draw["f"])
+
+
+def softmax_classification_predictive(kernel: Kernel, draw: dict, X, y, Xnew, x_scale, key):
+    r"""Class probabilities and latent moments at ``Xnew`` for one draw of the softmax GP.
+
+    From the stored mode :math:`\hat f` of the draw, R&W Algorithm 3.4: the latent mean and
+    covariance (:func:`bayeskern.laplace.softmax_predict`), then
+    :math:`E[\mathrm{softmax}(f_*)]` by Monte Carlo with ``key``
+    (:func:`bayeskern.laplace.softmax_expectation`). Returns ``(proba (m, C), mean (m, C),
+    cov (m, C, C))``.
+    """
+    theta, _, _, mode = _softmax_factors(kernel, draw, X, y, x_scale)
+    amplitude = draw["amplitude"]
+    Ks = softmax_covariances(kernel, theta, amplitude, X, Xnew)
+    kss = jax.vmap(lambda a: kernel_diag(kernel, theta, a, Xnew))(amplitude) + BIAS_SD**2
+    mean, cov = softmax_predict(mode, Ks, kss)
+    return softmax_expectation(mean, cov, key), mean, cov
+
+
+def softmax_classification_loo(kernel: Kernel, draw: dict, X, y, x_scale, key):
+    r"""Return :math:`\log p(y_i \mid y_{-i}, \theta)` for one draw of the softmax GP.
+
+    By :func:`bayeskern.laplace.softmax_loo_logpdf` (multi-class LA-LOO, Vehtari et al. 2016).
+    """
+    _, K, Y, mode = _softmax_factors(kernel, draw, X, y, x_scale)
+    return softmax_loo_logpdf(mode, K, Y, key)
 
 
 def theta_from_draw(kernel: Kernel, draw: dict, x_scale) -> dict:

@@ -29,7 +29,8 @@ from bayeskern.inference import check_sampler_counts
 from bayeskern.predictive import draw_seed, row_uniforms
 
 __all__ = ["BayesianEstimatorMixin", "PredictiveRegressorMixin", "Standardizer", "flat_draws",
-           "map_draws", "validate_binary", "batched_map", "thin_draws", "data_unit_variables",
+           "map_draws", "validate_binary", "validate_classes", "proba_interval",
+           "check_interval", "batched_map", "thin_draws", "data_unit_variables",
            "PREDICTIVE_MAX_VALUES", "JointPredictiveMixin", "mixture_joint", "cached_jit"]
 
 
@@ -145,17 +146,32 @@ def map_draws(fn, draws: dict, *args, batch_size: int = 1):
     return jax.tree_util.tree_map(lambda a: a.reshape((m,) + a.shape[2:])[:n], out)
 
 
-def validate_binary(y) -> tuple[np.ndarray, np.ndarray]:
-    """Encode binary labels as 0/1; errors name ``y`` and say what is wrong."""
+def validate_classes(y) -> tuple[np.ndarray, np.ndarray]:
+    """Encode class labels as ``0 .. C-1`` (sorted classes); at least two classes."""
+    classes, codes = np.unique(y, return_inverse=True)
+    if len(classes) < 2:
+        raise ValueError(
+            f"y has a single class ({classes[0]!r}); a classifier needs at least two classes"
+        )
+    return classes, codes.astype(np.int32)
+
+
+def validate_binary(y, multiclass_estimator: str | None = None) -> tuple[np.ndarray, np.ndarray]:
+    """Encode binary labels as 0/1; errors name ``y`` and say what is wrong.
+
+    ``multiclass_estimator`` names the estimator to suggest for more than two classes.
+    """
     classes, y01 = np.unique(y, return_inverse=True)
     if len(classes) < 2:
         raise ValueError(
             f"y has a single class ({classes[0]!r}); a binary classifier needs two classes"
         )
     if len(classes) > 2:
+        hint = (f"use {multiclass_estimator}, which handles several classes" if
+                multiclass_estimator else
+                "use a one-vs-rest wrapper such as sklearn.multiclass.OneVsRestClassifier")
         raise ValueError(
-            f"y has {len(classes)} classes. Only binary classification is supported "
-            "(use a one-vs-rest wrapper such as sklearn.multiclass.OneVsRestClassifier)"
+            f"y has {len(classes)} classes. Only binary classification is supported ({hint})"
         )
     return classes, y01.astype(np.int32)
 
@@ -211,6 +227,34 @@ def thin_draws(n_chain: int, n_draw: int, n_rows: int, n_draws: int | None = Non
     per_chain = max(1, total // n_chain)
     keep = np.unique(np.linspace(0, n_draw - 1, per_chain).round().astype(np.int64))
     return (np.arange(n_chain)[:, None] * n_draw + keep[None, :]).ravel()
+def check_interval(interval) -> float:
+    """Return ``interval`` as a float; a one-line error unless it is a number in (0, 1)."""
+    if isinstance(interval, bool) or not isinstance(interval, numbers.Real) \
+            or not 0.0 < float(interval) < 1.0:
+        raise ValueError(f"interval must be a number in (0, 1), got {interval!r}")
+    return float(interval)
+
+
+def proba_interval(draws: np.ndarray, interval) -> tuple[np.ndarray, np.ndarray]:
+    r"""Equal-tailed credible interval of class probabilities over posterior draws.
+
+    With :math:`p^{(s)}_{ic}` the probability of class :math:`c` at point :math:`i` under
+    posterior draw :math:`s` (the latent function integrated out), the bounds are the
+    :math:`(1 - \gamma)/2` and :math:`(1 + \gamma)/2` quantiles over :math:`s`
+    (Gelman et al. 2013, "Bayesian Data Analysis", section 2.3), :math:`\gamma` = ``interval``.
+
+    Parameters
+    ----------
+    draws : (S, n, C) per-draw class probabilities.
+    interval : float in (0, 1), the posterior mass inside the interval.
+
+    Returns
+    -------
+    lower, upper : (n, C) arrays.
+    """
+    check_interval(interval)
+    q = np.quantile(draws, [(1.0 - interval) / 2.0, (1.0 + interval) / 2.0], axis=0)
+    return q[0], q[1]
 
 
 class BayesianEstimatorMixin:
@@ -264,9 +308,10 @@ class BayesianEstimatorMixin:
 
         ``draws`` are flat indices over (chain, draw). A regressor draws from component
         :math:`s` of :meth:`predictive`; a classifier from Bernoulli(:math:`p_s`) with
-        :math:`p_s` the draw's class-1 probability (``_draw_probabilities``), encoded as
-        ``observed_data["y"]`` is. When the predictive mixes fewer components :math:`S'`
-        than there are posterior draws :math:`S` (LAB-RBF's one Student-t law, GaBaSR
+        :math:`p_s` the draw's class-1 probability (``_draw_probabilities``), or with more
+        than two classes from Categorical(:math:`p_s`), encoded as ``observed_data["y"]``
+        is. When the predictive mixes fewer components :math:`S'` than there are posterior
+        draws :math:`S` (LAB-RBF's one Student-t law, GaBaSR
         conditioned on all rows), draw :math:`j` uses component
         :math:`\\lfloor jS'/S\\rfloor`. Returns ``(len(draws), n)``.
         """
@@ -279,9 +324,16 @@ class BayesianEstimatorMixin:
         P = np.asarray(self._draw_probabilities(X))
         comp = np.asarray(draws) * P.shape[0] // n_total
         rows = row_offset + np.arange(P.shape[1])
-        y01 = (row_uniforms(seed, rows, len(comp), stream) < P[comp]).astype(np.int64)
+        u = row_uniforms(seed, rows, len(comp), stream)
+        if P.ndim == 3:  # several classes: the class whose cumulative probability passes u
+            y01 = np.minimum((u[..., None] >= np.cumsum(P[comp], axis=-1)).sum(axis=-1),
+                             P.shape[-1] - 1).astype(np.int64)
+        else:
+            y01 = (u < P[comp]).astype(np.int64)
         observed = np.asarray(self.idata_.observed_data["y"])
-        if np.issubdtype(observed.dtype, np.number) and np.isin(observed, (0, 1)).all():
+        n_classes = P.shape[-1] if P.ndim == 3 else 2
+        if np.issubdtype(observed.dtype, np.number) and np.isin(observed,
+                                                                np.arange(n_classes)).all():
             return y01
         return np.asarray(self.classes_)[y01]
 

@@ -19,7 +19,12 @@ from threadpoolctl import threadpool_limits
 
 from bayeskern.batching import row_slices
 from bayeskern.devices import limit_blas
-from bayeskern.estimators.base import map_draws, validate_binary
+from bayeskern.estimators.base import (
+    check_interval,
+    map_draws,
+    proba_interval,
+    validate_binary,
+)
 from bayeskern.estimators.gabasr_base import PARAMS_DOC, _GaBaSRBase
 from bayeskern.inference.gabasr_gibbs import predict_proba
 from bayeskern.models import gabasr as G
@@ -33,6 +38,9 @@ __all__ = ["GaBaSRClassifier"]
 @register_estimator
 class GaBaSRClassifier(ClassifierMixin, _GaBaSRBase):  # noqa: D101 (__doc__ is an f-string)
     __doc__ = f"""GaBaSR binary classification: Bernoulli-logit on spectral features (eq. 11).
+
+    Two classes only (a multi-class ``y`` raises ``ValueError``; ``bk.GPClassifier`` handles
+    several classes).
 
     Default (``sampler="auto"`` → ``"gibbs"``): the paper's model, :math:`\\eta =
     \\beta^\\top[\\Phi_\\Omega(x), B(x)]` with free frequencies :math:`\\Omega` drawn from a
@@ -79,7 +87,7 @@ class GaBaSRClassifier(ClassifierMixin, _GaBaSRBase):  # noqa: D101 (__doc__ is 
         self._check_params()
         X, y = self._validate_fit(X, y, classifier=True)
         check_classification_targets(y)  # "Unknown label type: continuous" for float targets
-        self.classes_, y01 = validate_binary(y)
+        self.classes_, y01 = validate_binary(y, multiclass_estimator="bk.GPClassifier")
         t0 = time.perf_counter()
         with threadpool_limits(1, user_api="blas"):
             Z, B = self._setup(X)
@@ -158,6 +166,24 @@ class GaBaSRClassifier(ClassifierMixin, _GaBaSRBase):  # noqa: D101 (__doc__ is 
                 out.append(self._proba_draws(Zn[sl]).mean(axis=0))
         p1 = np.concatenate(out) if out else np.zeros(0)
         return np.column_stack([1.0 - p1, p1])
+
+    def predict_proba_interval(self, X, interval: float = 0.9):
+        """Equal-tailed posterior credible interval of each class probability.
+
+        The :math:`(1 \\mp \\gamma)/2` quantiles, :math:`\\gamma` = ``interval``, over the
+        posterior draws :math:`s` of :math:`\\sigma(\\eta_s(x_*))`
+        (:func:`~bayeskern.estimators.base.proba_interval`). Returns ``(lower, upper)``, each
+        ``(n, 2)``.
+        """
+        check_interval(interval)  # before the work
+        X = self._validate_predict(X)
+        with threadpool_limits(1, user_api="blas"):
+            Zn = self.x_scaler_.transform(X)
+            out = [proba_interval(self._proba_draws(Zn[sl])[..., None], interval)
+                   for sl in row_slices(len(Zn), 4096)]
+        lo = np.concatenate([o[0][:, 0] for o in out]) if out else np.zeros(0)
+        hi = np.concatenate([o[1][:, 0] for o in out]) if out else np.zeros(0)
+        return np.column_stack([1.0 - hi, lo]), np.column_stack([1.0 - lo, hi])
 
     def predict(self, X):
         """Most probable class."""

@@ -19,6 +19,7 @@ import numpy as np
 from scipy import special, stats
 from sklearn.base import BaseEstimator, ClassifierMixin, RegressorMixin
 from sklearn.utils import check_random_state, check_X_y
+from sklearn.utils.validation import check_is_fitted
 
 from bayeskern import diagnostics
 from bayeskern.batching import batched_map, row_slices
@@ -30,11 +31,14 @@ from bayeskern.estimators.base import (
     PredictiveRegressorMixin,
     Standardizer,
     cached_jit,
+    check_interval,
     check_numeric,
     data_unit_variables,
     flat_draws,
     map_draws,
+    proba_interval,
     validate_binary,
+    validate_classes,
 )
 from bayeskern.hsgp import (
     MAX_COLUMNS,
@@ -49,13 +53,14 @@ from bayeskern.hsgp import (
 )
 from bayeskern.inference import find_map, run_nuts
 from bayeskern.kernels import RBF, get_kernel, name_leaves, term_name
-from bayeskern.laplace import probit_logit
+from bayeskern.laplace import SOFTMAX_MC_DRAWS, probit_logit
 from bayeskern.linalg import cholesky, triangular_inverse
 from bayeskern.models.gp import (
     JITTER,
     classification_predictive,
     gp_classification,
     gp_classification_laplace,
+    gp_classification_softmax,
     gp_regression,
     kernel_matrix,
     laplace_classification_loo,
@@ -64,6 +69,8 @@ from bayeskern.models.gp import (
     prepare_kernel,
     regression_factors,
     regression_predictive,
+    softmax_classification_loo,
+    softmax_classification_predictive,
     theta_from_draw,
 )
 from bayeskern.models.hsgp import hsgp_factors, hsgp_loo, hsgp_predict, hsgp_regression
@@ -213,7 +220,12 @@ class _GPBase(BayesianEstimatorMixin, BaseEstimator):
             self._add_posterior_predictive()
 
     def _draw_probabilities(self, X):
-        """Class-1 probability per posterior draw at ``X``, ``(draws, n)`` (classifiers)."""
+        """Class probabilities per posterior draw at ``X`` (classifiers).
+
+        ``(draws, n)``: the class-1 probability with two classes; ``(draws, n, C)`` with more.
+        """
+        if len(self.classes_) > 2:
+            return self._class_proba_draws(X)
         return self._proba_draws(X)
 
     def _draws(self, with_f: bool = False):
@@ -884,7 +896,9 @@ class GPRegressor(JointPredictiveMixin, PredictiveRegressorMixin, RegressorMixin
 
 @register_estimator
 class GPClassifier(ClassifierMixin, _GPBase):  # noqa: D101 (__doc__ is an f-string)
-    __doc__ = f"""Bayesian binary GP classification (Bernoulli-logit likelihood).
+    __doc__ = f"""Bayesian GP classification: Bernoulli-logit (two classes) or softmax (more).
+
+    Two classes:
 
     .. math:: f = b + g,\\ g \\sim GP\\big(0, \\textstyle\\sum_t a_t^2 k_t\\big),\\
               b \\sim N(0, 1.5^2),\\ y_i \\sim \\mathrm{{Bernoulli}}(\\sigma(f_i))
@@ -892,6 +906,21 @@ class GPClassifier(ClassifierMixin, _GPBase):  # noqa: D101 (__doc__ is an f-str
     ``predict_proba`` averages over posterior draws
     :math:`E[\\sigma(f_*)] \\approx \\sigma(\\mu_*/\\sqrt{{1 + \\pi v_*/8}})` per draw
     (MacKay 1992's probit approximation of the logistic-Gaussian integral).
+
+    :math:`C > 2` classes: one latent function per class,
+
+    .. math:: f_c = b_c + g_c,\\ g_c \\sim GP\\big(0, \\textstyle\\sum_t a_{{ct}}^2 k_t\\big),\\
+              b_c \\sim N(0, 1.5^2),\\ p(y_i = c) = \\mathrm{{softmax}}(f_{{i\\cdot}})_c
+
+    (Williams & Barber 1998; Rasmussen & Williams 2006, section 3.5). The kernel's
+    hyper-parameters (length-scales...) are shared by the classes and the amplitudes
+    :math:`a_{{ct}}` are per class: the classes' boundaries live on the same input scales,
+    while how far each class's log-odds move stays free, and NUTS samples
+    :math:`C\\times` terms + the kernel's parameters instead of :math:`C` times them. The
+    latent functions are integrated out by the multi-class Laplace approximation (R&W
+    Algorithm 3.3, :func:`bayeskern.laplace.softmax_log_marginal`) and ``predict_proba``
+    averages, per draw, the softmax over Monte Carlo draws of the Gaussian latent predictive
+    (R&W Algorithm 3.4, a fixed seed per draw), then over the draws.
 
     Parameters
     ----------
@@ -901,7 +930,7 @@ class GPClassifier(ClassifierMixin, _GPBase):  # noqa: D101 (__doc__ is an f-str
         function is integrated out by the embedded Laplace approximation (Margossian et al.
         2020; ``models/gp.py``, :mod:`bayeskern.laplace`) and the bias exactly. ``"latent"``:
         NUTS also samples the :math:`n` latent values in the whitened parameterization
-        :math:`f = b + L\\eta` (exact, much slower). Both are the same model.
+        :math:`f = b + L\\eta` (exact, much slower; two classes only). Both are the same model.
     {_SAMPLER_DOC}
     """
 
@@ -926,11 +955,16 @@ class GPClassifier(ClassifierMixin, _GPBase):  # noqa: D101 (__doc__ is an f-str
         if self.inference not in ("laplace", "latent"):
             raise ValueError(f"inference must be 'laplace' or 'latent', got {self.inference!r}")
         X, y = self._validate_fit(X, y, classifier=True)
-        self.classes_, y01 = validate_binary(y)
+        self.classes_, y01 = validate_classes(y)
+        if len(self.classes_) > 2 and self.inference == "latent":
+            raise ValueError(f"y has {len(self.classes_)} classes: inference='latent' handles "
+                             "two classes only; use inference='laplace' (the default)")
         self.x_std_ = Standardizer.fit(X)
         Xs = self.x_std_.transform(X)
         self.kernel_ = self._fit_kernel(Xs, y01)
-        if self.inference == "latent":
+        if len(self.classes_) > 2:
+            ll = self._fit_softmax(Xs, y01, X)
+        elif self.inference == "latent":
             self._sample(gp_classification, Xs, y01, y01, X)
             # the Bernoulli likelihood factorizes given f: pointwise log-likelihood for LOO
             f = np.asarray(self.idata_.posterior["f"])
@@ -946,6 +980,46 @@ class GPClassifier(ClassifierMixin, _GPBase):  # noqa: D101 (__doc__ is an f-str
         diagnostics.add_group(self.idata_, "log_likelihood", {"y": ll}, dims={"y": ["obs"]},
                               coords={"obs": np.arange(len(y01))})
         return self
+
+    def _multiclass(self) -> bool:
+        return len(self.classes_) > 2
+
+    def _dims(self):
+        dims = super()._dims()
+        if self._multiclass():
+            dims.update(amplitude=["class", "term"], f=["class", "obs"])
+        return dims
+
+    def _fit_softmax(self, Xs, y, X):
+        """NUTS on the softmax model; returns the LA-LOO log-likelihood (chain, draw, n)."""
+        Xj, yj = jnp.asarray(Xs), jnp.asarray(y)
+        kernel, x_scale = self.kernel_, self.x_std_.scale
+        self._sample(gp_classification_softmax, Xs, y, y, X, model_kwargs=dict(
+            X=Xj, y=yj, kernel=kernel, x_scale=x_scale, n_classes=len(self.classes_),
+            prepared=prepare_kernel(kernel, Xj, Xj, x_scale)))
+        ll = np.asarray(map_draws(
+            lambda d: softmax_classification_loo(kernel, d, Xj, yj, x_scale, _draw_key(d)),
+            self._softmax_draws()))
+        return ll.reshape(self.idata_.posterior.sizes["chain"], -1, ll.shape[-1])
+
+    def _softmax_draws(self):
+        draws = self._draws(with_f=True)
+        draws["__index"] = np.arange(len(draws["f"]))  # the Monte Carlo seed of each draw
+        return draws
+
+    def _softmax_predict(self, X):
+        """Per draw: class probabilities (draws, n, C), latent mean and covariance."""
+        X = self._validate_predict(X)
+        Xs = jnp.asarray(self.x_std_.transform(X))
+        Xtr = jnp.asarray(self.x_std_.transform(np.asarray(self.idata_.constant_data["X"])))
+        ytr = jnp.asarray(np.asarray(self.idata_.observed_data["y"]), dtype=jnp.int32)
+        fn = self._draw_map("softmax", lambda kernel, x_scale: (
+            lambda d, Xt, Xn: softmax_classification_predictive(kernel, d, Xt, ytr, Xn,
+                                                                x_scale, _draw_key(d))))
+        draws = self._softmax_draws()
+        out = [fn(draws, Xtr, Xs[sl]) for sl in _chunks(
+            len(Xs), max(len(draws["f"]), 16 * len(Xtr), SOFTMAX_MC_DRAWS * len(self.classes_)))]
+        return tuple(np.concatenate([np.asarray(o[k]) for o in out], axis=1) for k in range(3))
 
     def _latent(self, X):
         X = self._validate_predict(X)
@@ -973,23 +1047,55 @@ class GPClassifier(ClassifierMixin, _GPBase):  # noqa: D101 (__doc__ is an f-str
         return np.concatenate(means, axis=1), np.concatenate(vars_, axis=1)
 
     def _proba_draws(self, X):
-        """Return the per-draw :math:`P(y = 1)`, ``(draws, n)``.
+        """Return the per-draw :math:`P(y = 1)`, ``(draws, n)`` (two classes).
 
         MacKay's probit approximation :math:`\\sigma(\\mu_s/\\sqrt{1 + \\pi v_s/8})`.
         """
         m, v = self._latent(X)
         return np.asarray(jax.nn.sigmoid(probit_logit(m, v)))
 
+    def _class_proba_draws(self, X):
+        """Return the per-draw class probabilities, ``(draws, n, C)``, latent integrated out.
+
+        Two classes: :meth:`_proba_draws`; more: R&W Algorithm 3.4 per draw.
+        """
+        check_is_fitted(self)
+        if self._multiclass():
+            return self._softmax_predict(X)[0]
+        p1 = self._proba_draws(X)
+        return np.stack([1.0 - p1, p1], axis=-1)
+
     @limit_blas
     def predict_proba(self, X):
-        """Posterior predictive class probabilities, shape ``(n, 2)``."""
+        """Posterior predictive class probabilities, shape ``(n, C)``.
+
+        :math:`\\frac1S\\sum_s p(y_* = c\\mid x_*, \\theta_s, y)` over the posterior draws.
+        """
+        check_is_fitted(self)
+        if self._multiclass():
+            return self._softmax_predict(X)[0].mean(axis=0)
         p1 = self._proba_draws(X).mean(axis=0)
         return np.column_stack([1.0 - p1, p1])
 
+    @limit_blas
+    def predict_proba_interval(self, X, interval: float = 0.9):
+        """Equal-tailed posterior credible interval of each class probability.
+
+        The :math:`(1 \\mp \\gamma)/2` quantiles, :math:`\\gamma` = ``interval``, over the
+        posterior draws :math:`\\theta_s` of :math:`p(y_* = c\\mid x_*, \\theta_s, y)` (the
+        latent function integrated out per draw; :func:`~bayeskern.estimators.base.proba_interval`).
+        Returns ``(lower, upper)``, each ``(n, C)``.
+        """
+        check_is_fitted(self)
+        check_interval(interval)  # before the work
+        return proba_interval(self._class_proba_draws(X), interval)
+
     def predict(self, X):
         """Most probable class."""
-        p1 = self.predict_proba(X)[:, 1]  # checks fitted state before classes_ is read
-        return self.classes_[(p1 >= 0.5).astype(int)]
+        proba = self.predict_proba(X)  # checks fitted state before classes_ is read
+        if self._multiclass():
+            return self.classes_[np.argmax(proba, axis=1)]
+        return self.classes_[(proba[:, 1] >= 0.5).astype(int)]
 
     @limit_blas
     def sample_posterior_predictive(self, X, n_draws: int = 200, random_state=None,
@@ -997,24 +1103,44 @@ class GPClassifier(ClassifierMixin, _GPBase):  # noqa: D101 (__doc__ is an f-str
         """Draw predictive labels, ``(n_draws, n)`` (class labels).
 
         Per point and draw a posterior draw :math:`s`, :math:`f \\sim N(\\mu_s, v_s)`, then a
-        Bernoulli(σ(f)) label.
+        Bernoulli(σ(f)) label; with :math:`C > 2` classes :math:`f \\sim N(\\mu_s, \\Sigma_s)`
+        (R&W Algorithm 3.4's moments) and a categorical label of probabilities
+        :math:`\\mathrm{softmax}(f)`.
 
         The draws of row ``i`` depend only on the seed and on ``row_offset + i`` (counter-based,
         :func:`bayeskern.predictive.row_uniforms`), not on the other rows of ``X``.
         """
-        m, v = self._latent(X)
+        check_is_fitted(self)
+        if self._multiclass():
+            _, m, cov = self._softmax_predict(X)
+        else:
+            m, v = self._latent(X)
         seed = draw_seed(self._seed() if random_state is None else random_state)
         rows = row_offset + np.arange(m.shape[1])
-        u = [row_uniforms(seed, rows, n_draws, k) for k in range(3)]
+        n_u = 3 if m.ndim == 2 else m.shape[2] + 2
+        u = [row_uniforms(seed, rows, n_draws, k) for k in range(n_u)]
         idx = np.minimum((u[0] * m.shape[0]).astype(np.int64), m.shape[0] - 1)
         cols = np.broadcast_to(np.arange(m.shape[1]), idx.shape)
-        f = m[idx, cols] + np.sqrt(v[idx, cols]) * special.ndtri(u[1])
-        return self.classes_[(u[2] < special.expit(f)).astype(int)]
+        if m.ndim == 2:
+            f = m[idx, cols] + np.sqrt(v[idx, cols]) * special.ndtri(u[1])
+            return self.classes_[(u[2] < special.expit(f)).astype(int)]
+        C = m.shape[2]
+        lam, vec = np.linalg.eigh(cov[idx, cols])  # Sigma_s may be singular
+        z = special.ndtri(np.stack(u[1:C + 1], axis=-1))
+        f = m[idx, cols] + np.einsum("...cd,...d->...c", vec * np.sqrt(np.maximum(lam, 0.0))[
+            ..., None, :], z)
+        cdf = np.cumsum(special.softmax(f, axis=-1), axis=-1)
+        return self.classes_[np.minimum(np.sum(cdf < u[C + 1][..., None], axis=-1), C - 1)]
 
     def __sklearn_tags__(self):
         tags = super().__sklearn_tags__()
-        tags.classifier_tags.multi_class = False
+        tags.classifier_tags.multi_class = True
         return tags
+
+
+def _draw_key(draw):
+    """Return the fixed Monte Carlo key of one posterior draw (from its index among the draws)."""
+    return jax.random.fold_in(jax.random.PRNGKey(0), draw["__index"])
 
 
 #: Largest size (bytes) of the per-draw prediction factors :math:`L^{-1}` kept after a fit

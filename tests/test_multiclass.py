@@ -1,0 +1,291 @@
+"""Multi-class GP classification (softmax Laplace, R&W Algorithms 3.3/3.4) and credible
+intervals of class probabilities (``predict_proba_interval``)."""
+
+import itertools
+import time
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+import pytest
+from conftest import TINY
+from scipy import optimize, special
+from sklearn.datasets import load_breast_cancer, load_iris, load_wine
+from sklearn.gaussian_process import GaussianProcessClassifier
+from sklearn.metrics import accuracy_score, log_loss
+from sklearn.model_selection import train_test_split
+
+import bayeskern as bk
+from bayeskern.laplace import (
+    _solve_i_wk,
+    softmax_expectation,
+    softmax_laplace_mode,
+    softmax_log_marginal,
+    softmax_predict,
+)
+
+
+def _problem(n, C, seed=0):
+    rng = np.random.default_rng(seed)
+    X = rng.normal(size=(n, 2))
+    d2 = ((X[:, None, :] - X[None, :, :]) ** 2).sum(-1)
+    y = np.arange(n) % C
+    rng.shuffle(y)
+    Y = jax.nn.one_hot(y, C).T
+
+    def K(p):  # p = (amplitude per class..., length-scale)
+        return jnp.stack([p[c] ** 2 * jnp.exp(-0.5 * d2 / p[C] ** 2) + 1.0 + 1e-6 * jnp.eye(n)
+                          for c in range(C)])
+
+    return X, d2, Y, K, jnp.asarray([0.8 + 0.5 * c for c in range(C)] + [1.3])
+
+
+def _dense(K, pi):
+    """Block-diagonal K and W = D - Pi Pi^T as dense (Cn, Cn) matrices, class-major."""
+    C = K.shape[0]
+    Kd = jax.scipy.linalg.block_diag(*K)
+    Pi = jnp.concatenate([jnp.diag(pi[c]) for c in range(C)], axis=0)
+    return Kd, jnp.diag(pi.reshape(-1)) - Pi @ Pi.T
+
+
+@pytest.mark.parametrize("C", [2, 3])
+def test_softmax_mode_and_marginal_match_dense_computation(C):
+    """The block Newton mode equals a generic optimizer's on the unnormalized log posterior,
+    and log q equals Psi(f_hat) - log|I + KW|/2 with the dense determinant."""
+    n = 10
+    _, _, Y, Kf, p = _problem(n, C)
+    K = Kf(p)
+    mode = softmax_laplace_mode(K, Y)
+    assert bool(mode.converged)
+    Kd, W = _dense(K, mode.pi)
+    Kinv = np.linalg.inv(np.asarray(Kd))
+
+    def neg_log_post(f):
+        F = f.reshape(C, n)
+        return -(np.sum(Y * F) - special.logsumexp(F, axis=0).sum() - 0.5 * f @ Kinv @ f)
+
+    def grad(f):
+        F = f.reshape(C, n)
+        return -((np.asarray(Y) - special.softmax(F, axis=0)).reshape(-1) - Kinv @ f)
+
+    ref = optimize.minimize(neg_log_post, np.zeros(C * n), jac=grad, method="BFGS",
+                            options=dict(gtol=1e-10))
+    np.testing.assert_allclose(mode.f.reshape(-1), ref.x, atol=1e-6)
+    log_q = -ref.fun - 0.5 * np.linalg.slogdet(np.eye(C * n) + Kd @ W)[1]
+    np.testing.assert_allclose(mode.log_marginal, log_q, rtol=0, atol=1e-8)
+    v = jnp.asarray(np.random.default_rng(1).normal(size=(C, n)))
+    u = _solve_i_wk(mode.E, mode.chol_m, K, v)  # the solve of the Newton step and the VJP
+    np.testing.assert_allclose((jnp.eye(C * n) + W @ Kd) @ u.reshape(-1), v.reshape(-1),
+                               atol=1e-10)
+
+
+def test_softmax_laplace_marginal_against_quadrature():
+    """Two points, two classes (4 latent values): the Laplace log marginal against the exact
+    integral by Gauss-Hermite quadrature; its error shrinks as the prior variance does, where
+    the posterior becomes Gaussian."""
+    rng = np.random.default_rng(2)
+    X = rng.normal(size=(2, 1))
+    d2 = (X - X.T) ** 2
+    Y = jax.nn.one_hot(jnp.asarray([0, 1]), 2).T
+    t, w = np.polynomial.hermite_e.hermegauss(40)  # weight exp(-t^2/2)
+    w = w / np.sqrt(2 * np.pi)
+    grid = np.array(list(itertools.product(range(40), repeat=4)))
+    errors = []
+    for amp in (0.1, 1.0, 2.0):
+        K = np.stack([amp**2 * np.exp(-0.5 * d2) + 1e-6 * np.eye(2)] * 2)
+        L = np.linalg.cholesky(K)
+        z = t[grid].reshape(-1, 2, 2)  # (points, class, obs) standard normals
+        f = np.einsum("cij,pcj->pci", L, z)
+        log_lik = (np.sum(f * np.asarray(Y)[None], axis=(1, 2))
+                   - np.sum(special.logsumexp(f, axis=1), axis=1))
+        exact = special.logsumexp(log_lik, b=np.prod(w[grid], axis=1))
+        errors.append(abs(float(softmax_log_marginal(jnp.asarray(K), Y)) - exact))
+    assert errors[0] < 1e-4 and errors[0] < errors[1] < errors[2] < 0.2, errors
+
+
+def test_softmax_gradient_matches_finite_differences():
+    """The custom VJP (implicit differentiation at the mode) against central differences of
+    tightly converged log marginals, through a kernel parameterization."""
+    _, _, Y, Kf, p = _problem(12, 3)
+    g = jax.grad(lambda q: softmax_log_marginal(Kf(q), Y))(p)
+
+    def tight(q):
+        return softmax_laplace_mode(Kf(q), Y, tol=1e-15, max_iter=200).log_marginal
+
+    h = 1e-4
+    fd = np.array([(tight(p + h * e) - tight(p - h * e)) / (2 * h) for e in np.eye(len(p))])
+    np.testing.assert_allclose(g, fd, rtol=1e-6, atol=1e-7)
+
+
+def test_softmax_predict_matches_dense_formulas():
+    """R&W Algorithm 3.4's mean and covariance against k*^T (y - pi) and
+    k** - k*^T (K + W^-1)^-1 k* = k** - k*^T W (I + KW)^-1 k* computed densely."""
+    n, C, m = 10, 3, 4
+    X, _, Y, Kf, p = _problem(n, C)
+    K = Kf(p)
+    mode = softmax_laplace_mode(K, Y)
+    Xs = np.random.default_rng(3).normal(size=(m, 2))
+    d2 = ((X[:, None, :] - Xs[None, :, :]) ** 2).sum(-1)
+    Ks = jnp.stack([p[c] ** 2 * jnp.exp(-0.5 * d2 / p[C] ** 2) + 1.0 for c in range(C)])
+    kss = jnp.stack([jnp.full(m, p[c] ** 2 + 1.0) for c in range(C)])
+    mean, cov = softmax_predict(mode, Ks, kss)
+    Kd, W = _dense(K, mode.pi)
+    Q = W @ jnp.linalg.inv(jnp.eye(C * n) + Kd @ W)
+    for j in range(m):
+        ks = jax.scipy.linalg.block_diag(*[Ks[c][:, j:j + 1] for c in range(C)])  # (Cn, C)
+        np.testing.assert_allclose(mean[j], ks.T @ (Y.reshape(-1) - mode.pi.reshape(-1)),
+                                   atol=1e-10)
+        np.testing.assert_allclose(cov[j], jnp.diag(kss[:, j]) - ks.T @ Q @ ks, atol=1e-10)
+
+
+def test_softmax_expectation():
+    """Rows sum to one; a zero covariance gives softmax(mean); the Monte Carlo average of a
+    wide Gaussian agrees with a quadrature of the same integral (two classes: one dimension of
+    f_1 - f_0)."""
+    key = jax.random.PRNGKey(0)
+    mean = jnp.asarray([[0.3, -1.0, 2.0], [0.0, 0.0, 0.0]])
+    p0 = softmax_expectation(mean, jnp.zeros((2, 3, 3)), key)
+    np.testing.assert_allclose(p0, jax.nn.softmax(mean, axis=1), atol=1e-12)
+    cov = jnp.asarray([[[2.0, 0.0], [0.0, 1.0]]])
+    p = softmax_expectation(jnp.asarray([[0.5, -0.5]]), cov, key, n_mc=200_000)
+    np.testing.assert_allclose(p.sum(1), 1.0, atol=1e-12)
+    t, w = np.polynomial.hermite_e.hermegauss(80)
+    exact = np.sum(w / np.sqrt(2 * np.pi) * special.expit(-1.0 + np.sqrt(3.0) * t))
+    np.testing.assert_allclose(p[0, 1], exact, atol=3e-3)
+
+
+@pytest.fixture(scope="module")
+def iris_fit():
+    X, y = load_iris(return_X_y=True)
+    names = np.array(["setosa", "versicolor", "virginica"])[y]
+    est = bk.GPClassifier(random_state=0, **TINY).fit(X[::3], names[::3])
+    return est, X[1::3], names[1::3]
+
+
+def test_multiclass_classifier_tiny(iris_fit):
+    est, X, y = iris_fit
+    assert list(est.classes_) == ["setosa", "versicolor", "virginica"]
+    assert est.idata_.posterior["amplitude"].shape[2:] == (3, 1)
+    assert est.idata_.posterior["f"].shape[2:] == (3, 50)
+    p = est.predict_proba(X)
+    assert p.shape == (50, 3) and np.allclose(p.sum(1), 1.0) and np.all(p >= 0)
+    pred = est.predict(X)
+    assert set(pred) <= set(est.classes_)
+    assert np.array_equal(pred, est.classes_[p.argmax(1)])
+    assert est.score(X, y) > 0.8  # iris: even 20 draws separate the classes
+    np.testing.assert_array_equal(p, est.predict_proba(X))  # fixed Monte Carlo seeds
+    np.testing.assert_allclose(est.predict_proba(X[:5]), p[:5], rtol=0, atol=1e-12)
+    draws = est.sample_posterior_predictive(X[:6], n_draws=300, random_state=0)
+    assert draws.shape == (300, 6) and set(draws.ravel()) <= set(est.classes_)
+    freq = (draws[:, :, None] == est.classes_).mean(0)
+    assert np.abs(freq - p[:6]).max() < 0.12
+    ll = est.idata_.log_likelihood["y"].values
+    assert ll.shape == (1, 20, 50) and np.all(np.isfinite(ll)) and np.all(ll <= 0)
+
+
+def test_predict_proba_interval_multiclass(iris_fit):
+    est, X, _ = iris_fit
+    p = est.predict_proba(X)
+    lo, hi = est.predict_proba_interval(X)
+    assert lo.shape == hi.shape == (50, 3)
+    assert np.all(lo <= p + 1e-12) and np.all(p <= hi + 1e-12)
+    lo5, hi5 = est.predict_proba_interval(X, interval=0.5)
+    assert np.all(hi5 - lo5 <= hi - lo + 1e-12) and np.any(hi5 - lo5 < hi - lo)
+    P = est._class_proba_draws(X)
+    np.testing.assert_allclose(lo, np.quantile(P, 0.05, axis=0))
+    np.testing.assert_allclose(hi, np.quantile(P, 0.95, axis=0))
+
+
+@pytest.mark.parametrize("bad", [0.0, 1.0, 1.5, -0.1, "0.9", True, None])
+def test_interval_validation(iris_fit, bad):
+    with pytest.raises(ValueError, match="interval"):
+        iris_fit[0].predict_proba_interval(iris_fit[1], interval=bad)
+
+
+def test_binary_unchanged_and_interval(rng):
+    """Two classes keep the Bernoulli-logit model; the interval brackets the mean and the
+    per-draw P(y=1) of _proba_draws."""
+    X = rng.normal(size=(30, 2))
+    y = np.where(X[:, 0] > 0, "b", "a")
+    est = bk.GPClassifier(random_state=0, **TINY).fit(X, y)
+    assert "class" not in est.idata_.posterior["amplitude"].dims
+    P1 = est._proba_draws(X[:7])
+    assert P1.shape == (20, 7)
+    np.testing.assert_allclose(est.predict_proba(X[:7])[:, 1], P1.mean(0))
+    lo, hi = est.predict_proba_interval(X[:7], interval=0.8)
+    assert lo.shape == (7, 2)
+    np.testing.assert_allclose(hi[:, 1], np.quantile(P1, 0.9, axis=0))
+    np.testing.assert_allclose(lo[:, 0], 1.0 - np.quantile(P1, 0.9, axis=0))
+
+
+def test_latent_inference_refuses_multiclass():
+    X = np.random.default_rng(0).normal(size=(12, 2))
+    with pytest.raises(ValueError, match="y has 3 classes.*inference='laplace'"):
+        bk.GPClassifier(inference="latent", **TINY).fit(X, np.arange(12) % 3)
+
+
+G = dict(n_features=8, n_components=2, map_steps=5)
+
+
+def test_gabasr_interval_and_multiclass_error(rng):
+    X = rng.normal(size=(30, 2))
+    y = (X[:, 0] > 0).astype(int)
+    est = bk.GaBaSRClassifier(random_state=0, **G, **TINY).fit(X, y)
+    p = est.predict_proba(X[:5])
+    lo, hi = est.predict_proba_interval(X[:5], interval=0.9)
+    assert lo.shape == hi.shape == (5, 2)
+    assert np.all(lo <= p + 1e-12) and np.all(p <= hi + 1e-12)
+    P1 = est._proba_draws(est.x_scaler_.transform(X[:5]))
+    np.testing.assert_allclose(hi[:, 1], np.quantile(P1, 0.95, axis=0))
+    with pytest.raises(ValueError, match="interval"):
+        est.predict_proba_interval(X[:5], interval=2)
+    with pytest.raises(ValueError, match="y has 3 classes.*GPClassifier"):
+        bk.GaBaSRClassifier(**G, **TINY).fit(X, np.arange(30) % 3)
+
+
+# ------------------------------------------------------------------------------ slow
+@pytest.mark.slow
+@pytest.mark.parametrize("data", ["iris", "wine"])
+def test_multiclass_against_sklearn(data):
+    """Default GPClassifier() against scikit-learn's GaussianProcessClassifier() (defaults) on
+    stratified 70/30 splits, seeds 0-2: accuracy at least sklearn's, lower log-loss, converged,
+    fit within 120 s."""
+    X, y = {"iris": load_iris, "wine": load_wine}[data](return_X_y=True)
+    for seed in (0, 1, 2):
+        Xtr, Xte, ytr, yte = train_test_split(X, y, test_size=0.3, stratify=y,
+                                              random_state=seed)
+        sk = GaussianProcessClassifier().fit(Xtr, ytr)
+        t0 = time.perf_counter()
+        est = bk.GPClassifier(progress_bar=False, random_state=seed).fit(Xtr, ytr)
+        fit_s = time.perf_counter() - t0
+        p_sk, p_bk = sk.predict_proba(Xte), est.predict_proba(Xte)
+        acc_sk, acc_bk = accuracy_score(yte, sk.predict(Xte)), accuracy_score(yte, est.predict(Xte))
+        ll_sk, ll_bk = log_loss(yte, p_sk), log_loss(yte, p_bk)
+        msg = (f"{data} seed {seed}: accuracy {acc_bk:.3f} vs {acc_sk:.3f}, log-loss "
+               f"{ll_bk:.4f} vs {ll_sk:.4f}, fit {fit_s:.0f} s, {est.convergence_}")
+        print(msg)
+        assert acc_bk >= acc_sk and ll_bk < ll_sk and est.convergence_.ok and fit_s <= 120, msg
+
+
+def calibration_bins(p1, lo1, hi1, y, n_bins=10):
+    """Per bin of predicted P(y=1) (equal width): observed frequency, mean lower, mean upper."""
+    which = np.minimum((p1 * n_bins).astype(int), n_bins - 1)
+    return [(float(y[which == b].mean()), float(lo1[which == b].mean()),
+             float(hi1[which == b].mean()), int((which == b).sum()))
+            for b in range(n_bins) if np.any(which == b)]
+
+
+@pytest.mark.slow
+def test_breast_cancer_interval_covers_observed_frequency():
+    """Default GPClassifier() on breast_cancer (stratified 80/20, seed 0): held-out points in
+    10 bins of predicted probability; the observed frequency of class 1 falls inside the band
+    [mean lower, mean upper] of the 90% interval in at least 8 of the non-empty bins."""
+    X, y = load_breast_cancer(return_X_y=True)
+    Xtr, Xte, ytr, yte = train_test_split(X, y, test_size=0.2, stratify=y, random_state=0)
+    est = bk.GPClassifier(progress_bar=False, random_state=0).fit(Xtr, ytr)
+    p1 = est.predict_proba(Xte)[:, 1]
+    lo, hi = est.predict_proba_interval(Xte, interval=0.9)
+    bins = calibration_bins(p1, lo[:, 1], hi[:, 1], yte)
+    inside = sum(lo_b <= f <= hi_b for f, lo_b, hi_b, _ in bins)
+    print(f"{inside} of {len(bins)} bins inside: {bins}")
+    assert inside >= min(8, len(bins)), bins
