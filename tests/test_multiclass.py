@@ -183,6 +183,24 @@ def test_multiclass_classifier_tiny(iris_fit):
     assert ll.shape == (1, 20, 50) and np.all(np.isfinite(ll)) and np.all(ll <= 0)
 
 
+def test_multiclass_posterior_predictive_group(iris_fit):
+    """Replicated class codes, as observed_data stores them, drawn from each draw's probabilities."""
+    import arviz as az
+    import matplotlib.pyplot as plt
+
+    est, _, _ = iris_fit
+    rep = est.idata_.posterior_predictive["y"].values
+    obs = est.idata_.observed_data["y"].values
+    assert rep.shape == (1, 20, 50) and set(np.unique(rep)) <= {0, 1, 2}
+    assert set(np.unique(obs)) == {0, 1, 2}
+    # a replicate equals the observed class as often as the draws' probability of that class
+    P = est._class_proba_draws(est.idata_.constant_data["X"].values)  # (20, 50, 3)
+    p_obs = np.take_along_axis(P, obs[None, :, None].astype(int), axis=-1)[..., 0].mean()
+    assert abs((rep == obs).mean() - p_obs) < 0.05  # 1000 replicates: sd about 0.013
+    az.plot_ppc(est.idata_, kind="scatter")
+    plt.close("all")
+
+
 def test_predict_proba_interval_multiclass(iris_fit):
     est, X, _ = iris_fit
     p = est.predict_proba(X)
