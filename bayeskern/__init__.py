@@ -20,6 +20,7 @@ import importlib as _importlib
 import importlib.util as _importlib_util
 import os as _os
 import sys as _sys
+import types as _types
 
 from bayeskern._version import __version__
 
@@ -72,6 +73,24 @@ def __getattr__(name):
     value = getattr(_importlib.import_module(_LAZY[name]), name)
     globals()[name] = value  # later lookups skip __getattr__
     return value
+
+
+class _Package(_types.ModuleType):
+    """The package's module type: ``bayeskern.report`` stays the function.
+
+    Importing the submodule :mod:`bayeskern.report` binds it as the package's attribute
+    ``report`` (the import system does so after loading any submodule), which would hide the
+    public function of the same name once the submodule is loaded; here the function is bound
+    instead.
+    """
+
+    def __setattr__(self, name, value):
+        if name == "report" and isinstance(value, _types.ModuleType):
+            value = value.report
+        super().__setattr__(name, value)
+
+
+_sys.modules[__name__].__class__ = _Package
 
 
 def __dir__():

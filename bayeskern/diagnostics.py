@@ -33,6 +33,7 @@ __all__ = [
     "add_variables",
     "DATA_UNITS_SUFFIX",
     "summary",
+    "psis_smooth",
     "ConvergenceReport",
     "convergence_report",
     "loo",
@@ -302,6 +303,34 @@ def convergence_report(
 
 
 # --------------------------------------------------------------------------- comparison
+def psis_smooth(posterior, neg_log_lik: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """Pareto-smoothed importance log weights, as ``arviz.loo_pit`` computes them.
+
+    Raw log weights :math:`-\\log p(y_i \\mid \\theta_s)` (``neg_log_lik``, ``(n, S)``,
+    draws last), smoothed by fitting a generalized Pareto distribution to the largest
+    weights of each row (Vehtari, Gelman & Gabry 2017; Vehtari et al. 2024), with the
+    relative efficiency :math:`r_{\\mathrm{eff}}` = mean ESS of ``posterior`` over
+    :math:`S` (1 with one chain).
+
+    Returns
+    -------
+    log_weights : ndarray (n, S)
+        Normalized per row.
+    pareto_k : ndarray (n,)
+        Shape estimate per row; above 0.7 the row's estimate is unreliable.
+    """
+    n_chain, n_samples = posterior.sizes["chain"], neg_log_lik.shape[-1]
+    reff = 1.0
+    if n_chain > 1:
+        ess = az.ess(posterior, method="mean")
+        reff = float(np.hstack([np.ravel(ess[v].values) for v in ess.data_vars]).mean()
+                     / n_samples)
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")  # ArviZ's own k warning: callers report their own
+        lw, k = az.psislw(neg_log_lik, reff=reff)
+    return np.asarray(lw), np.asarray(k)
+
+
 def loo(idata, pointwise: bool = True):
     """PSIS-LOO (ArviZ), with a warning when Pareto k > 0.7 (Vehtari et al. 2017)."""
     with warnings.catch_warnings():

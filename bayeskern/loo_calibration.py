@@ -22,13 +22,11 @@ Bayesian estimators store :math:`\\log p(y_i \\mid y_{-i}, \\theta_s)` as ``log_
   \\theta_s)`, where the per-draw probability is read off the stored log-likelihood of the
   observed label.
 
-The ArviZ calls (``psislw``, ``ess``) are isolated in :func:`_arviz_psis`; it belongs in
-:mod:`bayeskern.diagnostics`.
+The Pareto smoothing is ArviZ's, through :func:`bayeskern.diagnostics.psis_smooth`.
 """
 
 from __future__ import annotations
 
-import warnings
 from dataclasses import dataclass, field
 
 import jax.numpy as jnp
@@ -48,25 +46,6 @@ PARETO_K_MAX = 0.7
 _PROBS = (0.5, 0.9, 0.95)
 
 
-def _arviz_psis(posterior, neg_log_lik: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-    """ArviZ's ``psislw`` with the ``reff`` of ``arviz.loo_pit`` (this module's ArviZ calls).
-
-    ``neg_log_lik`` is ``(n, S)``, samples last as ArviZ wants; ``reff`` is the mean ESS of
-    the posterior over the number of draws, 1 with one chain.
-    """
-    az = diagnostics.az
-    n_chain, n_samples = posterior.sizes["chain"], neg_log_lik.shape[-1]
-    reff = 1.0
-    if n_chain > 1:
-        ess = az.ess(posterior, method="mean")
-        reff = float(np.hstack([np.ravel(ess[v].values) for v in ess.data_vars]).mean()
-                     / n_samples)
-    with warnings.catch_warnings():
-        warnings.simplefilter("ignore")  # ArviZ's own k warning: the report writes its own
-        lw, k = az.psislw(neg_log_lik, reff=reff)
-    return np.asarray(lw), np.asarray(k)
-
-
 def psis_log_weights(idata) -> tuple[np.ndarray, np.ndarray]:
     """Return the normalized PSIS log weights ``(S, n)`` and Pareto k ``(n,)`` of ``idata``.
 
@@ -74,7 +53,7 @@ def psis_log_weights(idata) -> tuple[np.ndarray, np.ndarray]:
     smoothed as ``arviz.loo_pit`` does (Vehtari, Gelman & Gabry 2017).
     """
     ll = np.asarray(idata.log_likelihood["y"], dtype=float)
-    lw, k = _arviz_psis(idata.posterior, -ll.reshape(-1, ll.shape[-1]).T)
+    lw, k = diagnostics.psis_smooth(idata.posterior, -ll.reshape(-1, ll.shape[-1]).T)
     return lw.T, k
 
 

@@ -111,6 +111,16 @@ def test_public_names_load_lazily():
         bk.nope  # noqa: B018
 
 
+def test_report_function_survives_its_submodule_import():
+    """``bk.report`` is the function even when :mod:`bayeskern.report` was imported first."""
+    code = ("import bayeskern.report; from bayeskern.report import render_report; "
+            "import bayeskern as bk; print(bk.report.__module__, bk.report.__name__, "
+            "bk.compare_report.__name__)")
+    r = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=300,
+                       check=True)
+    assert r.stdout.split() == ["bayeskern.report", "report", "compare_report"]
+
+
 _REGISTRIES = """
 import sys
 import numpy as np
