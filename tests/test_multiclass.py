@@ -184,7 +184,7 @@ def test_multiclass_classifier_tiny(iris_fit):
 
 
 def test_multiclass_posterior_predictive_group(iris_fit):
-    """Replicated class codes, as observed_data stores them, drawn from each draw's probabilities."""
+    """Replicated class codes (as observed_data stores them), drawn per posterior draw."""
     import arviz as az
     import matplotlib.pyplot as plt
 
