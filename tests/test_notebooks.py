@@ -56,12 +56,6 @@ def test_notebook_is_stored_with_the_outputs_of_one_full_run(path):
     assert any("figure" in k for k in kinds), f"{path.name}: no figure stored"
 
 
-#: cells whose quick re-run is known not to display what the full run displayed: (notebook, code
-#: cell number) -> why. Open: the GaBaSR trace figure (``bk.plots.plot_trace`` then
-#: ``plt.show()``) is displayed in the full run and not in the quick one; cause not found yet.
-KNOWN_QUICK_GAPS = {("gabasr_co2", 4): "trace figure not displayed in quick mode (open)"}
-
-
 def _execute(nb, tmp_path, timeout):
     client = nbclient.NotebookClient(nb, timeout=timeout, kernel_name="python3",
                                      resources={"metadata": {"path": str(tmp_path)}})
@@ -80,8 +74,6 @@ def test_notebook_executes_and_makes_its_stored_outputs(path, tmp_path, monkeypa
     assert os.path.isdir(tmp_path)
     for i, (old, new) in enumerate(zip(_code_cells(stored), _code_cells(fresh), strict=True)):
         assert "error" not in _kinds(new), f"{path.name}, code cell {i + 1}: error"
-        if (path.stem, i + 1) in KNOWN_QUICK_GAPS:
-            continue
         assert _kinds(new) == _kinds(old), (
             f"{path.name}, code cell {i + 1}: a fresh run gives {sorted(_kinds(new))}, the "
             f"stored output has {sorted(_kinds(old))}; run `make notebooks NB={path.stem}`")
