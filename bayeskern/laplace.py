@@ -405,12 +405,23 @@ def _softmax_fwd(K, Y):
 def _softmax_bwd(res, g):
     K, mode = res
     a = mode.a
-    _, h_vjp = jax.vjp(lambda K_, f_: -_softmax_factors(K_, f_)[3], K, mode.f)
-    dK, s2 = h_vjp(jnp.ones((), K.dtype))
-    u = _solve_i_wk(mode.E, mode.chol_m, K, s2)
+    # dh/dK_c at the fixed mode, h = -1/2 log|I + KW|: -1/2 [(K + W^-1)^-1]_cc
+    # = -1/2 (E_c - E_c (sum_c E_c)^-1 E_c) (R&W eq. 3.41-3.42)
+    G = jnp.moveaxis(jsl.solve_triangular(mode.chol_m, jnp.concatenate(mode.E, axis=1),
+                                          lower=True).reshape(K.shape[1], *K.shape[:2]), 1, 0)
+    dK = -0.5 * (mode.E - jnp.einsum("cji,cjk->cik", G, G))
+    # dh/df at fixed K: dh = -1/2 sum_i tr(S_i dW_i), S_i the latent posterior covariance
+    # (C x C) at training point i and W_i = diag(pi_i) - pi_i pi_i^T
+    _, S = softmax_predict(mode, K, jnp.diagonal(K, axis1=1, axis2=2))
+
+    def h_of_f(f):
+        pi = jax.nn.softmax(f, axis=0).T  # (n, C)
+        tr_sw = jnp.einsum("icc,ic->", S, pi) - jnp.einsum("icd,ic,id->", S, pi, pi)
+        return -0.5 * tr_sw
+
+    u = _solve_i_wk(mode.E, mode.chol_m, K, jax.grad(h_of_f)(mode.f))
     ua = u[:, :, None] * a[:, None, :]
-    G = 0.5 * a[:, :, None] * a[:, None, :] + 0.5 * (dK + jnp.swapaxes(dK, 1, 2)) \
-        + 0.5 * (ua + jnp.swapaxes(ua, 1, 2))
+    G = 0.5 * a[:, :, None] * a[:, None, :] + dK + 0.5 * (ua + jnp.swapaxes(ua, 1, 2))
     return g * G, None
 
 
