@@ -242,6 +242,19 @@ def test_latent_inference_refuses_multiclass():
         bk.GPClassifier(inference="latent", **TINY).fit(X, np.arange(12) % 3)
 
 
+def test_multiclass_prior_predictive_draws_every_class_evenly():
+    """Prior predictive draws for three (string) classes come from the softmax model: labels
+    from the classes seen, and, the prior being symmetric in the classes, each class drawn
+    with frequency near 1/3 (400 draws x 30 rows)."""
+    X = np.random.default_rng(0).normal(size=(30, 2))
+    y = np.array(["a", "b", "c"])[np.arange(30) % 3]
+    draws = bk.GPClassifier(**TINY).sample_prior_predictive(X, y, n_draws=400, random_state=0)
+    assert draws.shape == (400, 30)
+    freq = [np.mean(draws == c) for c in "abc"]
+    assert set(np.unique(draws)) == {"a", "b", "c"}
+    np.testing.assert_allclose(freq, 1 / 3, atol=0.05)
+
+
 G = dict(n_features=8, n_components=2, map_steps=5)
 
 

@@ -37,7 +37,6 @@ from bayeskern.estimators.base import (
     flat_draws,
     map_draws,
     proba_interval,
-    validate_binary,
     validate_classes,
 )
 from bayeskern.hsgp import (
@@ -245,7 +244,9 @@ class _GPBase(BayesianEstimatorMixin, BaseEstimator):
         the estimator is changed.
 
         Returns an array ``(n_draws, n_rows)``: values in the units of ``y`` (regression) or
-        class labels (classification).
+        class labels (classification; with more than two classes from the softmax model,
+        :math:`f_c \\sim N(0, K_c)` and labels :math:`\\sim \\mathrm{Categorical}
+        (\\mathrm{softmax}(f))`).
         """
         from numpyro.infer import Predictive
 
@@ -257,13 +258,15 @@ class _GPBase(BayesianEstimatorMixin, BaseEstimator):
         X, y = check_X_y(X, y, dtype=np.float64, ensure_min_samples=2, y_numeric=not classifier)
         xs = Standardizer.fit(X)
         if classifier:
-            classes, y_fit = validate_binary(y)
+            classes, y_fit = validate_classes(y)
         else:
             ys = Standardizer.fit(np.asarray(y, dtype=float))
             y_fit = ys.transform(np.asarray(y, dtype=float))
         kernel = self._fit_kernel(xs.transform(X), y_fit)
         model, extra = gp_regression, {}
-        if classifier:
+        if classifier and len(classes) > 2:
+            model, extra = gp_classification_softmax, dict(n_classes=len(classes))
+        elif classifier:
             model = gp_classification if self.inference == "latent" else gp_classification_laplace
         else:
             self._check_approximation_params()
