@@ -182,6 +182,7 @@ def _task(args, y) -> tuple[str, str | None]:
 
     col = f"target column {args.target!r}"
     counts = y.value_counts()
+    counts = counts[counts > 0]  # a categorical column's unused categories are not values
     labels = counts.index.tolist()  # plain Python values, most frequent first
     k, numeric = len(counts), (pd.api.types.is_numeric_dtype(y)
                                and not pd.api.types.is_bool_dtype(y))

@@ -465,6 +465,33 @@ def expected_calibration_error(y, p, n_bins: int = 10) -> float:
     return float(ece)
 
 
+def multiclass_metrics(y, P, *, n_bins: int = 10) -> dict:
+    r"""Accuracy, one-vs-rest macro ROC AUC, Brier score, log-loss and top-label ECE.
+
+    ``y`` holds class codes ``0 .. C-1`` and ``P`` the ``(n, C)`` class probabilities. The
+    Brier score is the multi-class one of Brier (1950),
+    :math:`\frac1n\sum_i\sum_c (P_{ic} - [y_i = c])^2`; the ECE is that of the top label
+    (confidence :math:`\max_c P_{ic}` against the accuracy of :math:`\arg\max_c P_{ic}`;
+    Guo et al. 2017).
+    """
+    y = np.asarray(y).astype(int)
+    P = np.asarray(P, dtype=float)
+    labels = np.arange(P.shape[1])
+    onehot = (y[:, None] == labels[None, :]).astype(float)
+    try:
+        auc = float(skm.roc_auc_score(y, P, multi_class="ovr", labels=labels))
+    except ValueError:  # a class absent from y
+        auc = float("nan")
+    return {
+        "accuracy": float(np.mean(P.argmax(axis=1) == y)),
+        "auc_ovr_macro": auc,
+        "brier": float(np.mean(np.sum((P - onehot) ** 2, axis=1))),
+        "log_loss": float(skm.log_loss(y, np.clip(P, 1e-12, 1.0), labels=labels)),
+        "ece_top_label": expected_calibration_error(P.argmax(axis=1) == y, P.max(axis=1),
+                                                    n_bins),
+    }
+
+
 def classification_metrics(y, p, *, n_bins: int = 10) -> dict:
     """Accuracy, ROC AUC, Brier score, log-loss and ECE of probabilities ``p = P(y=1)``."""
     y = np.asarray(y).astype(int)

@@ -33,6 +33,7 @@ import matplotlib.pyplot as plt
 import numpy as np
 
 from bayeskern import diagnostics, plots, report_calibration, report_classical, report_priors
+from bayeskern.estimators.base import as_fitted_input
 from bayeskern.models.gabasr_spectrum import mixture_components
 from bayeskern.plots import panels
 from bayeskern.runs import atomic_write
@@ -84,14 +85,12 @@ def _fmt(v) -> str:
     return str(v)
 
 
-def _as_input(est, X):
-    """``X`` as the estimator saw it in fit (a frame with its column names, if it had them)."""
-    names = getattr(est, "feature_names_in_", None)
-    if names is None:
-        return X
-    import pandas as pd
-
-    return pd.DataFrame(np.asarray(X, dtype=float), columns=list(names))
+def _class_codes(est, y) -> np.ndarray:
+    """Codes ``0 .. C-1`` of ``y``, given as labels or as the codes some classifiers store."""
+    y = np.asarray(y)
+    if np.isin(y, est.classes_).all():
+        return np.searchsorted(est.classes_, y).astype(int)
+    return y.astype(int)
 
 
 def render_report(est, *, X_test=None, y_test=None, X_train=None, y_train=None, title=None,
@@ -216,10 +215,17 @@ def _render(est, *, X_test, y_test, title, data_name, target_name) -> str:
         parts.append("<div class='warn'>This run stores no training rows and no held-out data "
                      "was given, so there is nothing to evaluate the fit on: pass X_test and "
                      "y_test (command line: fit with --holdout 0.2).</div>")
+    elif is_clf and len(est.classes_) > 2:
+        P = est.predict_proba(as_fitted_input(est, Xe))
+        codes = _class_codes(est, ye)
+        correct = (P.argmax(axis=1) == codes).astype(int)
+        ax = plots.plot_reliability(correct, P.max(axis=1))
+        ax.set_title(f"top-label reliability ({where})", fontsize=9)
+        parts.append(_fig_html(ax, "top-label reliability diagram"))
+        m = diagnostics.multiclass_metrics(codes, P)
     elif is_clf:
-        p = est.predict_proba(_as_input(est, Xe))[:, 1]
-        # labels as given, or the 0/1 codes that some classifiers store as observed data
-        y01 = ((ye == est.classes_[1]) if np.isin(ye, est.classes_).all() else ye).astype(int)
+        p = est.predict_proba(as_fitted_input(est, Xe))[:, 1]
+        y01 = _class_codes(est, ye)
         fig, axes = plots.subplots(1, 2, figsize=(10, 4.6), layout="constrained")
         plots.plot_reliability(y01, p, ax=axes[0])
         if len(np.unique(y01)) == 2:
@@ -227,16 +233,16 @@ def _render(est, *, X_test, y_test, title, data_name, target_name) -> str:
         axes[0].set_title(f"reliability ({where})", fontsize=9)
         parts.append(_fig_html(fig, "reliability diagram and ROC"))
         if has_test:
-            parts += report_calibration.reliability_band_section(est, _as_input(est, Xe), y01,
+            parts += report_calibration.reliability_band_section(est, as_fitted_input(est, Xe), y01,
                                                                  _fig_html)
         m = diagnostics.classification_metrics(y01, p)
     else:
-        pred_e = est.predictive(_as_input(est, Xe))
+        pred_e = est.predictive(as_fitted_input(est, Xe))
         if Xe.shape[1] == 1:
             lo_x = min(Xe.min(), X.min() if stored else np.inf)
             hi_x = max(Xe.max(), X.max() if stored else -np.inf)
             grid = np.linspace(lo_x, hi_x, 400)[:, None]
-            ax = plots.plot_predictive_1d(grid[:, 0], est.predictive(_as_input(est, grid)),
+            ax = plots.plot_predictive_1d(grid[:, 0], est.predictive(as_fitted_input(est, grid)),
                                           X_train=X, y_train=y,
                                           X_test=X_test if has_test else None,
                                           y_test=y_test if has_test else None)
@@ -464,7 +470,7 @@ def held_out_predictions(estimators: dict, X_test, y_test) -> dict[str, HeldOut]
     out = {}
     for name, est in estimators.items():
         both = X if grid is None else np.vstack([X, grid])
-        pred = est.predictive(_as_input(est, both))
+        pred = est.predictive(as_fitted_input(est, both))
         out[name] = HeldOut(diagnostics.regression_metrics(y, _columns(pred, slice(len(X)))),
                             grid, None if grid is None else _columns(pred, slice(len(X), None)))
     return out

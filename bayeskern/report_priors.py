@@ -20,6 +20,7 @@ from bayeskern.estimators.gp import GPClassifier, GPRegressor
 from bayeskern.models.gp import (
     gp_classification,
     gp_classification_laplace,
+    gp_classification_softmax,
     gp_regression,
     prepare_kernel,
 )
@@ -47,6 +48,10 @@ def model_call(est):
                                          design=est.hsgp_design_, x_scale=x_scale)
         model, y = gp_regression, est.y_std_.transform(y)
     else:
+        if len(est.classes_) > 2:
+            return gp_classification_softmax, dict(
+                X=X, y=jnp.asarray(y.astype(int)), kernel=est.kernel_, x_scale=x_scale,
+                n_classes=len(est.classes_), prepared=prepare_kernel(est.kernel_, X, X, x_scale))
         laplace = getattr(est, "inference", "latent") == "laplace"  # runs saved before it: latent
         model = gp_classification_laplace if laplace else gp_classification
         y = y.astype(float)

@@ -310,7 +310,9 @@ def predict_table(est, X, *, interval: float = 0.9, draws: int = 0, random_state
                              "intervals (it has no predict_proba_interval)")
         lo, hi = (est.predict_proba_interval(X, interval=interval) if class_intervals
                   else (None, None))
-        cols = {"prediction": est.classes_[np.argmax(p, axis=1)]}
+        # the classifiers' own rule: two classes by p_1 >= 0.5 (a tie goes to classes_[1])
+        pick = (p[:, 1] >= 0.5).astype(int) if p.shape[1] == 2 else np.argmax(p, axis=1)
+        cols = {"prediction": est.classes_[pick]}
         for j, c in enumerate(est.classes_):
             cols[f"p_{c}"] = p[:, j]
             if class_intervals:

@@ -183,6 +183,26 @@ def test_multiclass_classifier_tiny(iris_fit):
     assert ll.shape == (1, 20, 50) and np.all(np.isfinite(ll)) and np.all(ll <= 0)
 
 
+def test_multiclass_report_and_priors(iris_fit, tmp_path):
+    """The report of a three-class fit: top-label reliability and multi-class metrics equal to
+    scikit-learn's on the held-out rows; the priors table traced from the softmax model
+    (one amplitude per class and term)."""
+    from sklearn.metrics import log_loss
+
+    from bayeskern import diagnostics
+    from bayeskern.report_priors import prior_rows
+
+    est, X, y = iris_fit
+    html = bk.report(est, tmp_path / "r.html", X_test=X, y_test=y).read_text()
+    assert "top-label reliability" in html and "auc_ovr_macro" in html
+    codes = np.searchsorted(est.classes_, y)
+    m = diagnostics.multiclass_metrics(codes, est.predict_proba(X))
+    assert m["log_loss"] == pytest.approx(log_loss(y, est.predict_proba(X), labels=est.classes_))
+    assert m["accuracy"] == pytest.approx(est.score(X, y))
+    rows = {site: shape for site, _, shape in prior_rows(est)[0]}
+    assert rows["amplitude"] == "3×1"
+
+
 def test_multiclass_posterior_predictive_group(iris_fit):
     """Replicated class codes (as observed_data stores them), drawn per posterior draw."""
     import arviz as az

@@ -205,6 +205,20 @@ def data_unit_variables(posterior, kernel, x_scale, y_scale=None) -> tuple[dict,
     return data, dims
 
 
+def as_fitted_input(est, X):
+    """``X`` as the estimator saw it in fit (a frame with its column names, if it had them).
+
+    Internal calls on arrays taken from ``idata_`` then pass scikit-learn's feature-name
+    check without its "X does not have valid feature names" warning.
+    """
+    names = getattr(est, "feature_names_in_", None)
+    if names is None:
+        return X
+    import pandas as pd
+
+    return pd.DataFrame(np.asarray(X, dtype=float), columns=list(names))
+
+
 #: most values (rows x draws) stored in a ``posterior_predictive`` or ``predictions`` group
 #: (2**24 float64: 128 MiB); beyond, :func:`thin_draws` keeps fewer posterior draws
 PREDICTIVE_MAX_VALUES = 2**24
@@ -341,7 +355,8 @@ class BayesianEstimatorMixin:
         """:meth:`_replicates` in row blocks, shaped ``(chain, kept draws, n)``."""
         post = self.idata_.posterior
         n, step = len(X), max(256, PREDICT_BLOCK_ELEMENTS // max(1, len(draws)))
-        parts = [self._replicates(X[sl], draws, seed, stream, row_offset=sl.start)
+        parts = [self._replicates(as_fitted_input(self, X[sl]), draws, seed, stream,
+                                  row_offset=sl.start)
                  for sl in (slice(a, a + step) for a in range(0, max(n, 1), step))]
         out = np.concatenate(parts, axis=1)
         return out.reshape(post.sizes["chain"], -1, out.shape[-1])
@@ -373,16 +388,19 @@ class BayesianEstimatorMixin:
         PyMC's ``sample_posterior_predictive(..., predictions=True,
         extend_inferencedata=True)``: for posterior draw :math:`s` one draw
         :math:`\\tilde y^{(s)} \\sim p(\\tilde y \\mid \\theta_s, \\mathcal D)` at each
-        row of ``X`` (marginal per row; Gelman et al. 2013, ch. 6), in the units (or
-        labels) of ``y``, dims ``(chain, draw, obs)``; ``X`` itself goes to
-        ``predictions_constant_data``. A later call replaces both groups.
+        row of ``X`` (marginal per row; Gelman et al. 2013, ch. 6), in the units of ``y``
+        (regression) or encoded as ``observed_data["y"]`` is (classification: the labels,
+        or their codes ``0 .. C-1`` into ``classes_``), dims ``(chain, draw, obs)``;
+        ``X`` itself goes to ``predictions_constant_data``. A later call replaces both
+        groups.
 
         Parameters
         ----------
         X : array-like (n, n_features)
         n_draws : int or None
             Posterior draws used, at most (evenly thinned within each chain,
-            :func:`thin_draws`); ``None``: all, up to :data:`PREDICTIVE_MAX_VALUES` values.
+            :func:`thin_draws`; at least one per chain); ``None``: all, up to
+            :data:`PREDICTIVE_MAX_VALUES` values.
         random_state : int, Generator or None
             Seed of the draws (``None``: the estimator's ``random_state``).
 
