@@ -4,6 +4,7 @@ Seed 003 (Pena-Llamas et al. 2023): the random-feature kernel's expectation is t
 spectral-mixture kernel; the exact model uses it with the trend and weights integrated out.
 """
 
+import jax
 import jax.numpy as jnp
 import numpy as np
 import pytest
@@ -46,7 +47,7 @@ def test_exact_covariance_equals_dense_kernel():
         B = G.polynomial_basis(X, 2)
         p = _params(d)
         p["trend_amp"] = jnp.linspace(0.2, 0.6, B.shape[1])
-        K = np.asarray(G.exact_covariance(p, G.prepare_exact(X, B)))
+        K = np.asarray(jax.jit(G.exact_covariance)(p, G.prepare_exact(X, B)))
         tau = X[:, None, :] - X[None, :, :]
         a2 = np.asarray(p["amplitude"]) ** 2
         means = np.zeros((3, d))
@@ -59,8 +60,8 @@ def test_exact_covariance_equals_dense_kernel():
                  + (0.2**2 + 1e-6) * np.eye(12))
         np.testing.assert_allclose(K, dense, rtol=1e-10, atol=1e-12)
         # the cross-covariance at the training points is the same matrix without noise
-        Ks, kss = G.exact_cross(p, jnp.asarray(X), jnp.asarray(B), jnp.asarray(X),
-                                jnp.asarray(B))
+        Ks, kss = jax.jit(G.exact_cross)(p, jnp.asarray(X), jnp.asarray(B), jnp.asarray(X),
+                                         jnp.asarray(B))
         np.testing.assert_allclose(np.asarray(Ks), dense - (0.04 + 1e-6) * np.eye(12),
                                    atol=1e-10)
         np.testing.assert_allclose(np.asarray(kss), np.diag(np.asarray(Ks)), atol=1e-10)
@@ -72,12 +73,13 @@ def test_exact_loo_equals_refit():
     y = np.sin(3 * X[:, 0]) + 0.1 * rng.normal(size=15)
     B = G.polynomial_basis(X, 1)
     p = _params()
-    loo = np.asarray(G.exact_loo(p, G.prepare_exact(X, B), jnp.asarray(y)))
+    loo = np.asarray(jax.jit(G.exact_loo)(p, G.prepare_exact(X, B), jnp.asarray(y)))
+    predictive = jax.jit(G.exact_predictive)  # one compilation for the three refits
     for i in (0, 7, 14):
         keep = np.arange(15) != i
-        mu, sd = G.exact_predictive(p, G.prepare_exact(X[keep], B[keep]), jnp.asarray(X[keep]),
-                                    jnp.asarray(B[keep]), jnp.asarray(y[keep]),
-                                    jnp.asarray(X[i:i + 1]), jnp.asarray(B[i:i + 1]))
+        mu, sd = predictive(p, G.prepare_exact(X[keep], B[keep]), jnp.asarray(X[keep]),
+                            jnp.asarray(B[keep]), jnp.asarray(y[keep]),
+                            jnp.asarray(X[i:i + 1]), jnp.asarray(B[i:i + 1]))
         # the noise jitter 1e-6 sits in K_y but not in the predictive variance
         assert np.isclose(loo[i], stats.norm.logpdf(y[i], float(mu[0]), float(sd[0])), atol=1e-4)
 

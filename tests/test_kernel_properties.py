@@ -79,21 +79,44 @@ def test_fixed_kernels_symmetric_psd_finite(X, ls, period):
         assert_symmetric_psd(k(X), name)
 
 
+#: fixed kernels whose fixed values may be traced (the spectral mixture's must be concrete)
+TRACEABLE = ("rbf", "laplacian", "linear", "periodic", "rbf*periodic+linear")
+
+
+@jax.jit
+def _traced_input_gradients(Z, ls, period):
+    """d sum K(Z, Z) / dZ of the :data:`TRACEABLE` fixed kernels, compiled once per shape of
+    ``Z`` (op by op, every example took 0.1 s)."""
+    kernels = fixed_kernels(ls, period)
+    return {name: jax.grad(lambda Z, k=kernels[name]: jnp.sum(k(Z)))(Z) for name in TRACEABLE}
+
+
 @given(X=inputs(max_dim=1), ls=positive, period=positive)
 def test_fixed_kernels_have_finite_input_gradients(X, ls, period):
+    grads = _traced_input_gradients(jnp.asarray(X), ls, period)
     for name, k in fixed_kernels(ls, period).items():
-        g = jax.grad(lambda Z, k=k: jnp.sum(k(Z)))(jnp.asarray(X))
+        if name not in TRACEABLE:
+            grads[name] = jax.grad(lambda Z, k=k: jnp.sum(k(Z)))(jnp.asarray(X))
+    assert set(grads) == set(fixed_kernels(ls, period))
+    for name, g in grads.items():
         assert np.isfinite(np.asarray(g)).all(), name
 
 
-@given(X=inputs(), ls=positive, period=positive)
-def test_hyperparameter_gradients_are_finite(X, ls, period):
-    grads = {
+@jax.jit
+def _hyperparameter_gradients(X, ls, period):
+    """Gradients of sum K(X, X) with respect to the hyper-parameters, compiled once per shape
+    of ``X``."""
+    return {
         "rbf": jax.grad(lambda s: jnp.sum(RBF(lengthscale=s)(X)))(ls),
         "laplacian": jax.grad(lambda s: jnp.sum(Laplacian(lengthscale=s)(X)))(ls),
         "periodic": jax.grad(lambda s, p: jnp.sum(Periodic(period=p, lengthscale=s)(X)),
                              argnums=(0, 1))(ls, period),
     }
+
+
+@given(X=inputs(), ls=positive, period=positive)
+def test_hyperparameter_gradients_are_finite(X, ls, period):
+    grads = _hyperparameter_gradients(jnp.asarray(X), ls, period)
     for name, g in grads.items():
         assert np.isfinite(np.asarray(g)).all(), name
 
@@ -141,22 +164,28 @@ def test_data_dependent_kernels_symmetric_psd(data):
 
 
 # --------------------------------------------------------------- asymmetric LAB-RBF kernel
+#: the LAB-RBF Gram matrix and the gradient of its sum with respect to the bandwidths,
+#: compiled once per shape and exponent ``p``
+_labrbf_gram = jax.jit(labrbf_gram, static_argnums=3)
+_labrbf_bandwidth_gradient = jax.jit(
+    jax.grad(lambda T, Th, p: jnp.sum(labrbf_gram(T, T, Th, p)), argnums=1), static_argnums=2)
+
+
 @given(T=inputs(min_rows=3, max_rows=8), data=st.data(), p=st.sampled_from([1, 2]))
 def test_labrbf_documented_properties(T, data, p):
     m, d = len(T), T.shape[1]
     Theta = data.draw(arrays(np.float64, (m, d), elements=st.floats(1e-3, 1e2)))
-    K = np.asarray(labrbf_gram(jnp.asarray(T), jnp.asarray(T), jnp.asarray(Theta), p))
+    K = np.asarray(_labrbf_gram(jnp.asarray(T), jnp.asarray(T), jnp.asarray(Theta), p))
     assert np.isfinite(K).all()
     assert ((K > 0) | np.isclose(K, 0)).all() and (K <= 1 + 1e-12).all()   # values in [0, 1]
     np.testing.assert_allclose(np.diag(K), 1.0)                             # K(x_i, x_i) = 1
     # one bandwidth shared by every support point: the symmetric (isotropic / ARD) kernel,
     # positive semi-definite for p = 2 (an RBF) and p = 1 (a Laplacian)
-    Ks = np.asarray(labrbf_gram(jnp.asarray(T), jnp.asarray(T),
-                                jnp.broadcast_to(jnp.asarray(Theta[0]), (m, d)), p))
+    Ks = np.asarray(_labrbf_gram(jnp.asarray(T), jnp.asarray(T),
+                                 jnp.broadcast_to(jnp.asarray(Theta[0]), (m, d)), p))
     assert_symmetric_psd(Ks, f"labrbf equal bandwidths p={p}")
     # gradient-safe at coincident points (T contains duplicates and t_a = x_a)
-    g = jax.grad(lambda Th: jnp.sum(labrbf_gram(jnp.asarray(T), jnp.asarray(T), Th, p)))(
-        jnp.asarray(Theta))
+    g = _labrbf_bandwidth_gradient(jnp.asarray(T), jnp.asarray(Theta), p)
     assert np.isfinite(np.asarray(g)).all()
 
 

@@ -19,16 +19,16 @@ import pytest
 import bayeskern as bk
 from bayeskern.tuning import grid_scores, precomputed_grid_scores
 
-_MULTI_DEVICE = textwrap.dedent("""
-    import os, json
-    os.environ["XLA_FLAGS"] = "--xla_force_host_platform_device_count=2"
-    os.environ["JAX_PLATFORMS"] = "cpu"
-    import bayeskern, jax, jax.numpy as jnp, numpy as np
+_PRELUDE = """
+import os, json
+os.environ["XLA_FLAGS"] = "--xla_force_host_platform_device_count=2"
+os.environ["JAX_PLATFORMS"] = "cpu"
+import bayeskern, jax, jax.numpy as jnp, numpy as np
+"""
+
+_CHAINS = textwrap.dedent("""
     import numpyro, numpyro.distributions as dist
     from bayeskern.inference import run_nuts, choose_chain_method
-    from bayeskern.blr import feature_stats, nig_log_marginal
-    from bayeskern.features import rff_features
-    from bayeskern.sharding import sharded_feature_stats
 
     def model(y=None):
         mu = numpyro.sample("mu", dist.Normal(0, 5))
@@ -45,31 +45,51 @@ _MULTI_DEVICE = textwrap.dedent("""
         draws[m] = np.stack([np.asarray(idata.posterior[v]) for v in ("mu", "s")]).tolist()
         out[m + "_attr"] = idata.posterior.attrs["chain_method"]
     out["draws"] = draws
+""")
+
+_STATS = textwrap.dedent("""
+    from bayeskern.blr import feature_stats, nig_log_marginal
+    from bayeskern.features import rff_features
+    from bayeskern.sharding import sharded_feature_stats
 
     rng = np.random.default_rng(1)
     X, yy, om = rng.normal(size=(1001, 3)), rng.normal(size=1001), rng.normal(size=(8, 3))
     dense = feature_stats(rff_features(jnp.asarray(X), jnp.asarray(om)), jnp.asarray(yy))
     shard = sharded_feature_stats(X, yy, rff_features, jnp.asarray(om), chunk_size=100)
+    out = {"devices": jax.local_device_count()}
     out["stats_maxdiff"] = max(float(jnp.max(jnp.abs(a - b))) for a, b in zip(dense, shard))
     out["lml"] = [float(nig_log_marginal(s, 1.0, 1.0, 1.0)) for s in (dense, shard)]
-    print("RESULT" + json.dumps(out))
 """)
 
 
-@pytest.fixture(scope="module")
-def multi_device():
+def _on_two_devices(body):
+    """Run ``body`` in a subprocess with two host CPU devices; return the dict ``out`` it
+    builds."""
     env = {k: v for k, v in os.environ.items() if k != "XLA_FLAGS"}
+    code = _PRELUDE + body + '\nprint("RESULT" + json.dumps(out))\n'
     # parallel chains were reported to hang in some set-ups: a hang fails here, not forever
-    proc = subprocess.run([sys.executable, "-c", _MULTI_DEVICE], capture_output=True,
-                          text=True, timeout=240, env=env)
+    proc = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
+                          timeout=240, env=env)
     assert proc.returncode == 0, proc.stderr[-3000:]
     line = [ln for ln in proc.stdout.splitlines() if ln.startswith("RESULT")][-1]
     return json.loads(line[len("RESULT"):])
 
 
+@pytest.fixture(scope="module")
+def multi_device_chains():
+    """NUTS with each chain method on two devices (only the slow test needs these fits)."""
+    return _on_two_devices(_CHAINS)
+
+
+@pytest.fixture(scope="module")
+def multi_device_stats():
+    """Sufficient statistics sharded over two devices, and the dense ones."""
+    return _on_two_devices(_STATS)
+
+
 @pytest.mark.slow  # ~15-30 s of compilation: make test-slow
-def test_chain_methods_agree_on_two_host_devices(multi_device):
-    r = multi_device
+def test_chain_methods_agree_on_two_host_devices(multi_device_chains):
+    r = multi_device_chains
     assert r["devices"] == 2
     # one device per chain -> parallel; more chains than devices -> sequential
     assert (r["auto2"], r["auto3"]) == ("parallel", "sequential")
@@ -83,9 +103,10 @@ def test_chain_methods_agree_on_two_host_devices(multi_device):
         np.testing.assert_allclose(np.asarray(r["draws"][m]), seq, rtol=0, atol=1e-8)
 
 
-def test_sharded_stats_on_two_devices_equal_dense(multi_device):
-    assert multi_device["stats_maxdiff"] < 1e-9
-    dense, shard = multi_device["lml"]
+def test_sharded_stats_on_two_devices_equal_dense(multi_device_stats):
+    assert multi_device_stats["devices"] == 2
+    assert multi_device_stats["stats_maxdiff"] < 1e-9
+    dense, shard = multi_device_stats["lml"]
     assert abs(dense - shard) < 1e-9 * abs(dense)
 
 
