@@ -319,7 +319,8 @@ def softmax_laplace_mode(K: jax.Array, Y: jax.Array, *, max_iter: int = NEWTON_M
     the block structure: :math:`C` Cholesky factors of :math:`I + D_c^{1/2}K_cD_c^{1/2}` and
     one of :math:`\\sum_c E_c`, all :math:`n\\times n`. A step that lowers the objective
     :math:`\\Psi = y^\\top f - \\sum_i\\log\\sum_c e^{f_{ic}} - \\tfrac12 a^\\top f` is halved
-    (the softmax likelihood is log-concave, so the damped iteration converges).
+    once (no line search: convergence within :data:`NEWTON_MAX_ITER` steps is checked, not
+    assumed, and a search that does not converge gives a ``nan`` marginal).
 
     Parameters
     ----------

@@ -201,7 +201,8 @@ def _render(est, *, X_test, y_test, title, data_name, target_name) -> str:
              if steps is not None and np.isfinite(float(steps)) else "")
     parts.append(f"<p>divergent transitions: {conv.n_divergent} of {conv.n_draws} draws; "
                  f"maximum tree depth reached: {conv.tree_depth_hits}{_e(steps)}</p>")
-    scalar_vars = [v for v in post.data_vars if post[v].ndim <= 3 and v not in ("f", "eta")]
+    scalar_vars = [v for v in post.data_vars if post[v].ndim <= 3 and v not in ("f", "eta")
+                   and not v.endswith(diagnostics.DATA_UNITS_SUFFIX)]  # restatements: not sampled
     if scalar_vars:
         parts.append(_fig_html(plots.plot_trace(idata, scalar_vars), "trace plots"))
 

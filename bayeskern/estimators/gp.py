@@ -372,8 +372,10 @@ class GPRegressor(JointPredictiveMixin, PredictiveRegressorMixin, RegressorMixin
         ``posterior_predictive`` holds ``y``: one replicated data set per posterior draw at
         the training rows of the log-likelihood (dims ``chain, draw, obs``; draws thinned
         when rows × draws exceed :data:`~bayeskern.estimators.base.PREDICTIVE_MAX_VALUES`,
-        :func:`~bayeskern.estimators.base.thin_draws`), so that ``az.plot_ppc``,
-        ``az.plot_loo_pit(idata, y="y")`` and ``az.compare`` work; :meth:`add_predictions`
+        :func:`~bayeskern.estimators.base.thin_draws`), so that ``az.plot_ppc`` and
+        ``az.compare`` work (``az.plot_loo_pit`` runs, but its replicates condition on
+        every row: the exact LOO-PIT is :func:`bayeskern.loo_calibration.loo_calibration`'s);
+        :meth:`add_predictions`
         adds ``predictions`` and ``predictions_constant_data`` for new rows. For joint
         sample paths and the latent covariance see :meth:`sample_y` and
         ``predict(X, return_cov=True)``.
@@ -1010,8 +1012,13 @@ class GPClassifier(ClassifierMixin, _GPBase):  # noqa: D101 (__doc__ is an f-str
         draws["__index"] = np.arange(len(draws["f"]))  # the Monte Carlo seed of each draw
         return draws
 
-    def _softmax_predict(self, X):
-        """Per draw: class probabilities (draws, n, C), latent mean and covariance."""
+    def _softmax_predict(self, X, parts=(0, 1, 2), reduce=None):
+        """Per draw: class probabilities (draws, n, C), latent mean and covariance.
+
+        Only the outputs in ``parts`` are kept, each passed through ``reduce`` per row chunk
+        (e.g. the mean over draws), so that what is kept, not draws × rows × C², bounds the
+        memory.
+        """
         X = self._validate_predict(X)
         Xs = jnp.asarray(self.x_std_.transform(X))
         Xtr = jnp.asarray(self.x_std_.transform(np.asarray(self.idata_.constant_data["X"])))
@@ -1020,9 +1027,15 @@ class GPClassifier(ClassifierMixin, _GPBase):  # noqa: D101 (__doc__ is an f-str
             lambda d, Xt, Xn: softmax_classification_predictive(kernel, d, Xt, ytr, Xn,
                                                                 x_scale, _draw_key(d))))
         draws = self._softmax_draws()
-        out = [fn(draws, Xtr, Xs[sl]) for sl in _chunks(
-            len(Xs), max(len(draws["f"]), 16 * len(Xtr), SOFTMAX_MC_DRAWS * len(self.classes_)))]
-        return tuple(np.concatenate([np.asarray(o[k]) for o in out], axis=1) for k in range(3))
+        C = len(self.classes_)
+        keep = reduce or (lambda a: a)
+        out = []
+        for sl in _chunks(len(Xs), max(len(draws["f"]) * (2 * C + C * C), 16 * len(Xtr),
+                                       SOFTMAX_MC_DRAWS * C)):
+            o = fn(draws, Xtr, Xs[sl])
+            out.append([keep(np.asarray(o[k])) for k in parts])
+        axis = 1 if reduce is None else 0
+        return tuple(np.concatenate([o[j] for o in out], axis=axis) for j in range(len(parts)))
 
     def _latent(self, X):
         X = self._validate_predict(X)
@@ -1064,7 +1077,7 @@ class GPClassifier(ClassifierMixin, _GPBase):  # noqa: D101 (__doc__ is an f-str
         """
         check_is_fitted(self)
         if self._multiclass():
-            return self._softmax_predict(X)[0]
+            return self._softmax_predict(X, parts=(0,))[0]
         p1 = self._proba_draws(X)
         return np.stack([1.0 - p1, p1], axis=-1)
 
@@ -1076,7 +1089,7 @@ class GPClassifier(ClassifierMixin, _GPBase):  # noqa: D101 (__doc__ is an f-str
         """
         check_is_fitted(self)
         if self._multiclass():
-            return self._softmax_predict(X)[0].mean(axis=0)
+            return self._softmax_predict(X, parts=(0,), reduce=lambda p: p.mean(axis=0))[0]
         p1 = self._proba_draws(X).mean(axis=0)
         return np.column_stack([1.0 - p1, p1])
 
@@ -1115,7 +1128,7 @@ class GPClassifier(ClassifierMixin, _GPBase):  # noqa: D101 (__doc__ is an f-str
         """
         check_is_fitted(self)
         if self._multiclass():
-            _, m, cov = self._softmax_predict(X)
+            m, cov = self._softmax_predict(X, parts=(1, 2))
         else:
             m, v = self._latent(X)
         seed = draw_seed(self._seed() if random_state is None else random_state)
