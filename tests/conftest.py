@@ -63,6 +63,10 @@ def tiny_gp_run(tmp_path_factory):
     settings, 20 % held out) on features ``x1`` and :data:`SCRIPT` with six duplicated rows, read
     from a file named :data:`DATA_NAME`; ``train.csv`` (the same rows, plain name) and
     ``new.csv`` (5 rows of features). One fit per pytest worker, shared by the hardening tests.
+
+    Its training shapes (24 rows x 2 features, 1 chain x (10 + 10) draws) are those of the CLI
+    regression fits in test_runs_cli.py, test_cli_conventions.py and test_report_methods.py:
+    whichever fits first compiles the programs, the others find them in the compilation cache.
     """
     import pandas as pd
 

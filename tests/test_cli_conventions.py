@@ -21,10 +21,12 @@ HEAVY = ("jax", "numpyro", "arviz", "sklearn", "matplotlib", "pandas", "scipy", 
 
 @pytest.fixture(scope="module")
 def files(tmp_path_factory):
+    """CSV files; ``train.csv`` has 24 rows and 2 numeric features, the training shapes of
+    conftest's ``tiny_gp_run``, so a tiny fit on it reuses that fit's compiled programs."""
     d = tmp_path_factory.mktemp("conventions")
     r = np.random.default_rng(0)
-    a, b = r.uniform(0, 5, 30), r.normal(size=30)
-    pd.DataFrame({"rid": [f"r{i}" for i in range(30)], "a": a, "b": b, "note": ["t"] * 30,
+    a, b = r.uniform(0, 5, 24), r.normal(size=24)
+    pd.DataFrame({"rid": [f"r{i}" for i in range(24)], "a": a, "b": b, "note": ["t"] * 24,
                   "y": np.sin(a) + 0.1 * b}).to_csv(d / "train.csv", index=False)
     pd.DataFrame({"rid": ["n0", "n1", "n2"], "a": a[:3], "b": b[:3]}).to_csv(d / "new.csv",
                                                                            index=False)
@@ -192,7 +194,7 @@ def test_fit_with_columns_and_id_logs_plain_lines(files, tmp_path, capsys):
     assert "\r" not in cap.out + cap.err and "\x1b" not in cap.out + cap.err
     lines = cap.out.splitlines()
     assert lines[0] == "task: regression (numeric target with non-integer values)"
-    assert lines[1] == ("fitting GPRegressor to 30 rows x 2 features: 1 chain x (10 warm-up + "
+    assert lines[1] == ("fitting GPRegressor to 24 rows x 2 features: 1 chain x (10 warm-up + "
                         "10 draws)")
     assert lines[2].startswith("done in ") and lines[2].endswith(" s")
     assert list(bk.load_run(run).feature_names_in_) == ["a", "b"]
@@ -295,15 +297,17 @@ def test_predict_table_writes_class_probability_intervals():
 @pytest.mark.skipif(not hasattr(bk.GPClassifier, "predict_proba_interval"),
                     reason="needs the multiclass classifiers of branch i23-multiclass")
 def test_multiclass_end_to_end(tmp_path, capsys):
-    """A 3-class integer target (iris-like): auto picks multiclass, GPClassifier fits it, and
-    predict writes a probability and its interval per class."""
-    r = np.random.default_rng(1)
-    label = np.repeat([0, 1, 2], 12)
-    X = r.normal(size=(36, 2)) + 2.0 * np.c_[label, -label]
-    pd.DataFrame({"x1": X[:, 0], "x2": X[:, 1], "species": label}).to_csv(tmp_path / "iris.csv",
-                                                                          index=False)
+    """A 3-class integer target (every third iris flower): auto picks multiclass, GPClassifier
+    fits it, and predict writes a probability and its interval per class. The rows and sampler
+    counts of tests/test_multiclass.py's iris fit: the compiled programs are shared."""
+    from sklearn.datasets import load_iris
+
+    X, label = load_iris(return_X_y=True)
+    X, label = X[::3], label[::3]
+    table = pd.DataFrame(X, columns=["x1", "x2", "x3", "x4"]).assign(species=label)
+    table.to_csv(tmp_path / "iris.csv", index=False)
     assert main(["fit", str(tmp_path / "iris.csv"), "--target", "species", "--out",
-                 str(tmp_path / "run"), "--num-warmup", "10", "--num-samples", "10",
+                 str(tmp_path / "run"), "--num-warmup", "20", "--num-samples", "20",
                  "--num-chains", "1"]) == 0
     assert capsys.readouterr().out.startswith(
         "task: multiclass (integer target with 3 distinct values, each in at least 2 rows")

@@ -17,7 +17,11 @@ import pytest
 nbformat = pytest.importorskip("nbformat")
 nbclient = pytest.importorskip("nbclient")
 
-NOTEBOOKS = sorted((Path(__file__).parent.parent / "notebooks").glob("*.ipynb"))
+#: gp_co2 last: its GP is the reference GP of `bayeskern demo --quick` (same kernel, data and
+#: sampler settings), which tests/test_runs_cli.py fits early on the other pytest worker, so by
+#: then its programs are in the run's shared compilation cache
+NOTEBOOKS = sorted((Path(__file__).parent.parent / "notebooks").glob("*.ipynb"),
+                   key=lambda p: (p.stem == "gp_co2", p.stem))
 
 
 def _kinds(cell) -> set:

@@ -219,12 +219,24 @@ def test_reliability_band_skips_without_draws(clf_data):
     assert P is None and "no per-draw probabilities" in why
 
 
+def _periodic_kernel():
+    """A sum kernel with a fixed hyperparameter (the period): a priors table lists both."""
+    return bk.kernels.RBF() + bk.kernels.Periodic(period=2.0)
+
+
+@pytest.fixture(scope="module")
+def periodic_gpr(reg_data):
+    """The regressor of :func:`test_priors_table_lists_every_latent_site`, fitted once for
+    both of its classifier inferences."""
+    return bk.GPRegressor(_periodic_kernel(), random_state=0, **TINY).fit(*reg_data)
+
+
 @pytest.mark.parametrize("inference", ["laplace", "latent"])
-def test_priors_table_lists_every_latent_site(clf_data, reg_data, inference):
+def test_priors_table_lists_every_latent_site(clf_data, periodic_gpr, inference):
     X, y = clf_data
-    kernel = bk.kernels.RBF() + bk.kernels.Periodic(period=2.0)
-    est = bk.GPClassifier(kernel, inference=inference, random_state=0, **TINY).fit(X, y)
-    reg = bk.GPRegressor(kernel, random_state=0, **TINY).fit(*reg_data)
+    est = bk.GPClassifier(_periodic_kernel(), inference=inference, random_state=0,
+                          **TINY).fit(X, y)
+    reg = periodic_gpr
     for e in (est, reg):
         rows, note = prior_rows(e)
         names = [r[0] for r in rows]

@@ -1,6 +1,7 @@
 """Saving/loading runs without pickle, the CLI, and the HTML report."""
 
 import json
+import shutil
 import subprocess
 import sys
 
@@ -15,9 +16,11 @@ from bayeskern.cli import main
 
 @pytest.fixture(scope="module")
 def data_dir(tmp_path_factory):
+    """CSV files of 30 rows and 2 features: with a 20 % hold-out, a regression fit has the
+    shapes of conftest's ``tiny_gp_run`` and reuses its compiled programs."""
     d = tmp_path_factory.mktemp("cli")
     rng = np.random.default_rng(0)
-    x1, x2 = rng.uniform(0, 5, 40), rng.normal(size=40)
+    x1, x2 = rng.uniform(0, 5, 30), rng.normal(size=30)
     pd.DataFrame({"x1": x1, "x2": x2, "y": np.sin(x1) + 0.1 * x2}).to_csv(d / "train.csv",
                                                                           index=False)
     pd.DataFrame({"x1": x1[:7], "x2": x2[:7]}).to_csv(d / "new.csv", index=False)
@@ -26,35 +29,37 @@ def data_dir(tmp_path_factory):
     return d
 
 
-def _fit(d, name="run", extra=()):
-    return main(["fit", str(d / "train.csv"), "--target", "y", "--out", str(d / name),
-                 "--num-warmup", "20", "--num-samples", "20", "--num-chains", "1", "--quiet",
-                 "--holdout", "0.2", *extra])
+@pytest.fixture(scope="module")
+def run(data_dir):
+    """A GP regression fitted by ``bayeskern fit`` (tiny sampler settings, 20 % held out)."""
+    assert main(["fit", str(data_dir / "train.csv"), "--target", "y", "--out",
+                 str(data_dir / "run"), "--num-warmup", "10", "--num-samples", "10",
+                 "--num-chains", "1", "--quiet", "--holdout", "0.2"]) == 0
+    return data_dir / "run"
 
 
-def test_fit_predict_report_roundtrip(data_dir, capsys):
+def test_fit_predict_report_roundtrip(data_dir, run, capsys):
     d = data_dir
-    assert _fit(d) == 0
-    assert sorted(p.name for p in (d / "run").iterdir()) == [
+    assert sorted(p.name for p in run.iterdir()) == [
         "arrays.npz", "config.json", "idata.nc", "manifest.json"]
-    assert main(["predict", str(d / "run"), str(d / "new.csv"), "--out", str(d / "p.csv"),
+    assert main(["predict", str(run), str(d / "new.csv"), "--out", str(d / "p.csv"),
                  "--interval", "0.8", "--draws", "3", "--quiet"]) == 0
     p = pd.read_csv(d / "p.csv")
     assert list(p.columns[:4]) == ["mean", "sd", "lower_0.8", "upper_0.8"] and len(p) == 7
     assert np.all(p["lower_0.8"] < p["mean"]) and np.all(p["mean"] < p["upper_0.8"])
     # the same run and seed give identical predictions
-    main(["predict", str(d / "run"), str(d / "new.csv"), "--out", str(d / "p2.csv"),
+    main(["predict", str(run), str(d / "new.csv"), "--out", str(d / "p2.csv"),
           "--draws", "3", "--interval", "0.8", "--quiet"])
     pd.testing.assert_frame_equal(p, pd.read_csv(d / "p2.csv"))
     # streaming in small batches gives the same numbers, predictive draws included
-    main(["predict", str(d / "run"), str(d / "new.csv"), "--out", str(d / "p3.csv"),
+    main(["predict", str(run), str(d / "new.csv"), "--out", str(d / "p3.csv"),
           "--interval", "0.8", "--draws", "3", "--batch-size", "3", "--quiet"])
     pd.testing.assert_frame_equal(pd.read_csv(d / "p3.csv"), p)
     # another seed gives other draws (the draws are random, not fixed by the row)
-    main(["predict", str(d / "run"), str(d / "new.csv"), "--out", str(d / "p4.csv"),
+    main(["predict", str(run), str(d / "new.csv"), "--out", str(d / "p4.csv"),
           "--interval", "0.8", "--draws", "3", "--seed", "1", "--quiet"])
     assert not np.allclose(pd.read_csv(d / "p4.csv")["draw_0"], p["draw_0"])
-    assert main(["report", str(d / "run"), "--out", str(d / "r.html"), "--quiet"]) == 0
+    assert main(["report", str(run), "--out", str(d / "r.html"), "--quiet"]) == 0
     html = (d / "r.html").read_text()
     assert "Convergence" in html and "data:image/png;base64" in html
     assert "mean leapfrog steps per draw" in html
@@ -75,16 +80,16 @@ def test_loaded_run_predicts_like_the_original(tmp_path, rng):
                                c.predict_proba(X), rtol=1e-10)
 
 
-def test_tampered_or_incomplete_runs_are_refused(data_dir, tmp_path):
-    d = data_dir
-    _fit(d, "run_t")
-    cfg = d / "run_t" / "config.json"
+def test_tampered_or_incomplete_runs_are_refused(run, tmp_path):
+    tampered = tmp_path / "run_t"
+    shutil.copytree(run, tampered)  # the shared run stays intact
+    cfg = tampered / "config.json"
     cfg.write_text(cfg.read_text().replace('"GPRegressor"', '"GPClassifier"'))
     with pytest.raises(bk.runs.RunError, match="checksum"):
-        bk.load_run(d / "run_t")
-    (d / "run_t" / "idata.nc").unlink()
+        bk.load_run(tampered)
+    (tampered / "idata.nc").unlink()
     with pytest.raises(bk.runs.RunError, match="incomplete"):
-        bk.load_run(d / "run_t")
+        bk.load_run(tampered)
     with pytest.raises(bk.runs.RunError, match="does not exist"):
         bk.load_run(tmp_path / "nope")
 
@@ -118,8 +123,9 @@ def test_cli_user_errors_exit_2_with_one_line(data_dir, capsys, args, msg):
 
 def test_cli_classification_and_help(data_dir):
     d = data_dir
+    # TINY's counts: the classifier of test_loaded_run_predicts_like_the_original, compiled once
     assert main(["fit", str(d / "clf.csv"), "--target", "c", "--out", str(d / "crun"),
-                 "--num-warmup", "10", "--num-samples", "10", "--num-chains", "1",
+                 "--num-warmup", "20", "--num-samples", "20", "--num-chains", "1",
                  "--quiet"]) == 0
     assert json.loads((d / "crun" / "config.json").read_text())["estimator"] == "GPClassifier"
     assert main(["predict", str(d / "crun"), str(d / "new.csv"), "--out", str(d / "cp.csv"),
@@ -241,7 +247,9 @@ def test_interrupted_fit_leaves_no_partial_output(data_dir, tmp_path):
     d = data_dir
     out = tmp_path / "interrupted"
     # one chain with a progress bar: NumPyro then steps the sampler from Python, so the
-    # interrupt lands mid-fit (far more warm-up than the test waits for). The bar is shown on a
+    # interrupt lands mid-fit (far more warm-up than the test waits for); the hold-out gives
+    # the data the shape of the fixture `run`'s, whose start-value programs are then cached
+    # (the child shares the persistent compilation cache). The bar is shown on a
     # terminal only, so the child's stdout and stderr are a pseudo-terminal. NumPyro turns the
     # bar off when it sees CI or PYTEST_XDIST_WORKER in the environment: not for this child.
     env = {k: v for k, v in os.environ.items() if k not in ("CI", "PYTEST_XDIST_WORKER")}
@@ -251,7 +259,7 @@ def test_interrupted_fit_leaves_no_partial_output(data_dir, tmp_path):
     proc = subprocess.Popen(
         [sys.executable, "-m", "bayeskern.cli", "fit", str(d / "train.csv"), "--target", "y",
          "--out", str(out), "--num-warmup", "1000000", "--num-samples", "100",
-         "--num-chains", "1"],
+         "--num-chains", "1", "--holdout", "0.2"],
         stdout=child_term, stderr=child_term, env={**env, "PYTHONUNBUFFERED": "1"},
         # CI may start us with SIGINT ignored (background jobs of a non-interactive shell);
         # Python then installs no KeyboardInterrupt handler, so give the child the default.
