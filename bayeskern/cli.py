@@ -40,6 +40,10 @@ METHODS = {
     "labrbf": ("LABRBFRegressor", None),  # LAB-RBF with its Bayesian last layer
 }
 
+#: classifiers of two classes only, and why
+BINARY_ONLY = {"vsk": "the VSK kernel's naive-Bayes scaling",
+               "gabasr": "GaBaSRClassifier's Pólya-Gamma likelihood"}
+
 
 class UserError(Exception):
     """An error in what the user asked for: reported in one line, exit status 2."""
@@ -197,6 +201,9 @@ def _task(args, y) -> tuple[str, str | None]:
     if task == "binary" and k != 2:
         raise UserError(f"--task binary needs a target with 2 distinct values; {col} has {k} "
                         "(use --task multiclass)")
+    if task == "multiclass" and k == 2:
+        raise UserError(f"--task multiclass needs a target with 3 or more distinct values; "
+                        f"{col} has 2 (use --task binary)")
     if task != "auto":
         return task, None
     if k == 2:
@@ -351,6 +358,10 @@ def _make_estimator(args, classification: bool, *, task: str | None = None):
     import bayeskern as bk
 
     task = task or ("classification" if classification else "regression")
+    if task == "multiclass" and args.method in BINARY_ONLY:
+        raise UserError(f"--method {args.method} classifies two classes only "
+                        f"({BINARY_ONLY[args.method]}), but the task is multiclass (see --task): "
+                        "use --method gp, ckrbf or conformal")
     name = METHODS[args.method][int(classification)]
     if name is None:
         other = "regression" if classification else "classification"

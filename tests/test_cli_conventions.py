@@ -167,6 +167,7 @@ def test_auto_task_rules(y, task, reason):
     (["a", "b", "c", "d"], "auto", "4 distinct labels in 4 rows"),
     ([1.0] * 5, "auto", "single value"),
     ([0, 1, 2] * 3, "binary", "--task binary needs a target with 2 distinct values"),
+    ([0, 1] * 4, "multiclass", "--task multiclass needs a target with 3 or more distinct"),
     (["a", "b"] * 3, "regression", "--task regression needs a numeric target"),
 ])
 def test_task_errors_say_why(y, task, msg):
@@ -176,7 +177,29 @@ def test_task_errors_say_why(y, task, msg):
 
 def test_explicit_task_is_kept():
     assert _task(_args("regression"), pd.Series([0, 1, 2] * 4)) == ("regression", None)
-    assert _task(_args("multiclass"), pd.Series([0, 1] * 4)) == ("multiclass", None)
+    assert _task(_args("multiclass"), pd.Series([0, 1, 2] * 4)) == ("multiclass", None)
+
+
+def test_unused_categories_are_not_values():
+    """A categorical target's declared but unused categories do not count as classes."""
+    y = pd.Series(pd.Categorical(["a", "b"] * 4, categories=["a", "b", "c"]))
+    assert _task(_args(), y)[0] == "binary"
+    with pytest.raises(UserError, match="single value"):
+        _task(_args(), pd.Series(pd.Categorical(["a"] * 4, categories=["a", "b"])))
+
+
+@pytest.mark.parametrize("method", ["vsk", "gabasr"])
+def test_binary_only_methods_refuse_multiclass_naming_the_option(method, tmp_path, capsys):
+    """A multi-class target with a two-class method: a one-line error naming --method and
+    --task (exit status 2) before anything is fitted or written."""
+    data = tmp_path / "three.csv"
+    pd.DataFrame({"x": np.arange(12.0), "y": np.arange(12) % 3}).to_csv(data, index=False)
+    out = tmp_path / "run"
+    assert main(["fit", str(data), "--target", "y", "--method", method, "--out",
+                 str(out)]) == 2
+    err = capsys.readouterr().err
+    assert f"--method {method} classifies two classes only" in err and "--task" in err
+    assert not out.exists()
 
 
 def _fit(files, out, *extra):
