@@ -33,16 +33,10 @@ CHROMIUM_SETUP = command -v chromium >/dev/null 2>&1 || \
 	echo "note: chromium could not be installed; the report browser test will be skipped"
 
 # two pytest workers (the machines have 2 cores); a test file stays on one worker so that its
-# module-scoped fitted fixtures are built once. The XLA programs a run compiles are kept in
-# .venv/xla-cache for the next run of this checkout (JAX's persistent compilation cache, keyed
-# by the program, the compile options and the JAX version; at most 2 GB, least recently used
-# dropped): a second run compiles only what changed. A fresh clone starts empty.
-XLA_CACHE = JAX_COMPILATION_CACHE_DIR=$(CURDIR)/$(VENV)/xla-cache \
-	JAX_COMPILATION_CACHE_MAX_SIZE=2000000000 JAX_PERSISTENT_CACHE_MIN_COMPILE_TIME_SECS=0 \
-	JAX_PERSISTENT_CACHE_MIN_ENTRY_SIZE_BYTES=0
+# module-scoped fitted fixtures are built once
 test: $(VENV)/.installed-test
 	@$(CHROMIUM_SETUP)
-	$(XLA_CACHE) $(BIN)/python -m pytest -q -n 2 --dist loadfile
+	$(BIN)/python -m pytest -q -n 2 --dist loadfile
 
 test-slow: $(VENV)/.installed-test
 	HYPOTHESIS_PROFILE=thorough $(BIN)/python -m pytest -q tests/test_kernel_properties.py && $(BIN)/python -m pytest -q -m slow

@@ -11,8 +11,8 @@ os.environ.setdefault("JAX_PLATFORMS", "cpu")
 # call of each jnp operation run eagerly, one small XLA program per primitive (about 250 of
 # them, 10 s, for the first tiny GP fit in a process), and every worker, notebook kernel and
 # CLI subprocess would compile them again; with them cached, a fresh process's first tiny GP
-# fit took 3.8 s instead of 15.7 s. Created fresh for a run and removed at its end, unless
-# JAX_COMPILATION_CACHE_DIR is set: `make test` keeps one in .venv/xla-cache across runs.
+# fit took 3.8 s instead of 15.7 s. Created fresh for every run and removed at its end, so no
+# run reuses programs compiled by an earlier one.
 _OWN_XLA_CACHE = None
 if "JAX_COMPILATION_CACHE_DIR" not in os.environ and not os.environ.get("PYTEST_XDIST_WORKER"):
     _OWN_XLA_CACHE = __import__("tempfile").mkdtemp(prefix="bayeskern-test-xla-cache-")
