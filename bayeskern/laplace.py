@@ -408,9 +408,9 @@ def _softmax_bwd(res, g):
     a = mode.a
     # dh/dK_c at the fixed mode, h = -1/2 log|I + KW|: -1/2 [(K + W^-1)^-1]_cc
     # = -1/2 (E_c - E_c (sum_c E_c)^-1 E_c) (R&W eq. 3.41-3.42)
-    G = jnp.moveaxis(jsl.solve_triangular(mode.chol_m, jnp.concatenate(mode.E, axis=1),
-                                          lower=True).reshape(K.shape[1], *K.shape[:2]), 1, 0)
-    dK = -0.5 * (mode.E - jnp.einsum("cji,cjk->cik", G, G))
+    ME = jnp.moveaxis(jsl.solve_triangular(mode.chol_m, jnp.concatenate(mode.E, axis=1),
+                                           lower=True).reshape(K.shape[1], *K.shape[:2]), 1, 0)
+    dK = -0.5 * (mode.E - jnp.einsum("cji,cjk->cik", ME, ME))  # ME_c = M^-1 E_c
     # dh/df at fixed K: dh = -1/2 sum_i tr(S_i dW_i), S_i the latent posterior covariance
     # (C x C) at training point i and W_i = diag(pi_i) - pi_i pi_i^T
     _, S = softmax_predict(mode, K, jnp.diagonal(K, axis1=1, axis2=2))

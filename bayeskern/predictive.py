@@ -15,9 +15,20 @@ from dataclasses import dataclass
 import numpy as np
 from scipy import special, stats
 
-__all__ = ["MixturePredictive", "row_uniforms", "draw_seed"]
+__all__ = ["MixturePredictive", "row_uniforms", "draw_seed", "most_probable_class"]
 
 _GOLDEN = np.uint64(0x9E3779B97F4A7C15)
+
+
+def most_probable_class(classes, P) -> np.ndarray:
+    """Return the classifiers' decision from class probabilities ``P`` (n, C).
+
+    Two classes: ``classes[1]`` where :math:`P_{i1} \\ge 0.5` (a tie goes to the second
+    class); more: the class of largest probability (the first of equal ones).
+    """
+    P = np.asarray(P)
+    pick = (P[:, 1] >= 0.5).astype(int) if P.shape[1] == 2 else np.argmax(P, axis=1)
+    return np.asarray(classes)[pick]
 
 
 def draw_seed(random_state) -> int:

@@ -11,6 +11,8 @@ where it has them.
 
 from __future__ import annotations
 
+from functools import partial
+
 import jax.numpy as jnp
 import numpy as np
 import numpyro
@@ -47,11 +49,9 @@ def model_call(est):
             return hsgp_regression, dict(stats=est._hsgp_stats, kernel=est.kernel_,
                                          design=est.hsgp_design_, x_scale=x_scale)
         model, y = gp_regression, est.y_std_.transform(y)
+    elif len(est.classes_) > 2:
+        model, y = partial(gp_classification_softmax, n_classes=len(est.classes_)), y.astype(int)
     else:
-        if len(est.classes_) > 2:
-            return gp_classification_softmax, dict(
-                X=X, y=jnp.asarray(y.astype(int)), kernel=est.kernel_, x_scale=x_scale,
-                n_classes=len(est.classes_), prepared=prepare_kernel(est.kernel_, X, X, x_scale))
         laplace = getattr(est, "inference", "latent") == "laplace"  # runs saved before it: latent
         model = gp_classification_laplace if laplace else gp_classification
         y = y.astype(float)

@@ -297,6 +297,8 @@ def predict_table(est, X, *, interval: float = 0.9, draws: int = 0, random_state
     """
     import pandas as pd
 
+    from bayeskern.predictive import most_probable_class
+
     if not 0 < interval < 1:
         raise ValueError(f"interval must be in (0, 1), got {interval}")
     if isinstance(draws, bool) or not isinstance(draws, (int, np.integer)) or draws < 0:
@@ -310,9 +312,7 @@ def predict_table(est, X, *, interval: float = 0.9, draws: int = 0, random_state
                              "intervals (it has no predict_proba_interval)")
         lo, hi = (est.predict_proba_interval(X, interval=interval) if class_intervals
                   else (None, None))
-        # the classifiers' own rule: two classes by p_1 >= 0.5 (a tie goes to classes_[1])
-        pick = (p[:, 1] >= 0.5).astype(int) if p.shape[1] == 2 else np.argmax(p, axis=1)
-        cols = {"prediction": est.classes_[pick]}
+        cols = {"prediction": most_probable_class(est.classes_, p)}  # as est.predict decides
         for j, c in enumerate(est.classes_):
             cols[f"p_{c}"] = p[:, j]
             if class_intervals:

@@ -29,7 +29,7 @@ from bayeskern.estimators.gabasr_base import PARAMS_DOC, _GaBaSRBase
 from bayeskern.inference.gabasr_gibbs import predict_proba
 from bayeskern.models import gabasr as G
 from bayeskern.models.gabasr_setup import add_mixture_weights, classification_initial_values
-from bayeskern.predictive import draw_seed, row_uniforms
+from bayeskern.predictive import draw_seed, most_probable_class, row_uniforms
 from bayeskern.runs import register_estimator
 
 __all__ = ["GaBaSRClassifier"]
@@ -187,8 +187,8 @@ class GaBaSRClassifier(ClassifierMixin, _GaBaSRBase):  # noqa: D101 (__doc__ is 
 
     def predict(self, X):
         """Most probable class."""
-        p1 = self.predict_proba(X)[:, 1]  # first: it raises NotFittedError before classes_ does
-        return self.classes_[(p1 >= 0.5).astype(int)]
+        P = self.predict_proba(X)  # first: it raises NotFittedError before classes_ does
+        return most_probable_class(self.classes_, P)
 
     @limit_blas
     def sample_posterior_predictive(self, X, n_draws: int = 200, random_state=None,

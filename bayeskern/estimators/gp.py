@@ -73,7 +73,7 @@ from bayeskern.models.gp import (
     theta_from_draw,
 )
 from bayeskern.models.hsgp import hsgp_factors, hsgp_loo, hsgp_predict, hsgp_regression
-from bayeskern.predictive import MixturePredictive, draw_seed, row_uniforms
+from bayeskern.predictive import MixturePredictive, draw_seed, most_probable_class, row_uniforms
 from bayeskern.runs import register_estimator
 
 __all__ = ["GPRegressor", "GPClassifier"]
@@ -1109,9 +1109,7 @@ class GPClassifier(ClassifierMixin, _GPBase):  # noqa: D101 (__doc__ is an f-str
     def predict(self, X):
         """Most probable class."""
         proba = self.predict_proba(X)  # checks fitted state before classes_ is read
-        if self._multiclass():
-            return self.classes_[np.argmax(proba, axis=1)]
-        return self.classes_[(proba[:, 1] >= 0.5).astype(int)]
+        return most_probable_class(self.classes_, proba)
 
     @limit_blas
     def sample_posterior_predictive(self, X, n_draws: int = 200, random_state=None,
