@@ -33,10 +33,12 @@ CHROMIUM_SETUP = command -v chromium >/dev/null 2>&1 || \
 	echo "note: chromium could not be installed; the report browser test will be skipped"
 
 # two pytest workers (the machines have 2 cores); a test file stays on one worker so that its
-# module-scoped fitted fixtures are built once
+# module-scoped fitted fixtures are built once. A worker that dies (a crash in native code)
+# ends the run with its test named: pytest-xdist 3.8 replaces a crashed worker under
+# --dist loadfile with one that can wait forever for a second work unit (its issue #1327)
 test: $(VENV)/.installed-test
 	@$(CHROMIUM_SETUP)
-	$(BIN)/python -m pytest -q -n 2 --dist loadfile
+	$(BIN)/python -m pytest -q -n 2 --dist loadfile --max-worker-restart 0
 
 test-slow: $(VENV)/.installed-test
 	HYPOTHESIS_PROFILE=thorough $(BIN)/python -m pytest -q tests/test_kernel_properties.py && $(BIN)/python -m pytest -q -m slow
