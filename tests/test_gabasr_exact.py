@@ -84,6 +84,38 @@ def test_exact_loo_equals_refit():
         assert np.isclose(loo[i], stats.norm.logpdf(y[i], float(mu[0]), float(sd[0])), atol=1e-4)
 
 
+def test_fitted_rows_predictive_equals_predictive_at_the_training_inputs():
+    # exact_fitted_rows: the predictive at Xnew = X from the LOO's one factorization
+    rng = np.random.default_rng(4)
+    X = np.sort(rng.uniform(0, 3, 15))[:, None]
+    y = np.sin(3 * X[:, 0]) + 0.1 * rng.normal(size=15)
+    B = G.polynomial_basis(X, 1)
+    prepared, jX, jB, jy = G.prepare_exact(X, B), jnp.asarray(X), jnp.asarray(B), jnp.asarray(y)
+    for noise in (0.2, 1e-3):  # the second: predictive variance close to zero at the data
+        p = {**_params(), "noise": jnp.asarray(noise)}
+        loo, mean, sd = jax.jit(G.exact_fitted_rows)(p, prepared, jy)
+        mu, s = jax.jit(G.exact_predictive)(p, prepared, jX, jB, jy, jX, jB)
+        np.testing.assert_allclose(np.asarray(mean), np.asarray(mu), rtol=1e-7, atol=1e-9)
+        np.testing.assert_allclose(np.asarray(sd), np.asarray(s), rtol=1e-5, atol=1e-7)
+        np.testing.assert_allclose(np.asarray(loo),
+                                   np.asarray(jax.jit(G.exact_loo)(p, prepared, jy)))
+
+
+def test_posterior_predictive_group_from_the_fitted_rows():
+    # the fit's posterior_predictive group (from exact_fitted_rows) is what the generic
+    # path (predictive() at the training inputs, in row blocks) draws with the same seed
+    rng = np.random.default_rng(5)
+    x = np.arange(60) / 12.0
+    y = np.sin(2 * np.pi * x) + 0.2 * rng.normal(size=60)
+    est = GaBaSRRegressor(**FAST).fit(x[:, None], y)
+    assert not hasattr(est, "_fitted_rows_predictive")  # used once, not kept
+    pp = np.asarray(est.idata_.posterior_predictive["y"])
+    post = est.idata_.posterior
+    draws = np.arange(post.sizes["chain"] * post.sizes["draw"])
+    generic = est._predictive_group(x[:, None], draws, est._seed(), stream=2)
+    np.testing.assert_allclose(pp, generic, rtol=1e-6, atol=1e-6)
+
+
 def test_default_regressor_is_exact_and_anchored():
     rng = np.random.default_rng(3)
     x = np.arange(120) / 12.0

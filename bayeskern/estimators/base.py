@@ -333,8 +333,7 @@ class BayesianEstimatorMixin:
         n_total = post.sizes["chain"] * post.sizes["draw"]
         if not is_classifier(self):
             pred = self.predictive(X)
-            comp = np.asarray(draws) * pred.loc.shape[0] // n_total
-            return pred.sample_components(comp, seed, row_offset=row_offset, stream=stream)
+            return self._sample_replicates(pred, draws, seed, stream, row_offset)
         P = np.asarray(self._draw_probabilities(X))
         comp = np.asarray(draws) * P.shape[0] // n_total
         rows = row_offset + np.arange(P.shape[1])
@@ -350,6 +349,12 @@ class BayesianEstimatorMixin:
                                                                 np.arange(n_classes)).all():
             return y01
         return np.asarray(self.classes_)[y01]
+
+    def _sample_replicates(self, pred, draws, seed: int, stream: int, row_offset: int = 0):
+        """One replicate per posterior draw in ``draws`` from a regressor's ``pred``."""
+        post = self.idata_.posterior
+        comp = np.asarray(draws) * pred.loc.shape[0] // (post.sizes["chain"] * post.sizes["draw"])
+        return pred.sample_components(comp, seed, row_offset=row_offset, stream=stream)
 
     def _predictive_group(self, X, draws, seed: int, stream: int) -> np.ndarray:
         """:meth:`_replicates` in row blocks, shaped ``(chain, kept draws, n)``."""
@@ -375,7 +380,14 @@ class BayesianEstimatorMixin:
             else None
         post = idata.posterior
         draws = thin_draws(post.sizes["chain"], post.sizes["draw"], len(rows))
-        y = self._predictive_group(X, draws, self._seed(), stream=2)
+        # a model that computed its predictive at every training row with its LOO (one
+        # factorization per draw, e.g. models.gabasr.exact_fitted_rows) hands it over here
+        fitted = self.__dict__.pop("_fitted_rows_predictive", None)
+        if fitted is not None and fitted.loc.shape[1] == len(rows):
+            y = self._sample_replicates(fitted.subset(rows), draws, self._seed(), stream=2)
+            y = y.reshape(post.sizes["chain"], -1, y.shape[-1])
+        else:
+            y = self._predictive_group(X, draws, self._seed(), stream=2)
         diagnostics.add_group(idata, "posterior_predictive", {"y": y}, dims={"y": ["obs"]},
                               coords={"obs": rows})
         diagnostics.add_coords(idata, "posterior_predictive",

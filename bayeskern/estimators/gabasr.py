@@ -122,7 +122,7 @@ class GaBaSRRegressor(  # noqa: D101 (__doc__ is an f-string)
         ``"auto"``: exact model, a warm-up of :attr:`EXACT_WARMUP` iterations from the
         Laplace approximation at the mode (step size adapted, the inverse Hessian there kept
         as the mass matrix; an explicit ``num_warmup`` of 500 or more adapts the mass
-        matrix too), then blocks of 200 draws per chain until R-hat ≤ 1.01 and bulk and tail
+        matrix too), then blocks of 100 draws per chain until R-hat ≤ 1.01 and bulk and tail
         ESS ≥ 100 per chain on the judged quantities (at most 2000 per chain,
         :func:`bayeskern.inference.run_nuts`); the other models 500 and 500. The counts used
         are ``num_warmup_`` and ``num_samples_``.
@@ -482,9 +482,11 @@ class GaBaSRRegressor(  # noqa: D101 (__doc__ is an f-string)
         if self.model_ == "exact":
             prepared = G.prepare_exact(Z, G.polynomial_basis(Z, self.trend_degree_))
             jy = jnp.asarray(ys)
-            ll = np.asarray(map_draws(lambda d: G.exact_loo(d, prepared, jy),
-                                      self._draws(self._EXACT_SITES)))
+            ll, loc, sd = map(np.asarray, map_draws(
+                lambda d: G.exact_fitted_rows(d, prepared, jy), self._draws(self._EXACT_SITES)))
             self._store_log_likelihood(ll - np.log(self.y_std_.scale))
+            s, m = self.y_std_.scale, self.y_std_.mean
+            self._fitted_rows_predictive = MixturePredictive(loc * s + m, sd * s)
             return
         if self.sampler_ == "gibbs":
             return  # the Gibbs draws carry no per-draw LOO here (see predictive())

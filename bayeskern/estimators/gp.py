@@ -81,7 +81,7 @@ __all__ = ["GPRegressor", "GPClassifier"]
 _SAMPLER_DOC = """
     num_warmup, num_samples, num_chains : int
         NUTS settings (warm-up draws, kept draws per chain, chains). ``GPRegressor``:
-        ``num_samples="auto"`` (its default) draws blocks of 200 per chain until R-hat ≤ 1.01
+        ``num_samples="auto"`` (its default) draws blocks of 100 per chain until R-hat ≤ 1.01
         and bulk and tail ESS ≥ 100 per chain (at most 2000 per chain;
         :func:`bayeskern.inference.run_nuts`); ``num_samples_`` is what was drawn.
     chain_method : {None, "parallel", "sequential", "vectorized"}

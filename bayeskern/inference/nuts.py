@@ -52,7 +52,7 @@ def as_key(seed) -> jax.Array:
 
 
 #: ``num_samples="auto"``: draws per chain per block, and the most draws per chain
-AUTO_BLOCK = 200
+AUTO_BLOCK = 100
 AUTO_MAX_SAMPLES = 2000
 
 

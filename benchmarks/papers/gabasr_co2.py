@@ -1,7 +1,8 @@
 """GaBaSR on Mauna Loa CO2 (seed 003 Table 4 protocol as in the issue): train < 1994-01,
-test 1994-01..2001-12, default GaBaSRRegressor (NUTS, 4 chains x (500 + 500)), 3 seeds.
+test 1994-01..2001-12, GaBaSRRegressor() with its defaults (or the --set arguments), 3 seeds.
 
 Run:  .venv/bin/python benchmarks/papers/gabasr_co2.py [--seeds 0 1 2] [--quick] [--ls] [--peers]
+      [--set NAME=JSON ...]
 ``--peers``: in the same process, scikit-learn's GP with its documented CO2 kernel (ML-II,
 once: it has no seed) and ``bk.GPRegressor`` with the demo kernel (per seed, defaults), from
 ``gp_co2.py``; one JSON line each, with the ratio of fit times to GaBaSR's.
@@ -79,8 +80,14 @@ def main():
     ap.add_argument("--ls", action="store_true", help="locally stationary variant")
     ap.add_argument("--tag", default="")
     ap.add_argument("--peers", action="store_true")
+    ap.add_argument("--set", nargs="+", default=[], metavar="NAME=JSON",
+                    help="GaBaSRRegressor arguments other than the defaults, e.g. "
+                         "target_accept_prob=0.8 (values parsed as JSON)")
     args = ap.parse_args()
     extra = {"locally_stationary": True} if args.ls else {}
+    for item in args.set:
+        name, _, value = item.partition("=")
+        extra[name] = json.loads(value)
     rows, peers = [], []
     if args.peers:
         import gp_co2
