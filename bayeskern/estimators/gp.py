@@ -821,7 +821,14 @@ class GPRegressor(JointPredictiveMixin, PredictiveRegressorMixin, RegressorMixin
             self.basis_checks_ = self._basis_checks(self.hsgp_design_)
 
     def _add_loo_loglik(self, Xs, ys):
-        """Exact LOO predictive log densities per draw (R&W eq. 5.12), original units."""
+        """Exact LOO predictive log densities per draw (R&W eq. 5.12), original units.
+
+        The same factorization gives the predictive of a new observation at each training
+        input, which the ``posterior_predictive`` group draws from: with
+        :math:`K_y = K + sI`, :math:`s = \\sigma_n^2 + 10^{-6}`, mean
+        :math:`y_i - s\\alpha_i` and variance :math:`s - s^2[K_y^{-1}]_{ii} + \\sigma_n^2`
+        (R&W eqs. 2.25-2.26 at :math:`K_* = K_y - sI`).
+        """
         kernel, x_scale = self.kernel_, self.x_std_.scale
         X, y = jnp.asarray(Xs), jnp.asarray(ys)
         prepared = prepare_kernel(kernel, X, X, x_scale)
@@ -831,13 +838,18 @@ class GPRegressor(JointPredictiveMixin, PredictiveRegressorMixin, RegressorMixin
             # diag(K^-1) = column sums of (L^-1)^2
             theta = theta_from_draw(kernel, draw, x_scale)
             K = kernel_matrix(kernel, theta, draw["amplitude"], prepared=prepared)
-            L = cholesky(K + (draw["noise"] ** 2 + JITTER) * jnp.eye(X.shape[0]))
-            A = triangular_inverse(L)
+            s = draw["noise"] ** 2 + JITTER
+            A = triangular_inverse(cholesky(K + s * jnp.eye(X.shape[0])))
             d = jnp.sum(A * A, axis=0)
-            mu = y - (A.T @ (A @ y)) / d
-            return jax.scipy.stats.norm.logpdf(y, mu, 1.0 / jnp.sqrt(d))
+            alpha = A.T @ (A @ y)
+            var = jnp.maximum(s - s * s * d, 0.0) + draw["noise"] ** 2
+            return (jax.scipy.stats.norm.logpdf(y, y - alpha / d, 1.0 / jnp.sqrt(d)),
+                    y - s * alpha, jnp.sqrt(var))
 
-        ll = np.asarray(map_draws(one, self._draws())) - np.log(self.y_std_.scale)
+        ll, loc, sd = map(np.asarray, map_draws(one, self._draws()))
+        self._fitted_rows_predictive = MixturePredictive(
+            loc * self.y_std_.scale + self.y_std_.mean, sd * self.y_std_.scale)
+        ll = ll - np.log(self.y_std_.scale)
         n_chain = self.idata_.posterior.sizes["chain"]
         ll = ll.reshape(n_chain, -1, ll.shape[-1])
         diagnostics.add_group(self.idata_, "log_likelihood", {"y": ll}, dims={"y": ["obs"]},
