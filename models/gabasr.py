@@ -882,31 +882,12 @@ def exact_loo(params: dict, prepared: ExactPrepared, y):
 
 
 def exact_fitted_rows(params: dict, prepared: ExactPrepared, y):
-    r"""LOO log densities and the predictive at the training inputs of one draw, one factorization.
+    """LOO log densities and the predictive at the training inputs of one draw.
 
-    With :math:`K_y = K_f + sI`, :math:`s = \sigma_n^2 + 10^{-6}` (:func:`exact_covariance`),
-    :math:`\alpha = K_y^{-1}y` and :math:`d = \mathrm{diag}(K_y^{-1})`:
-
-    * leave-one-out (Rasmussen & Williams 2006, eq. 5.12): :math:`\mu_i = y_i -
-      \alpha_i/d_i`, :math:`v_i = 1/d_i`;
-    * a new observation at training input :math:`x_i` (R&W eqs. 2.25-2.26 with
-      :math:`K_* = K_f = K_y - sI`): mean :math:`[K_f\alpha]_i = y_i - s\alpha_i`, variance
-      :math:`[K_f - K_fK_y^{-1}K_f]_{ii} + \sigma_n^2 = s - s^2 d_i + \sigma_n^2`,
-
-    what :func:`exact_predictive` gives at ``Xnew = X`` without its cross-covariance and
-    second factorization.
-
-    Returns
-    -------
-    loo : (n,) log densities of the held-out :math:`y_i`.
-    mean, sd : (n,) predictive mean and standard deviation of a new observation at
-        :math:`x_i`.
+    :func:`bayeskern.models.gp.loo_and_fitted_rows` on :func:`exact_factors`: one
+    factorization for both, what :func:`exact_predictive` gives at ``Xnew = X`` without its
+    cross-covariance and second factorization. Returns ``(loo, mean, sd)``, each ``(n,)``.
     """
-    from bayeskern.models.gp import JITTER
+    from bayeskern.models.gp import loo_and_fitted_rows
 
-    Linv, alpha = exact_factors(params, prepared, y)
-    dg = jnp.sum(Linv * Linv, axis=0)
-    loo = jax.scipy.stats.norm.logpdf(y, y - alpha / dg, 1.0 / jnp.sqrt(dg))
-    s = params["noise"] ** 2 + JITTER
-    var = jnp.maximum(s - s * s * dg, 0.0) + params["noise"] ** 2
-    return loo, y - s * alpha, jnp.sqrt(var)
+    return loo_and_fitted_rows(*exact_factors(params, prepared, y), y, params["noise"])

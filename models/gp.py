@@ -352,6 +352,35 @@ def _cross(kernel, theta, amplitude, X, Xnew):
     return Ks, kss
 
 
+def loo_and_fitted_rows(Linv, alpha, y, noise):
+    r"""LOO log densities and the predictive at the training inputs, from one factorization.
+
+    With :math:`K_y = K_f + sI = LL^\top`, :math:`s = \sigma_n^2 + 10^{-6}` (:data:`JITTER`),
+    ``Linv`` :math:`= L^{-1}`, ``alpha`` :math:`= K_y^{-1}y` and
+    :math:`d = \mathrm{diag}(K_y^{-1})` (column sums of :math:`(L^{-1})^2`):
+
+    * leave-one-out (Rasmussen & Williams 2006, eq. 5.12): :math:`\mu_i = y_i -
+      \alpha_i/d_i`, :math:`v_i = 1/d_i`;
+    * a new observation at training input :math:`x_i` (R&W eqs. 2.25-2.26 with
+      :math:`K_* = K_f = K_y - sI`): mean :math:`[K_f\alpha]_i = y_i - s\alpha_i`, variance
+      :math:`[K_f - K_fK_y^{-1}K_f]_{ii} + \sigma_n^2 = s - s^2 d_i + \sigma_n^2`,
+
+    what the predictive at ``Xnew = X`` gives without a cross-covariance and a second
+    factorization.
+
+    Returns
+    -------
+    loo : (n,) log densities of the held-out :math:`y_i`.
+    mean, sd : (n,) predictive mean and standard deviation of a new observation at
+        :math:`x_i`.
+    """
+    d = jnp.sum(Linv * Linv, axis=0)
+    loo = jax.scipy.stats.norm.logpdf(y, y - alpha / d, 1.0 / jnp.sqrt(d))
+    s = noise**2 + JITTER
+    var = jnp.maximum(s - s * s * d, 0.0) + noise**2
+    return loo, y - s * alpha, jnp.sqrt(var)
+
+
 def regression_factors(kernel: Kernel, draw: dict, X, y, x_scale):
     """Return the per-draw factors of GP regression prediction, computed once per fit.
 

@@ -133,7 +133,7 @@ def test_exact_gp_replicates_from_the_loo_factorization_match_the_generic_path(f
     # training inputs. Same seed, same draws.
     X, _, ests = fitted
     est = ests["gp"]
-    assert not hasattr(est, "_fitted_rows_predictive")  # used once, not kept
+    assert not hasattr(est, "_fitted_rows_predictive")  # handed over, not stored
     post = est.idata_.posterior
     draws = np.arange(post.sizes["chain"] * post.sizes["draw"])
     generic = est._predictive_group(X, draws, est._seed(), stream=2)

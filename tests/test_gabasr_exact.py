@@ -108,7 +108,7 @@ def test_posterior_predictive_group_from_the_fitted_rows():
     x = np.arange(60) / 12.0
     y = np.sin(2 * np.pi * x) + 0.2 * rng.normal(size=60)
     est = GaBaSRRegressor(**FAST).fit(x[:, None], y)
-    assert not hasattr(est, "_fitted_rows_predictive")  # used once, not kept
+    assert not hasattr(est, "_fitted_rows_predictive")  # handed over, not stored
     pp = np.asarray(est.idata_.posterior_predictive["y"])
     post = est.idata_.posterior
     draws = np.arange(post.sizes["chain"] * post.sizes["draw"])

@@ -366,12 +366,15 @@ class BayesianEstimatorMixin:
         out = np.concatenate(parts, axis=1)
         return out.reshape(post.sizes["chain"], -1, out.shape[-1])
 
-    def _add_posterior_predictive(self) -> None:
+    def _add_posterior_predictive(self, fitted=None) -> None:
         """Store ``posterior_predictive`` ``y``: replicated data at the training inputs.
 
         The rows of the ``log_likelihood`` group (all rows unless it was subsampled), so that
         ArviZ's LOO-PIT pairs each replicate with its log density; posterior draws thinned
-        by :func:`thin_draws`. Seeded by ``random_state``.
+        by :func:`thin_draws`. Seeded by ``random_state``. ``fitted``: a regressor's
+        predictive at every training row, computed with its LOO from the same factorization
+        (:func:`bayeskern.models.gp.loo_and_fitted_rows`); otherwise :meth:`predictive` is
+        called at the training inputs.
         """
         idata = self.idata_
         rows = np.arange(idata.constant_data.sizes["obs"]) if "log_likelihood" not in \
@@ -380,9 +383,6 @@ class BayesianEstimatorMixin:
             else None
         post = idata.posterior
         draws = thin_draws(post.sizes["chain"], post.sizes["draw"], len(rows))
-        # a model that computed its predictive at every training row with its LOO (one
-        # factorization per draw, e.g. models.gabasr.exact_fitted_rows) hands it over here
-        fitted = self.__dict__.pop("_fitted_rows_predictive", None)
         if fitted is not None and fitted.loc.shape[1] == len(rows):
             y = self._sample_replicates(fitted.subset(rows), draws, self._seed(), stream=2)
             y = y.reshape(post.sizes["chain"], -1, y.shape[-1])

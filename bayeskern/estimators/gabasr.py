@@ -310,13 +310,14 @@ class GaBaSRRegressor(  # noqa: D101 (__doc__ is an f-string)
                 init["snr"] = jnp.asarray(3.0)
                 self._nuts(G.gabasr_regression, kw, init,
                            ["log_marginal", "noise", "snr", "alpha", "v_alpha", "f_probe"], y, X)
+            fitted = None
             if rows is None:
-                self._add_loo(Z, ys)
+                fitted = self._add_loo(Z, ys)
             else:  # no pointwise LOO over N rows x S draws; conditioned draws instead
                 self._Ztrain, self._ytrain = Z, ys
                 self._condition_on_all_rows()
             self._add_data_units()
-            self._add_posterior_predictive()
+            self._add_posterior_predictive(fitted)
         self.fit_time_ = time.perf_counter() - t0
         return self
 
@@ -478,6 +479,7 @@ class GaBaSRRegressor(  # noqa: D101 (__doc__ is an f-string)
         return np.asarray(loc), np.asarray(scale), np.asarray(df)
 
     def _add_loo(self, Z, ys):
+        """Store the pointwise LOO; the exact model also returns its predictive at ``Z``."""
         self._Ztrain, self._ytrain = Z, ys
         if self.model_ == "exact":
             prepared = G.prepare_exact(Z, G.polynomial_basis(Z, self.trend_degree_))
@@ -486,8 +488,7 @@ class GaBaSRRegressor(  # noqa: D101 (__doc__ is an f-string)
                 lambda d: G.exact_fitted_rows(d, prepared, jy), self._draws(self._EXACT_SITES)))
             self._store_log_likelihood(ll - np.log(self.y_std_.scale))
             s, m = self.y_std_.scale, self.y_std_.mean
-            self._fitted_rows_predictive = MixturePredictive(loc * s + m, sd * s)
-            return
+            return MixturePredictive(loc * s + m, sd * s)
         if self.sampler_ == "gibbs":
             return  # the Gibbs draws carry no per-draw LOO here (see predictive())
         spec, B = self.spec_, self._basis(Z)

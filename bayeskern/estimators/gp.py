@@ -64,6 +64,7 @@ from bayeskern.models.gp import (
     kernel_matrix,
     laplace_classification_loo,
     laplace_classification_predictive,
+    loo_and_fitted_rows,
     predict_from_factors,
     prepare_kernel,
     regression_factors,
@@ -423,13 +424,14 @@ class GPRegressor(JointPredictiveMixin, PredictiveRegressorMixin, RegressorMixin
         self.kernel_ = self._fit_kernel(Xs, ys)
         self.approximation_ = self._resolve_approximation(self.kernel_, Xs)
         self.hsgp_design_ = self.n_basis_ = self.boundary_ = None
+        fitted = None
         if self.approximation_ == "hsgp":
             self._fit_hsgp(Xs, ys, y, X)
         else:
             self._sample(gp_regression, Xs, ys, y, X)
-            self._add_loo_loglik(Xs, ys)
+            fitted = self._add_loo_loglik(Xs, ys)
         diagnostics.set_attrs(self.idata_, approximation=self.approximation_)
-        self._add_posterior_predictive()
+        self._add_posterior_predictive(fitted)
         return self
 
     # ------------------------------------------------------------ choosing the approximation
@@ -820,40 +822,33 @@ class GPRegressor(JointPredictiveMixin, PredictiveRegressorMixin, RegressorMixin
             self._set_basis_attributes()
             self.basis_checks_ = self._basis_checks(self.hsgp_design_)
 
-    def _add_loo_loglik(self, Xs, ys):
+    def _add_loo_loglik(self, Xs, ys) -> MixturePredictive:
         """Exact LOO predictive log densities per draw (R&W eq. 5.12), original units.
 
-        The same factorization gives the predictive of a new observation at each training
-        input, which the ``posterior_predictive`` group draws from: with
-        :math:`K_y = K + sI`, :math:`s = \\sigma_n^2 + 10^{-6}`, mean
-        :math:`y_i - s\\alpha_i` and variance :math:`s - s^2[K_y^{-1}]_{ii} + \\sigma_n^2`
-        (R&W eqs. 2.25-2.26 at :math:`K_* = K_y - sI`).
+        Returns the predictive of a new observation at each training input from the same
+        factorization (:func:`bayeskern.models.gp.loo_and_fitted_rows`), which the
+        ``posterior_predictive`` group draws from.
         """
         kernel, x_scale = self.kernel_, self.x_std_.scale
         X, y = jnp.asarray(Xs), jnp.asarray(ys)
         prepared = prepare_kernel(kernel, X, X, x_scale)
 
         def one(draw):
-            # mu_i = y_i - [K^-1 y]_i / [K^-1]_ii, var_i = 1 / [K^-1]_ii, with
-            # diag(K^-1) = column sums of (L^-1)^2
             theta = theta_from_draw(kernel, draw, x_scale)
             K = kernel_matrix(kernel, theta, draw["amplitude"], prepared=prepared)
-            s = draw["noise"] ** 2 + JITTER
-            A = triangular_inverse(cholesky(K + s * jnp.eye(X.shape[0])))
-            d = jnp.sum(A * A, axis=0)
-            alpha = A.T @ (A @ y)
-            var = jnp.maximum(s - s * s * d, 0.0) + draw["noise"] ** 2
-            return (jax.scipy.stats.norm.logpdf(y, y - alpha / d, 1.0 / jnp.sqrt(d)),
-                    y - s * alpha, jnp.sqrt(var))
+            A = triangular_inverse(cholesky(K + (draw["noise"] ** 2 + JITTER)
+                                            * jnp.eye(X.shape[0])))
+            return loo_and_fitted_rows(A, A.T @ (A @ y), y, draw["noise"])
 
         ll, loc, sd = map(np.asarray, map_draws(one, self._draws()))
-        self._fitted_rows_predictive = MixturePredictive(
-            loc * self.y_std_.scale + self.y_std_.mean, sd * self.y_std_.scale)
+        fitted = MixturePredictive(loc * self.y_std_.scale + self.y_std_.mean,
+                                   sd * self.y_std_.scale)
         ll = ll - np.log(self.y_std_.scale)
         n_chain = self.idata_.posterior.sizes["chain"]
         ll = ll.reshape(n_chain, -1, ll.shape[-1])
         diagnostics.add_group(self.idata_, "log_likelihood", {"y": ll}, dims={"y": ["obs"]},
                               coords={"obs": np.arange(ll.shape[-1])})
+        return fitted
 
     def _factors(self, draws, Xtr, ytr):
         """Return the per-draw :math:`L^{-1}` and :math:`\\alpha` (:func:`regression_factors`).
