@@ -40,6 +40,21 @@ def rng():
     return np.random.default_rng(0)
 
 
+@pytest.fixture(autouse=True, scope="module")
+def _release_compiled_programs():
+    """Drop JAX's in-memory compiled programs after every test file.
+
+    A pytest worker otherwise keeps every program the suite has compiled (thousands, several
+    GB) for its whole life, and XLA's CPU code memory does not survive that: workers died with
+    a segmentation fault inside a compile or a cache read late in the run (JAX issue #27201;
+    MaxText clears the caches per test module for the same reason). Programs a later file needs
+    again come back from the persistent compilation cache above, without recompiling.
+    """
+    yield
+    jax.clear_caches()
+    __import__("gc").collect()
+
+
 #: the slowest test files run first, so that with `pytest -n 2 --dist loadfile` the other worker
 #: works through the many short files meanwhile instead of waiting for them at the end
 FIRST = ("test_notebooks.py", "test_runs_cli.py", "test_gp.py", "test_report_methods.py",
