@@ -40,7 +40,8 @@ import re
 
 from threadpoolctl import threadpool_limits
 
-__all__ = ["configure_cpu_devices", "cpu_device_status", "blas_threads", "limit_blas"]
+__all__ = ["configure_cpu_devices", "cpu_device_status", "blas_threads", "limit_blas",
+           "release_pmap_programs"]
 
 _STATUS = "not configured"
 
@@ -121,3 +122,26 @@ def limit_blas(fn):
             return fn(*args, **kwargs)
 
     return limited
+
+
+def release_pmap_programs() -> None:
+    """Let JAX free the compiled programs of ``pmap``-ed functions that are no longer used.
+
+    JAX (0.10) memoizes every function given to ``jax.pmap`` in a cache whose entry refers
+    back to its own key (``jax._src.pmap._cached_shard_map``), so neither the function nor its
+    compiled programs are ever freed. NumPyro's parallel chains and bayeskern's per-device
+    maps over posterior draws ``pmap`` a new closure at every fit and prediction, so a process
+    kept every fit's sampler programs, about 1 000 memory mappings per default fit, until it
+    reached Linux's limit of 65 530 mappings per process and XLA crashed inside a compile
+    (about 50 default fits: one grid search). bayeskern empties that cache after each of its
+    ``pmap`` calls. A ``pmap``-ed function of your own that is still in use is traced again
+    at its next call (its compiled program comes back from JAX's caches when they hold it).
+    Does nothing where JAX has no such cache.
+    """
+    try:
+        from jax._src import pmap as _pmap
+
+        clear = _pmap._cached_shard_map.cache_clear
+    except (ImportError, AttributeError):
+        return
+    clear()

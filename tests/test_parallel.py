@@ -248,3 +248,38 @@ def test_default_chain_method_follows_the_backend(monkeypatch):
     assert choose_chain_method(4) == "parallel"
     with pytest.raises(ValueError, match="chain_method"):
         choose_chain_method(4, "threads")
+
+
+_REPEATED_FITS = textwrap.dedent("""
+    import gc, sys
+    import bayeskern.inference.nuts as nuts
+    import bayeskern.estimators.base as base
+    if sys.argv[1] == "keep":  # the behaviour without the release, to see the check bite
+        nuts.release_pmap_programs = base.release_pmap_programs = lambda: None
+    X = np.linspace(0, 5, 24)[:, None]
+    y = np.sin(X[:, 0])
+    maps = []
+    for _ in range(4):
+        est = bayeskern.GPRegressor(num_warmup=10, num_samples=10, num_chains=2,
+                                    progress_bar=False).fit(X, y)
+        est.predict(X[:3], return_std=True)
+        del est
+        gc.collect()
+        maps.append(len(open("/proc/self/maps").read().splitlines()))
+    print(json.dumps({"devices": jax.local_device_count(), "maps": maps}))
+""")
+
+
+@pytest.mark.skipif(not os.path.exists("/proc/self/maps"), reason="counts Linux memory maps")
+def test_repeated_parallel_fits_do_not_keep_their_programs():
+    """JAX keeps every ``pmap``-ed function and its compiled programs (its ``pmap`` cache entry
+    refers to its own key); without :func:`bayeskern.devices.release_pmap_programs` each fit
+    with parallel chains kept its sampler's programs, about 1 000 memory mappings a default
+    fit, until the process hit Linux's limit of 65 530 and XLA crashed (about 50 fits)."""
+    out = subprocess.run([sys.executable, "-c", _PRELUDE + _REPEATED_FITS, "release"],
+                         capture_output=True, text=True, timeout=600)
+    assert out.returncode == 0, out.stderr
+    res = json.loads(out.stdout.strip().splitlines()[-1])
+    assert res["devices"] == 2
+    # the first fits compile shared programs; from the second on, a fit adds nothing lasting
+    assert res["maps"][-1] - res["maps"][1] < 60, res["maps"]

@@ -25,6 +25,7 @@ from sklearn.utils.validation import validate_data as _sk_validate_data
 
 from bayeskern import diagnostics
 from bayeskern.batching import batched_map, pad_rows
+from bayeskern.devices import release_pmap_programs
 from bayeskern.inference import check_sampler_counts
 from bayeskern.predictive import draw_seed, row_uniforms
 
@@ -143,6 +144,7 @@ def map_draws(fn, draws: dict, *args, batch_size: int = 1):
     shards = jax.tree_util.tree_map(
         lambda a: a.reshape((n_dev, m // n_dev) + a.shape[1:]), padded)
     out = jax.pmap(per_device, in_axes=(0,) + (None,) * len(args))(shards, *args)
+    release_pmap_programs()
     return jax.tree_util.tree_map(lambda a: a.reshape((m,) + a.shape[2:])[:n], out)
 
 

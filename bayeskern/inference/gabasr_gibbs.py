@@ -130,6 +130,7 @@ from numpyro.infer.mcmc import MCMCKernel
 
 from bayeskern import blr
 from bayeskern import random as bkr
+from bayeskern.devices import release_pmap_programs
 from bayeskern.features import locally_stationary_features, rff_features
 from bayeskern.models.gabasr import GibbsPrior
 from bayeskern.random import niw_posterior, normal_inverse_wishart
@@ -1078,6 +1079,8 @@ def gibbs_sample(
         samples = mcmc.get_samples(group_by_chain=True)
         stats = mcmc.get_extra_fields(group_by_chain=True)
         last = mcmc.last_state
+        if chain_method == "parallel":  # NumPyro pmaps a new closure per run
+            release_pmap_programs()
     else:
         # the same chains as MCMC(kernel).run(key, **data) (its key split and collection),
         # with the compiled loop cached across calls

@@ -31,6 +31,7 @@ from numpyro.infer.util import get_potential_fn
 from scipy import optimize
 
 from bayeskern import diagnostics
+from bayeskern.devices import release_pmap_programs
 from bayeskern.kernels import Kernel
 
 __all__ = ["run_nuts", "AUTO_BLOCK", "AUTO_MAX_SAMPLES", "find_map", "laplace_inits",
@@ -520,6 +521,8 @@ def run_nuts(
             stats = _append_draws(stats, mcmc.get_extra_fields(group_by_chain=True))
             idata = diagnostics.from_mcmc(samples, stats, dims=dims, coords=coords,
                                           observed=observed)
+    if method == "parallel":  # NumPyro pmaps a new closure per run: let its programs go
+        release_pmap_programs()
     diagnostics.set_attrs(
         idata,
         sampler="NUTS",
