@@ -283,3 +283,19 @@ def test_repeated_parallel_fits_do_not_keep_their_programs():
     assert res["devices"] == 2
     # the first fits compile shared programs; from the second on, a fit adds nothing lasting
     assert res["maps"][-1] - res["maps"][1] < 60, res["maps"]
+
+
+def test_a_pmapped_function_still_runs_after_the_release():
+    """Emptying JAX's pmap cache costs a user's own ``pmap``-ed function a new trace, not its
+    results."""
+    import jax
+    import jax.numpy as jnp
+
+    from bayeskern.devices import release_pmap_programs
+
+    f = jax.pmap(lambda a: jnp.cumsum(a) * 2.0)
+    x = jnp.arange(6.0).reshape(1, 6)
+    first = np.asarray(f(x))
+    release_pmap_programs()
+    np.testing.assert_array_equal(np.asarray(f(x)), first)
+    np.testing.assert_array_equal(first[0], 2.0 * np.cumsum(np.arange(6.0)))
