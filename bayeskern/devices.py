@@ -130,13 +130,13 @@ def release_pmap_programs() -> None:
     JAX (0.10) memoizes every function given to ``jax.pmap`` in a cache whose entry refers
     back to its own key (``jax._src.pmap._cached_shard_map``), so neither the function nor its
     compiled programs are ever freed. NumPyro's parallel chains and bayeskern's per-device
-    maps over posterior draws ``pmap`` a new closure at every fit and prediction, so a process
-    kept every fit's sampler programs, about 1 000 memory mappings per default fit, until it
-    reached Linux's limit of 65 530 mappings per process and XLA crashed inside a compile
-    (about 50 default fits: one grid search). bayeskern empties that cache after each of its
-    ``pmap`` calls. A ``pmap``-ed function of your own that is still in use is traced again
-    at its next call (its compiled program comes back from JAX's caches when they hold it).
-    Does nothing where JAX has no such cache.
+    maps over posterior draws ``pmap`` a new closure at every fit and prediction, so without
+    this a process keeps every fit's sampler programs. Each compiled XLA:CPU program holds
+    memory mappings, and once a process reaches the kernel's limit on them
+    (``vm.max_map_count``) XLA crashes inside a compile: a grid search of default fits in one
+    process was enough (docs/results/performance.md, "Long sessions"). bayeskern empties that
+    cache after each of its ``pmap`` calls. A ``pmap``-ed function of your own that is still
+    in use is traced again at its next call. Does nothing where JAX has no such cache.
     """
     try:
         from jax._src import pmap as _pmap
