@@ -21,7 +21,8 @@ from bayeskern.tuning import grid_scores, precomputed_grid_scores
 
 _PRELUDE = """
 import os, json
-os.environ["XLA_FLAGS"] = "--xla_force_host_platform_device_count=2"
+os.environ["XLA_FLAGS"] = (os.environ.get("XLA_FLAGS", "")
+                           + " --xla_force_host_platform_device_count=2")
 os.environ["JAX_PLATFORMS"] = "cpu"
 import bayeskern, jax, jax.numpy as jnp, numpy as np
 """
@@ -65,7 +66,7 @@ _STATS = textwrap.dedent("""
 def _on_two_devices(body):
     """Run ``body`` in a subprocess with two host CPU devices; return the dict ``out`` it
     builds."""
-    env = {k: v for k, v in os.environ.items() if k != "XLA_FLAGS"}
+    env = dict(os.environ)
     code = _PRELUDE + body + '\nprint("RESULT" + json.dumps(out))\n'
     # parallel chains were reported to hang in some set-ups: a hang fails here, not forever
     proc = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
