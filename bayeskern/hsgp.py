@@ -12,9 +12,17 @@ approximated by the eigenfunctions of the Laplacian with Dirichlet boundary cond
 
 with :math:`S` the kernel's spectral density in the convention of NumPyro's
 ``contrib.hsgp`` (:math:`k(\tau) = (2\pi)^{-d}\int S(\omega) e^{i\omega^\top\tau}d\omega`)
-and the multi-indices :math:`(i_1, \dots, i_d)` the full tensor grid
+and the multi-indices :math:`(i_1, \dots, i_d)` those of the tensor grid
 :math:`\{1..m_1\} \times \dots \times \{1..m_d\}` (NumPyro's ``eigenfunctions`` and
-``sqrt_eigenvalues``, reused here). The features :math:`\phi` do not depend on any kernel
+``sqrt_eigenvalues``, reused here) inside the ellipsoid
+:math:`\sum_j \big((i_j - \tfrac12)/m_j\big)^2 \le 1` in two or three columns. Solin &
+Särkkä (2020) keep the :math:`M` smallest eigenvalues rather than a grid; since :math:`m_j`
+is chosen proportional to :math:`L_j/\ell_j` (below), the ellipsoid keeps the frequencies
+:math:`\omega` with the smallest :math:`\lVert \omega \circ \ell\rVert`, where a
+stationary kernel's spectral density is largest: every frequency of the grid's corners beyond
+it has a smaller density than the largest frequency kept along each axis. It keeps about
+:math:`\pi/4` of a 2-D grid and :math:`\pi/6` of a 3-D one, and each log-density evaluation
+costs :math:`O(M^3)`. The features :math:`\phi` do not depend on any kernel
 hyper-parameter; only the weights' prior variances :math:`S(\sqrt{\lambda_i})` do, so a
 Gaussian-likelihood model sees its data only through :math:`\Phi^\top\Phi`,
 :math:`\Phi^\top y` and :math:`y^\top y` (``models/hsgp.py``).
@@ -45,7 +53,7 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass, field, replace
-from functools import partial
+from functools import lru_cache, partial
 
 import jax
 import jax.numpy as jnp
@@ -56,13 +64,27 @@ from bayeskern.kernels.base import Kernel, Product, term_name
 from bayeskern.kernels.stationary import Linear, Periodic
 
 
-@partial(jax.jit, static_argnames="m")
-def _eigenfunctions(X, center, ell, m: tuple):
-    """NumPyro's ``eigenfunctions`` at ``X - center``, compiled once per shape and ``m``.
+@lru_cache(maxsize=64)
+def _kept(m: tuple, truncate: bool):
+    """Return the indices into the tensor grid of the kept multi-indices (``None``: all)."""
+    if not truncate or len(m) == 1:
+        return None
+    # NumPyro's order of the grid (``eigenindices``: the first column varies slowest), from 1
+    idx = np.stack([g.ravel() for g in np.meshgrid(*(np.arange(1, k + 1) for k in m),
+                                                   indexing="ij")]).astype(float)
+    return np.flatnonzero(np.sum(((idx - 0.5) / np.asarray(m)[:, None]) ** 2, axis=0) <= 1.0)
 
-    Called eagerly, its ~10 operations would each compile for every new shape.
+
+@partial(jax.jit, static_argnames=("m", "truncate"))
+def _eigenfunctions(X, center, ell, m: tuple, truncate: bool):
+    """Return NumPyro's ``eigenfunctions`` at ``X - center``, kept multi-indices only.
+
+    :func:`_kept` chooses them; compiled once per shape and ``m``. Called eagerly, its ~10
+    operations would each compile for every new shape.
     """
-    return eigenfunctions(X - center, ell, list(m))
+    phi = eigenfunctions(X - center, ell, list(m))
+    kept = _kept(m, truncate)
+    return phi if kept is None else phi[:, kept]
 
 __all__ = [
     "FAMILY_RULES",
@@ -104,8 +126,9 @@ _FAMILY_OF = {"RBF": "squared_exponential", "Matern52": "matern52", "Matern32": 
               "Laplacian": "matern12"}
 
 #: most basis functions per input column of one stationary term, by number of columns
-#: (128; 20 × 20 = 400; 7 × 7 × 7 = 343), so that one term stays within ~400 functions
-#: (one :math:`M \times M` Cholesky per log-density evaluation)
+#: (128; 20 × 20, of which the ellipsoid keeps 316; 7 × 7 × 7, of which it keeps 184), so
+#: that one term stays within ~400 functions (one :math:`M \times M` Cholesky per
+#: log-density evaluation)
 MAX_PER_COLUMN = {1: 128, 2: 20, 3: 7}
 #: most basis functions of the whole design (every term); the largest blocks shrink to fit
 MAX_TOTAL = 400
@@ -129,22 +152,27 @@ class Basis:
     Parameters
     ----------
     m : tuple of int
-        Basis functions per input column; the basis is their full tensor grid,
-        :math:`M = \prod_j m_j` functions.
+        Basis functions per input column.
     L : tuple of float
         Half-widths :math:`L_j` of the box (standardized input units).
     center : tuple of float
         Centre :math:`c_j` of the box.
+    truncate : bool
+        In two or three columns, keep only the multi-indices inside the ellipsoid
+        :math:`\sum_j ((i_j - \frac12)/m_j)^2 \le 1` (the module docstring); ``False``: the
+        full tensor grid, :math:`M = \prod_j m_j`.
     """
 
     m: tuple[int, ...]
     L: tuple[float, ...]
     center: tuple[float, ...]
+    truncate: bool = True
 
     def __post_init__(self):
         object.__setattr__(self, "m", tuple(int(v) for v in self.m))
         object.__setattr__(self, "L", tuple(float(v) for v in self.L))
         object.__setattr__(self, "center", tuple(float(v) for v in self.center))
+        object.__setattr__(self, "truncate", bool(self.truncate))
         if not (len(self.m) == len(self.L) == len(self.center)):
             raise ValueError("Basis: m, L and center need one entry per input column")
         if min(self.m) < 1 or min(self.L) <= 0:
@@ -157,8 +185,9 @@ class Basis:
 
     @property
     def size(self) -> int:
-        """Number of basis functions :math:`M = \\prod_j m_j`."""
-        return math.prod(self.m)
+        """Number of basis functions :math:`M` (:math:`\\prod_j m_j` for the full grid)."""
+        kept = _kept(self.m, self.truncate)
+        return math.prod(self.m) if kept is None else len(kept)
 
     def _ell(self):
         return jnp.asarray(self.L)[:, None]
@@ -168,12 +197,14 @@ class Basis:
 
         These are the angular frequencies at which the spectral density is evaluated.
         """
-        return sqrt_eigenvalues(self._ell(), list(self.m), self.dim).T
+        sqrt_lam = sqrt_eigenvalues(self._ell(), list(self.m), self.dim).T
+        kept = _kept(self.m, self.truncate)
+        return sqrt_lam if kept is None else sqrt_lam[kept]
 
     def __call__(self, X) -> jax.Array:
         """Return the eigenfunctions at the rows of ``X`` (standardized), shape ``(N, M)``."""
         return _eigenfunctions(jnp.asarray(X), jnp.asarray(self.center), self._ell(),
-                               tuple(self.m))
+                               tuple(self.m), self.truncate)
 
     def contains(self, X) -> np.ndarray:
         """Return, per row of ``X``, whether it lies inside the box (where the basis holds)."""
@@ -403,13 +434,17 @@ class TermBasis:
         return {"kind": self.kind, "n_harmonics": self.n_harmonics, "period": self.period,
                 "n_columns": self.n_columns,
                 "basis": None if b is None else {"m": list(b.m), "L": list(b.L),
-                                                 "center": list(b.center)}}
+                                                 "center": list(b.center),
+                                                 "truncate": b.truncate}}
 
     @classmethod
     def from_config(cls, c: dict) -> TermBasis:
         """Inverse of :meth:`to_config`."""
         b = c.get("basis")
-        return cls(c["kind"], None if b is None else Basis(b["m"], b["L"], b["center"]),
+        # runs saved before the ellipsoid truncation used the full grid
+        basis = None if b is None else Basis(b["m"], b["L"], b["center"],
+                                             bool(b.get("truncate", False)))
+        return cls(c["kind"], basis,
                    int(c["n_harmonics"]), float(c["period"]), int(c["n_columns"]))
 
 
@@ -489,7 +524,7 @@ def _shrink_to_total(design: HSGPDesign, total: int) -> HSGPDesign:
         i = max(shrinkable, key=lambda i: terms[i].size)
         b = terms[i].basis
         m = tuple(max(2, math.floor(0.9 * v)) for v in b.m)
-        terms[i] = replace(terms[i], basis=Basis(m, b.L, b.center))
+        terms[i] = replace(terms[i], basis=replace(b, m=m))
     return HSGPDesign(tuple(terms))
 
 
