@@ -259,6 +259,26 @@ def test_hsgp_fit_records_what_ran(hsgp_fit, wave):
     assert est.sample_posterior_predictive(Xt, n_draws=7).shape == (7, 30)
 
 
+def test_loo_on_a_row_subset_is_the_full_loo_at_those_rows(hsgp_fit, wave, monkeypatch):
+    """Above the work budget the closed-form LOO densities are computed on a seeded random
+    subset of at least LOO_MIN_ROWS rows, recorded in the posterior's attrs; at those rows
+    they are the same numbers as the full computation's."""
+    from bayeskern.estimators import gp as gp_module
+
+    est = copy.deepcopy(hsgp_fit)
+    Xs, ys = est.x_std_.transform(wave[0]), est.y_std_.transform(wave[1])
+    full = np.asarray(est.idata_.log_likelihood["y"])
+    assert "loo_subsample" not in est.idata_.posterior.attrs
+    monkeypatch.setattr(gp_module, "LOO_MAX_WORK", 1)
+    monkeypatch.setattr(gp_module, "LOO_MIN_ROWS", 40)
+    est._add_hsgp_loo(Xs, ys)
+    rows = np.asarray(est.idata_.log_likelihood["obs"])
+    assert est.idata_.posterior.attrs["loo_subsample"] == len(rows) == 40
+    assert len(np.unique(rows)) == 40
+    np.testing.assert_allclose(np.asarray(est.idata_.log_likelihood["y"]), full[..., rows],
+                               rtol=1e-10)
+
+
 def test_hsgp_predictions_match_the_exact_gp_on_the_same_draws(hsgp_fit, wave):
     # the exact conditionals for the very same posterior draws: only the basis differs
     exact = copy.copy(hsgp_fit)

@@ -299,8 +299,11 @@ PILOT_ROUNDS = 3
 BASIS_WARN_FRACTION = 0.05
 #: the basis model's leave-one-out densities use at most this many rows × draws ...
 LOO_MAX_POINTS = 5 * 10**7
-#: ... and at most this many rows × draws × M² multiply-adds; a random subset of rows beyond
-LOO_MAX_WORK = 5 * 10**10
+#: ... and at most this many rows × draws × M² multiply-adds (the posterior-predictive group
+#: is drawn at the same rows); a random subset of rows beyond, ...
+LOO_MAX_WORK = 10**10
+#: ... of at least this many rows (or all of them)
+LOO_MIN_ROWS = 250
 
 
 @register_estimator
@@ -360,8 +363,9 @@ class GPRegressor(JointPredictiveMixin, PredictiveRegressorMixin, RegressorMixin
         log-likelihood holds the exact leave-one-out predictive densities of the model that
         ran, so that PSIS-LOO is valid for this non-factorized model (Bürkner, Gabry & Vehtari
         2021): of the exact GP, or of the basis model (closed form from the hat-matrix
-        diagonal). Above {LOO_MAX_POINTS:.0e} rows × draws (or the equivalent work) they are
-        computed on a random subset of rows, recorded in ``posterior.attrs["loo_subsample"]``
+        diagonal). Above {LOO_MAX_POINTS:.0e} rows × draws, or {LOO_MAX_WORK:.0e} rows × draws ×
+        :math:`M^2` for the basis, they are computed on a random subset of rows (at least
+        {LOO_MIN_ROWS}), recorded in ``posterior.attrs["loo_subsample"]``
         (the ``obs`` coordinates are the rows used). ``posterior.attrs`` also records
         ``approximation`` and, for the basis, ``hsgp_design`` (JSON).
 
@@ -637,7 +641,8 @@ class GPRegressor(JointPredictiveMixin, PredictiveRegressorMixin, RegressorMixin
         """LOO predictive log densities of the basis model per draw (:func:`hsgp_loo`)."""
         draws = self._draws()
         n_draws, n, M = len(next(iter(draws.values()))), len(Xs), self.hsgp_design_.size
-        n_rows = int(min(n, LOO_MAX_POINTS // n_draws, LOO_MAX_WORK // (n_draws * M * M)))
+        n_rows = int(min(n, LOO_MAX_POINTS // n_draws,
+                         max(LOO_MIN_ROWS, LOO_MAX_WORK // (n_draws * M * M))))
         rows = np.arange(n)
         if n_rows < n:
             rng = np.random.default_rng(self._seed())
