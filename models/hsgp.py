@@ -37,7 +37,7 @@ from bayeskern.hsgp import HSGPDesign
 from bayeskern.kernels.base import Kernel
 
 __all__ = ["hsgp_regression", "collapsed_log_marginal", "hsgp_factors", "hsgp_predict",
-           "hsgp_loo", "VARIANCE_FLOOR"]
+           "hsgp_loo", "hsgp_loo_and_fitted", "VARIANCE_FLOOR"]
 
 #: floor of the weights' prior variances: a spectral density that underflows to zero at high
 #: frequencies would give :math:`\sqrt{s}` an infinite derivative (NaN gradients)
@@ -201,7 +201,18 @@ def hsgp_loo(R, w, noise_var, Phi, y):
     :math:`[C^{-1}]_{ii} = (1 - h_i)/\sigma^2` and :math:`[C^{-1}y]_i = r_i/\sigma^2`,
     :math:`C = \Phi S\Phi^\top + \sigma^2 I`; Rasmussen & Williams 2006, eq. 5.12).
     """
+    return hsgp_loo_and_fitted(R, w, noise_var, Phi, y)[0]
+
+
+def hsgp_loo_and_fitted(R, w, noise_var, Phi, y):
+    r"""Return :func:`hsgp_loo`'s log densities and the latent mean and variance at the rows.
+
+    ``(log p(y_i | y_-i), phi_i' w_bar, ||R phi_i||^2)``, the last two those of
+    :func:`hsgp_predict`, from which the estimators draw the posterior-predictive replicates
+    of the same rows without a second pass over the draws.
+    """
     mean, var = hsgp_predict(R, w, Phi)
     one_minus_h = jnp.maximum(1.0 - var / noise_var, 1e-12)
-    return jax.scipy.stats.norm.logpdf((y - mean) / one_minus_h, 0.0,
-                                       jnp.sqrt(noise_var / one_minus_h))
+    ll = jax.scipy.stats.norm.logpdf((y - mean) / one_minus_h, 0.0,
+                                     jnp.sqrt(noise_var / one_minus_h))
+    return ll, mean, var

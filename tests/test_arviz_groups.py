@@ -4,6 +4,7 @@ Also the joint latent covariance and sample paths of :class:`bayeskern.GPRegress
 (``predict(return_cov=True)``, ``sample_y``), tested against the exact GP conditional.
 """
 
+import copy
 import warnings
 
 import arviz as az
@@ -127,18 +128,24 @@ def test_add_predictions_bad_input(fitted):
         est.add_predictions(np.zeros((2, 3)))
 
 
-def test_exact_gp_replicates_from_the_loo_factorization_match_the_generic_path(fitted):
+@pytest.mark.parametrize("name", ["gp", "hsgp"])
+def test_gp_replicates_from_the_loo_factorization_match_the_generic_path(fitted, name):
     # the exact GP's posterior_predictive comes from its LOO's factors (mean y - s alpha,
-    # variance s - s^2 diag(K^-1) + noise^2); the generic path calls predictive() at the
-    # training inputs. Same seed, same draws.
+    # variance s - s^2 diag(K^-1) + noise^2), the basis model's from the weight posterior's
+    # factors its LOO used; the generic path calls predictive() at the training inputs.
+    # Same seed, same draws.
     X, _, ests = fitted
-    est = ests["gp"]
+    est = ests[name]
     assert not hasattr(est, "_fitted_rows_predictive")  # handed over, not stored
     post = est.idata_.posterior
     draws = np.arange(post.sizes["chain"] * post.sizes["draw"])
     generic = est._predictive_group(X, draws, est._seed(), stream=2)
     np.testing.assert_allclose(np.asarray(est.idata_.posterior_predictive["y"]), generic,
                                rtol=1e-6, atol=1e-6)
+    if name == "hsgp":  # the factors' predictive is the one handed over, not the fallback
+        ec = copy.deepcopy(est)
+        handed = ec._add_hsgp_loo(ec.x_std_.transform(X), ec.y_std_.transform(fitted[1]))
+        np.testing.assert_allclose(handed.loc, est.predictive(X).loc, rtol=1e-9, atol=1e-9)
 
 
 def test_posterior_predictive_same_seed_same_draws(fitted):

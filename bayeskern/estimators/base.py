@@ -374,8 +374,10 @@ class BayesianEstimatorMixin:
         The rows of the ``log_likelihood`` group (all rows unless it was subsampled), so that
         ArviZ's LOO-PIT pairs each replicate with its log density; posterior draws thinned
         by :func:`thin_draws`. Seeded by ``random_state``. ``fitted``: a regressor's
-        predictive at every training row, computed with its LOO from the same factorization
-        (:func:`bayeskern.models.gp.loo_and_fitted_rows`); otherwise :meth:`predictive` is
+        predictive at the rows of the ``log_likelihood`` group, one component per draw,
+        computed with its LOO from the same factorization
+        (:func:`bayeskern.models.gp.loo_and_fitted_rows`,
+        :func:`bayeskern.models.hsgp.hsgp_loo_and_fitted`); otherwise :meth:`predictive` is
         called at the training inputs.
         """
         idata = self.idata_
@@ -386,7 +388,7 @@ class BayesianEstimatorMixin:
         post = idata.posterior
         draws = thin_draws(post.sizes["chain"], post.sizes["draw"], len(rows))
         if fitted is not None and fitted.loc.shape[1] == len(rows):
-            y = self._sample_replicates(fitted.subset(rows), draws, self._seed(), stream=2)
+            y = self._sample_replicates(fitted, draws, self._seed(), stream=2)
             y = y.reshape(post.sizes["chain"], -1, y.shape[-1])
         else:
             y = self._predictive_group(X, draws, self._seed(), stream=2)

@@ -73,7 +73,12 @@ from bayeskern.models.gp import (
     softmax_classification_predictive,
     theta_from_draw,
 )
-from bayeskern.models.hsgp import hsgp_factors, hsgp_loo, hsgp_predict, hsgp_regression
+from bayeskern.models.hsgp import (
+    hsgp_factors,
+    hsgp_loo_and_fitted,
+    hsgp_predict,
+    hsgp_regression,
+)
 from bayeskern.predictive import MixturePredictive, draw_seed, most_probable_class, row_uniforms
 from bayeskern.runs import register_estimator
 
@@ -304,6 +309,9 @@ LOO_MAX_POINTS = 5 * 10**7
 LOO_MAX_WORK = 10**10
 #: ... of at least this many rows (or all of them)
 LOO_MIN_ROWS = 250
+#: the basis model keeps its per-draw predictive at the LOO rows for the posterior-predictive
+#: group up to this many draws × rows (two float64 arrays)
+FITTED_MAX_POINTS = 2**24
 
 
 @register_estimator
@@ -430,7 +438,7 @@ class GPRegressor(JointPredictiveMixin, PredictiveRegressorMixin, RegressorMixin
         self.hsgp_design_ = self.n_basis_ = self.boundary_ = None
         fitted = None
         if self.approximation_ == "hsgp":
-            self._fit_hsgp(Xs, ys, y, X)
+            fitted = self._fit_hsgp(Xs, ys, y, X)
         else:
             self._sample(gp_regression, Xs, ys, y, X)
             fitted = self._add_loo_loglik(Xs, ys)
@@ -558,7 +566,7 @@ class GPRegressor(JointPredictiveMixin, PredictiveRegressorMixin, RegressorMixin
         self.hsgp_design_, self._hsgp_stats, self.basis_checks_ = design, stats, checks
         self._set_basis_attributes()
         diagnostics.set_attrs(self.idata_, basis_checks="; ".join(c.message() for c in checks))
-        self._add_hsgp_loo(Xs, ys)
+        return self._add_hsgp_loo(Xs, ys)
 
     def _set_basis_attributes(self):
         design, names = self.hsgp_design_, [term_name(t) for t in self.kernel_.terms()]
@@ -637,8 +645,14 @@ class GPRegressor(JointPredictiveMixin, PredictiveRegressorMixin, RegressorMixin
         size = max(1, min(n_draws, FACTOR_CACHE_BYTES // (8 * (M * M + M + 1))))
         return row_slices(n_draws, size)
 
-    def _add_hsgp_loo(self, Xs, ys):
-        """LOO predictive log densities of the basis model per draw (:func:`hsgp_loo`)."""
+    def _add_hsgp_loo(self, Xs, ys) -> MixturePredictive | None:
+        """LOO predictive log densities of the basis model per draw (:func:`hsgp_loo`).
+
+        Returns the predictive of a new observation at the same rows, per draw, from the same
+        factors (:func:`~bayeskern.models.hsgp.hsgp_loo_and_fitted`), which the
+        ``posterior_predictive`` group draws from; ``None`` above :data:`FITTED_MAX_POINTS`
+        draws × rows (the group then calls :meth:`predictive` in blocks).
+        """
         draws = self._draws()
         n_draws, n, M = len(next(iter(draws.values()))), len(Xs), self.hsgp_design_.size
         n_rows = int(min(n, LOO_MAX_POINTS // n_draws,
@@ -651,17 +665,26 @@ class GPRegressor(JointPredictiveMixin, PredictiveRegressorMixin, RegressorMixin
         yj = jnp.asarray(ys[rows])
         factors = self._hsgp_factor_fn()
         loo = jax.jit(lambda R, w, nv, P, yy: batched_map(
-            lambda f: hsgp_loo(f[0], f[1], f[2], P, yy), (R, w, nv), 1))
-        ll = []
+            lambda f: (*hsgp_loo_and_fitted(f[0], f[1], f[2], P, yy), f[2]), (R, w, nv), 1))
+        keep = n_draws * len(rows) <= FITTED_MAX_POINTS
+        ll, loc, scale = [], [], []
         for sl in self._hsgp_draw_blocks(draws):
             R, w, nv = factors({k: v[sl] for k, v in draws.items()}, self._hsgp_stats)
-            ll.append(np.asarray(loo(R, w, nv, Phi, yj)))
+            out = [np.asarray(a) for a in loo(R, w, nv, Phi, yj)]
+            ll.append(out[0])
+            if keep:
+                loc.append(out[1])
+                scale.append(np.sqrt(out[2] + out[3][:, None]))
         ll = np.concatenate(ll) - np.log(self.y_std_.scale)
         ll = ll.reshape(self.idata_.posterior.sizes["chain"], -1, ll.shape[-1])
         diagnostics.add_group(self.idata_, "log_likelihood", {"y": ll}, dims={"y": ["obs"]},
                               coords={"obs": rows})
         if len(rows) < n:
             diagnostics.set_attrs(self.idata_, loo_subsample=int(len(rows)))
+        if not keep:
+            return None
+        return MixturePredictive(np.concatenate(loc) * self.y_std_.scale + self.y_std_.mean,
+                                 np.concatenate(scale) * self.y_std_.scale)
 
     def _warn_outside_box(self, Xs):
         outside = int(np.sum(~self.hsgp_design_.contains(Xs)))
