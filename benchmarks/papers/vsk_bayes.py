@@ -60,7 +60,7 @@ def main():
                          f"{m.convergence_.max_rhat:.3f}", f"{secs:.0f}"])
         print(rows[-2:], flush=True)
     wall = time.time() - t0
-    cmd = "cd /work/main && .venv/bin/python benchmarks/papers/vsk_bayes.py" + (
+    cmd = ".venv/bin/python benchmarks/papers/vsk_bayes.py" + (
         " --quick" if args.quick else "")
     text = "\n\n".join([
         "## Bayesian VSK — GPClassifier(RBF) vs GPClassifier(VSK(RBF)), Wisconsin\n\n"

@@ -106,7 +106,7 @@ def main():
                                        strict=True)]
     text = "\n\n".join([
         "## Section 6.2 — KRN vs KRN-VSK shape study on the CO2 series (stand-in for COVID-19)\n\n"
-        "Command: `cd /work/main && .venv/bin/python benchmarks/papers/vsk_co2_shape.py`  \n"
+        "Command: `.venv/bin/python benchmarks/papers/vsk_co2_shape.py`  \n"
         f"Machine: {machine()}, shared with other jobs. Wall time: {wall:.0f} s "
         f"({len(WINDOWS) * 800} fits).\n\n200 shape parameters gamma in [0.5, 20]; condition "
         "number of the training kernel matrix (eigenvalue ratio, float64) and test MAE in ppm "

@@ -188,7 +188,7 @@ def main():
             t2rows.append([seed, N, *t2, *PAPER_T2[N]])
     wall = max(time.time() - t0, cell_seconds)
 
-    cmd = "cd /work/main && .venv/bin/python benchmarks/papers/vsk_synthetic.py" + (
+    cmd = ".venv/bin/python benchmarks/papers/vsk_synthetic.py" + (
         " --quick" if args.quick else "")
     parts = [f"## Fig. 1 — synthetic study (section 6.1)\n\nCommand: `{cmd}`  \n"
              f"Machine: {machine()}, shared with other jobs (load average well above 2 during the "

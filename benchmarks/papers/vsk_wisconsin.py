@@ -114,7 +114,7 @@ def main():
         print(f"seed {s} ({time.time() - ts:.0f} s): {res[s]}", flush=True)
     wall = time.time() - t0
 
-    cmd = "cd /work/main && .venv/bin/python benchmarks/papers/vsk_wisconsin.py" + (
+    cmd = ".venv/bin/python benchmarks/papers/vsk_wisconsin.py" + (
         " --quick" if args.quick else "")
     t4cols = ["NB", "SVM lin.", "SVM-S lin.", "SVM RBF", "SVM-S RBF", "SVM-VSK lin.",
               "SVM-VSK RBF", "best SVM-E lin.", "best SVM-E RBF"]
