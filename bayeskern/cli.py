@@ -695,14 +695,33 @@ def _on_sigterm(signum, frame):
     raise _Terminated
 
 
+#: XLA option of the command's own process: XLA:CPU's older fusion emitters, which compile
+#: faster and, for these models, run faster too (the same draws); see :func:`configure_xla`
+CLI_XLA_FLAGS = "--xla_cpu_use_fusion_emitters=false"
+
+
+def configure_xla() -> None:
+    """Add :data:`CLI_XLA_FLAGS` to ``XLA_FLAGS`` unless the environment already chooses it.
+
+    The command owns its process, so it may choose how XLA compiles (a library imported into
+    a user's session does not: :mod:`bayeskern` leaves ``XLA_FLAGS`` alone). Effective only
+    before JAX starts its backend, which the command does after parsing its arguments.
+    """
+    flags = os.environ.get("XLA_FLAGS", "")
+    if "xla_cpu_use_fusion_emitters" not in flags:
+        os.environ["XLA_FLAGS"] = f"{flags} {CLI_XLA_FLAGS}".strip()
+
+
 def main(argv=None) -> int:
     """Entry point of the ``bayeskern`` command.
 
     Exit status: 0 on success, 2 on a user error (one line on stderr, no traceback unless
-    ``BAYESKERN_DEBUG`` is set), 130 on SIGINT and 143 on SIGTERM (no partial output).
+    ``BAYESKERN_DEBUG`` is set), 130 on SIGINT and 143 on SIGTERM (no partial output). Sets
+    :data:`CLI_XLA_FLAGS` for its process first (:func:`configure_xla`).
     """
     import signal
 
+    configure_xla()
     args = build_parser().parse_args(argv)
     try:
         previous = signal.signal(signal.SIGTERM, _on_sigterm)

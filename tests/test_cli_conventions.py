@@ -345,3 +345,20 @@ def test_multiclass_end_to_end(tmp_path, capsys):
         assert np.all(p[f"p_{c}_lower_0.8"] <= p[f"p_{c}"] + 1e-12)
         assert np.all(p[f"p_{c}"] <= p[f"p_{c}_upper_0.8"] + 1e-12)
     assert (p["prediction"] == label).mean() > 0.8
+
+
+def test_the_command_chooses_xla_fusion_emitters_unless_told(monkeypatch):
+    """The command's own process compiles with XLA:CPU's older fusion emitters; a choice in
+    the environment wins, other XLA flags are kept."""
+    from bayeskern import cli
+
+    monkeypatch.delenv("XLA_FLAGS", raising=False)
+    cli.configure_xla()
+    assert os.environ["XLA_FLAGS"] == cli.CLI_XLA_FLAGS
+    monkeypatch.setenv("XLA_FLAGS", "--xla_force_host_platform_device_count=2")
+    cli.configure_xla()
+    assert os.environ["XLA_FLAGS"] == "--xla_force_host_platform_device_count=2 " \
+        + cli.CLI_XLA_FLAGS
+    monkeypatch.setenv("XLA_FLAGS", "--xla_cpu_use_fusion_emitters=true")
+    cli.configure_xla()
+    assert os.environ["XLA_FLAGS"] == "--xla_cpu_use_fusion_emitters=true"
