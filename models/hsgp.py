@@ -107,19 +107,21 @@ def _collapsed_fwd(r, t, G, b, yty, n):
     pCp = u @ u
     logdet = 2.0 * jnp.sum(jnp.log(jnp.diagonal(L)))
     value = -0.5 * (yty / t - pCp / t**2 + logdet + n * jnp.log(2 * jnp.pi * t))
-    return value, (r, t, G, b, yty, n, B, L, u, pCp)
+    return value, (r, t, G, b, yty, n, L, u, pCp)
 
 
 def _collapsed_bwd(res, g):
-    r, t, G, b, yty, n, B, L, u, pCp = res
+    r, t, G, b, yty, n, L, u, pCp = res
     M = r.shape[0]
     L_inv = jsl.solve_triangular(L, jnp.eye(M, dtype=r.dtype), lower=True)
     c = jnp.sum(L_inv * L_inv, axis=0)  # diag(B^-1)
     z = jsl.solve_triangular(L, u, lower=True, trans=1)  # B^-1 p
     d_logdet_r = 2.0 * (1.0 - c) / r
-    d_pCp_r = 2.0 * z * b - 2.0 * z * (G @ (r * z)) / t
+    rz = r * z
+    G_rz = G @ rz
+    d_pCp_r = 2.0 * z * b - 2.0 * z * G_rz / t
     d_logdet_t = -(M - jnp.sum(c)) / t
-    d_pCp_t = (z @ (B @ z) - z @ z) / t
+    d_pCp_t = rz @ G_rz / t**2  # z'(B - I)z / t
     # value = -1/2 [yty/t - pCp/t^2 + logdet + n log(2 pi t)]
     g_r = -0.5 * g * (-d_pCp_r / t**2 + d_logdet_r)
     g_t = -0.5 * g * (-yty / t**2 - d_pCp_t / t**2 + 2.0 * pCp / t**3 + d_logdet_t + n / t)

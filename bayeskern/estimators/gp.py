@@ -665,7 +665,7 @@ class GPRegressor(JointPredictiveMixin, PredictiveRegressorMixin, RegressorMixin
         yj = jnp.asarray(ys[rows])
         factors = self._hsgp_factor_fn()
         loo = jax.jit(lambda R, w, nv, P, yy: batched_map(
-            lambda f: (*hsgp_loo_and_fitted(f[0], f[1], f[2], P, yy), f[2]), (R, w, nv), 1))
+            lambda f: hsgp_loo_and_fitted(f[0], f[1], f[2], P, yy), (R, w, nv), 1))
         keep = n_draws * len(rows) <= FITTED_MAX_POINTS
         ll, loc, scale = [], [], []
         for sl in self._hsgp_draw_blocks(draws):
@@ -674,7 +674,7 @@ class GPRegressor(JointPredictiveMixin, PredictiveRegressorMixin, RegressorMixin
             ll.append(out[0])
             if keep:
                 loc.append(out[1])
-                scale.append(np.sqrt(out[2] + out[3][:, None]))
+                scale.append(np.sqrt(out[2] + np.asarray(nv)[:, None]))
         ll = np.concatenate(ll) - np.log(self.y_std_.scale)
         ll = ll.reshape(self.idata_.posterior.sizes["chain"], -1, ll.shape[-1])
         diagnostics.add_group(self.idata_, "log_likelihood", {"y": ll}, dims={"y": ["obs"]},
