@@ -578,7 +578,7 @@ def _spectrum_html(name, est, x_unit) -> str:
 
 
 def _method_html(name, est, x_unit) -> str:
-    if getattr(est, "model_", None) == "exact" and hasattr(est, "x_scaler_"):
+    if getattr(est, "model_", None) in ("exact", "hsgp") and hasattr(est, "x_scaler_"):
         return _spectrum_html(name, est, x_unit)
     out = []
     for heading, fig, *caption in panels.estimator_panels(est):

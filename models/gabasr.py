@@ -118,6 +118,8 @@ __all__ = [
     "prepare_exact",
     "spectral_mixture_terms",
     "sample_exact",
+    "SIGMA0_PRIOR_SD",
+    "SIGMA_PRIOR_SD",
     "exact_covariance",
     "gabasr_exact_regression",
     "exact_cross",
@@ -768,6 +770,12 @@ def spectral_mixture_terms(tau, params: dict) -> jax.Array:
     return k
 
 
+#: prior standard deviations of the log spreads: :math:`\log\sigma_{0j}` (smooth component)
+#: and :math:`\log\sigma_k` (periodic components) of :func:`sample_exact`
+SIGMA0_PRIOR_SD = 1.5
+SIGMA_PRIOR_SD = 1.0
+
+
 def sample_exact(spec: ExactSpec, d: int, q: int) -> dict:
     """Sample the hyper-parameters of :func:`gabasr_exact_regression` (see there)."""
     K = spec.peaks.shape[0] + 1
@@ -775,12 +783,13 @@ def sample_exact(spec: ExactSpec, d: int, q: int) -> dict:
     params = {
         "trend_amp": numpyro.sample("trend_amp", dist.HalfNormal(1.0).expand([q]).to_event(1)),
         "amplitude": numpyro.sample("amplitude", dist.HalfNormal(1.0).expand([K]).to_event(1)),
-        "sigma0": numpyro.sample("sigma0", dist.LogNormal(spec.log_sigma0, 1.5).to_event(1)),
+        "sigma0": numpyro.sample("sigma0",
+                                 dist.LogNormal(spec.log_sigma0, SIGMA0_PRIOR_SD).to_event(1)),
     }
     if K > 1:  # no sites of size zero (no significant line: the smooth component only)
         params["mu"] = numpyro.sample("mu", dist.Normal(spec.peaks, res).to_event(1))
         params["sigma"] = numpyro.sample(
-            "sigma", dist.LogNormal(jnp.full(K - 1, np.log(res)), 1.0).to_event(1))
+            "sigma", dist.LogNormal(jnp.full(K - 1, np.log(res)), SIGMA_PRIOR_SD).to_event(1))
     params["noise"] = numpyro.sample("noise", dist.HalfNormal(1.0))
     return params
 

@@ -264,6 +264,10 @@ def classification_initial_values(Z: np.ndarray, y01: np.ndarray, B: np.ndarray 
     return init
 
 
+#: rows of the periodogram search of :func:`exact_setup` (an even spread above)
+PERIODOGRAM_ROWS = 20_000
+
+
 def exact_setup(Z: np.ndarray, ys: np.ndarray, *, trend_degree, n_components,
                 freq_scale: np.ndarray) -> tuple[np.ndarray, G.ExactSpec, int]:
     """Return the trend basis and the anchored component means of the exact model.
@@ -306,8 +310,14 @@ def exact_setup(Z: np.ndarray, ys: np.ndarray, *, trend_degree, n_components,
     if d == 1:
         r = ys - B @ np.linalg.lstsq(B, ys, rcond=None)[0]
         auto = isinstance(n_components, str)
+        # the periodogram costs O(rows x grid): above PERIODOGRAM_ROWS rows it is taken on
+        # that many rows evenly spread over the sorted inputs
+        rows = np.arange(n)
+        if n > PERIODOGRAM_ROWS:
+            rows = np.argsort(Z[:, 0], kind="stable")[
+                np.linspace(0, n - 1, PERIODOGRAM_ROWS).round().astype(int)]
         peaks = G.significant_peaks(
-            Z[:, 0], r, w_min=2 * res, w_max=float(freq_scale[0]),
+            Z[rows, 0], r[rows], w_min=2 * res, w_max=float(freq_scale[0]),
             max_peaks=3 if auto else int(n_components) - 1,
             fap=1e-3 if auto else 1.0)
     spec = G.ExactSpec(jnp.asarray(peaks), float(res), jnp.full(d, -0.5 * np.log(d)))

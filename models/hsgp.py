@@ -37,7 +37,7 @@ from bayeskern.hsgp import HSGPDesign
 from bayeskern.kernels.base import Kernel
 
 __all__ = ["hsgp_regression", "collapsed_log_marginal", "hsgp_factors", "hsgp_predict",
-           "hsgp_loo", "hsgp_loo_and_fitted", "VARIANCE_FLOOR"]
+           "hsgp_loo", "hsgp_loo_and_fitted", "collapsed_factors", "VARIANCE_FLOOR"]
 
 #: floor of the weights' prior variances: a spectral density that underflows to zero at high
 #: frequencies would give :math:`\sqrt{s}` an infinite derivative (NaN gradients)
@@ -178,10 +178,20 @@ def hsgp_factors(kernel: Kernel, design: HSGPDesign, draw: dict, stats: Stats, x
     theta = theta_from_draw(kernel, draw, x_scale)
     s = design.prior_variances(kernel, theta, draw["amplitude"])
     noise_var = draw["noise"] ** 2 + JITTER
+    return (*collapsed_factors(stats, s, noise_var), noise_var)
+
+
+def collapsed_factors(stats: Stats, s, noise_var):
+    r"""Return ``(R, w_bar)`` of the weights' posterior :math:`N(\bar w, R^\top R)`.
+
+    For :math:`y = \Phi w + \varepsilon`, :math:`w \sim N(0, \mathrm{diag}(s))`:
+    :math:`R = L^{-1}S^{1/2}` with :math:`LL^\top = I + S^{1/2}\Phi^\top\Phi S^{1/2}/\sigma^2`,
+    so that :math:`R^\top R = (\Phi^\top\Phi/\sigma^2 + S^{-1})^{-1}`, and
+    :math:`\bar w = R^\top R\,\Phi^\top y/\sigma^2` (Rasmussen & Williams 2006, eq. 2.8).
+    """
     L, r = _scaled(stats, s, noise_var)
     R = jsl.solve_triangular(L, jnp.diag(r), lower=True)
-    w = R.T @ (R @ stats.Pty) / noise_var
-    return R, w, noise_var
+    return R, R.T @ (R @ stats.Pty) / noise_var
 
 
 def hsgp_predict(R, w, Phi):

@@ -51,6 +51,7 @@ from __future__ import annotations
 
 import numbers
 import time
+import warnings
 
 import jax
 import jax.numpy as jnp
@@ -59,7 +60,7 @@ from sklearn.base import RegressorMixin
 from threadpoolctl import threadpool_limits
 
 from bayeskern import diagnostics
-from bayeskern.batching import row_slices
+from bayeskern.batching import batched_map, row_slices
 from bayeskern.estimators.base import (
     JointPredictiveMixin,
     PredictiveRegressorMixin,
@@ -68,9 +69,11 @@ from bayeskern.estimators.base import (
 )
 from bayeskern.estimators.gabasr_base import PARAMS_DOC, _GaBaSRBase
 from bayeskern.estimators.gabasr_classifier import GaBaSRClassifier
+from bayeskern.estimators.gp import FACTOR_CACHE_BYTES, loo_rows
 from bayeskern.inference import run_nuts
 from bayeskern.inference.gabasr_gibbs import predict_regression, regression_posteriors
 from bayeskern.models import gabasr as G
+from bayeskern.models import gabasr_hsgp as GH
 from bayeskern.models.gabasr_setup import (  # noqa: F401  (re-exported)
     RobustScaler1,
     exact_setup,
@@ -78,10 +81,13 @@ from bayeskern.models.gabasr_setup import (  # noqa: F401  (re-exported)
     initial_values,
     mean_basis,
 )
+from bayeskern.models.hsgp import hsgp_loo_and_fitted, hsgp_predict
 from bayeskern.predictive import MixturePredictive
 from bayeskern.runs import register_estimator
 
 __all__ = ["GaBaSRRegressor", "GaBaSRClassifier", "RobustScaler1"]
+
+_HSGP_MIN_ROWS, _HSGP_MAX_BASIS = 1000, 600
 
 
 @register_estimator
@@ -89,9 +95,9 @@ class GaBaSRRegressor(  # noqa: D101 (__doc__ is an f-string)
         JointPredictiveMixin, PredictiveRegressorMixin, RegressorMixin, _GaBaSRBase):
     __doc__ = f"""GaBaSR regression: DP spectral-mixture kernel, weights integrated out.
 
-    Two models of the same spectral density, chosen by ``model``:
+    Three models of the same spectral density, chosen by ``model``:
 
-    ``"exact"`` (default up to ``exact_max_n`` rows, NUTS): the collapsed form,
+    ``"exact"`` (default below {_HSGP_MIN_ROWS} rows, NUTS): the collapsed form,
     :func:`bayeskern.models.gabasr.gabasr_exact_regression`. The kernel is the expectation of
     the random features, the spectral-mixture kernel
     :math:`\\sum_k a_k^2 e^{{-\\frac12\\sigma_k^2\\tau^2}}\\cos(\\mu_k\\tau)`, plus a
@@ -107,9 +113,24 @@ class GaBaSRRegressor(  # noqa: D101 (__doc__ is an f-string)
     (:func:`bayeskern.inference.run_nuts` with ``init="map"``). Predictive: mixture over draws
     of Gaussians (Rasmussen & Williams 2006, eqs. 2.25-2.26).
 
-    With the exact model, ``predict(X, return_cov=True)`` gives the latent covariance mixed
-    over draws and :meth:`sample_y` joint sample paths
-    (:class:`~bayeskern.estimators.base.JointPredictiveMixin`).
+    ``"hsgp"`` (default from {_HSGP_MIN_ROWS} rows in one to three input
+    columns, NUTS): the same model, priors and posterior variables, with the kernel on a
+    Hilbert-space basis (:func:`bayeskern.models.gabasr_hsgp.gabasr_hsgp_regression`;
+    Solin & Särkkä 2020): the spectral density averaged over each basis function's
+    frequency cell gives its weight's prior variance, the weights are integrated out, and
+    the data enter through :math:`\\Phi^\\top\\Phi, \\Phi^\\top y` computed once, so a
+    gradient costs :math:`O(M^3)` whatever the number of rows. The box is
+    ``hsgp_boundary`` times the inputs' half-range (predictions outside it warn); the basis
+    size resolves the prior's 95 % range of spreads and frequencies
+    (:func:`~bayeskern.models.gabasr_hsgp.choose_mixture_basis`), and a fit warns when more
+    than 5 % of its draws put over 1 % of their variance beyond it
+    (``basis_mass_beyond_``). A periodicity that lives longer than the box is wide is
+    represented by the two basis functions next to its frequency, so its spread is
+    over-estimated.
+
+    With the spectral-mixture GP (``"exact"`` or ``"hsgp"``), ``predict(X,
+    return_cov=True)`` gives the latent covariance mixed over draws and :meth:`sample_y`
+    joint sample paths (:class:`~bayeskern.estimators.base.JointPredictiveMixin`).
 
     ``"features"`` (above ``exact_max_n`` rows, or ``sampler="gibbs"``, or
     ``locally_stationary=True``): random Fourier features,
@@ -131,9 +152,12 @@ class GaBaSRRegressor(  # noqa: D101 (__doc__ is an f-string)
         posterior curves more in some regions (small trend amplitudes, narrow spectral
         peaks) than the mass matrix from the mode expects, and the smaller steps of 0.9 avoid
         the divergences 0.8 gives there.
-    model : {{"auto", "exact", "features"}}, default "auto"
-        ``"auto"``: ``"exact"`` when ``sampler="nuts"``, ``locally_stationary=False`` and at
-        most ``exact_max_n`` rows, else ``"features"``. The model used is ``model_``.
+    model : {{"auto", "exact", "hsgp", "features"}}, default "auto"
+        ``"auto"`` with ``sampler="nuts"`` and ``locally_stationary=False``: ``"hsgp"`` from
+        {_HSGP_MIN_ROWS} rows in at most three input columns when the basis
+        has at most {_HSGP_MAX_BASIS} functions, else ``"exact"`` up to
+        ``exact_max_n`` rows, else ``"features"``; ``"features"`` with the other samplers.
+        The model used is ``model_``.
     trend_degree : int or "auto", default "auto"
         Exact model: degree of the polynomial trend kernel, one ``HalfNormal(1)`` amplitude per
         column (a degree the data do not support is shrunk to zero in the posterior).
@@ -144,7 +168,11 @@ class GaBaSRRegressor(  # noqa: D101 (__doc__ is an f-string)
         Exact model: L-BFGS starts of the mode search (the posterior is multimodal).
     exact_max_n : int, default 2000
         Largest number of rows for which ``model="auto"`` picks the exact model
-        (:math:`O(n^3)` per gradient).
+        (:math:`O(n^3)` per gradient) when the basis form does not apply.
+    hsgp_boundary : float, default 2.0
+        Basis form: half-width of the box as a multiple of the inputs' half-range (the
+        basis holds inside it only; 2 leaves half the training range on each side for
+        forecasts).
     chunk_size : int, default 16384
         Features model: above this many rows the sufficient statistics
         :math:`(\\Phi^\\top\\Phi, \\Phi^\\top y, y^\\top y)` are summed over row chunks
@@ -184,13 +212,18 @@ class GaBaSRRegressor(  # noqa: D101 (__doc__ is an f-string)
         ``lengthscale_data_units`` (smooth component, per column of ``X``),
         ``period_data_units`` (periodic components, units of the first column) and
         ``amplitude_data_units`` (units of ``y``).
-    model_ : {{"exact", "features"}}
+    model_ : {{"exact", "hsgp", "features"}}
     model_description_ : str
         Which of the three GaBaSR models was fitted, by name (``_GaBaSRBase.MODELS``): the
         collapsed spectral-mixture GP, the stick-breaking random-feature model with fixed base
         draws (NUTS), or the paper's CRP random-feature model with free frequencies (Gibbs).
     sampler_ : {{"nuts", "gibbs"}}
-    n_components_, trend_degree_, exact_spec_ : exact model only.
+    n_components_, trend_degree_, exact_spec_ : spectral-mixture GP only.
+    hsgp_basis_ : bayeskern.hsgp.Basis
+        Basis form only: the box and the number of basis functions.
+    basis_mass_beyond_ : float
+        Basis form only: share of the posterior draws with more than 1 % of their spectral
+        variance above the basis frequencies.
     n_sample_rows_ : int
         Rows the spectral posterior was sampled on (all, unless ``max_sample_rows``).
     conditioned_draws_ : ndarray
@@ -203,9 +236,9 @@ class GaBaSRRegressor(  # noqa: D101 (__doc__ is an f-string)
                  n_features=64, n_components="auto", trend_degree="auto",
                  mean_function="poly2", input_transform="robust", num_warmup="auto",
                  num_samples="auto", num_chains=4, chain_method=None, target_accept_prob=0.9,
-                 map_steps=30, num_map_starts=6, exact_max_n=2000, chunk_size=16384,
-                 max_sample_rows=None, num_conditioned_draws=100, progress_bar=True,
-                 random_state=None):
+                 map_steps=30, num_map_starts=6, exact_max_n=2000, hsgp_boundary=2.0,
+                 chunk_size=16384, max_sample_rows=None, num_conditioned_draws=100,
+                 progress_bar=True, random_state=None):
         super().__init__(sampler=sampler, locally_stationary=locally_stationary,
                          n_features=n_features, n_components=n_components,
                          mean_function=mean_function, input_transform=input_transform,
@@ -217,6 +250,7 @@ class GaBaSRRegressor(  # noqa: D101 (__doc__ is an f-string)
         self.trend_degree = trend_degree
         self.num_map_starts = num_map_starts
         self.exact_max_n = exact_max_n
+        self.hsgp_boundary = hsgp_boundary
         self.chunk_size = chunk_size
         self.max_sample_rows = max_sample_rows
         self.num_conditioned_draws = num_conditioned_draws
@@ -235,23 +269,28 @@ class GaBaSRRegressor(  # noqa: D101 (__doc__ is an f-string)
         Hessian). Its ``num_samples="auto"`` draws blocks until the convergence criteria
         hold (:func:`bayeskern.inference.run_nuts`); the other models take 500.
         """
-        exact = self.model_ == "exact"
+        exact = self._spectral_gp
         self.num_warmup_ = (self.num_warmup if self.num_warmup != "auto"
                             else self.EXACT_WARMUP if exact else 500)
         self.num_samples_ = (self.num_samples if self.num_samples != "auto"
                              else "auto" if exact else 500)
 
     def _check_exact_params(self):
-        if self.model not in ("auto", "exact", "features"):
-            raise ValueError(f"model must be 'auto', 'exact' or 'features', got {self.model!r}")
-        if self.model == "exact" and (self.sampler_ != "nuts" or self.locally_stationary):
-            raise ValueError("model='exact' needs sampler='nuts' and locally_stationary=False "
-                             f"(got sampler={self.sampler!r}, locally_stationary="
-                             f"{self.locally_stationary!r})")
+        if self.model not in ("auto", "exact", "hsgp", "features"):
+            raise ValueError("model must be 'auto', 'exact', 'hsgp' or 'features', got "
+                             f"{self.model!r}")
+        if self.model in ("exact", "hsgp") and (
+                self.sampler_ != "nuts" or self.locally_stationary):
+            raise ValueError(f"model={self.model!r} needs sampler='nuts' and "
+                             f"locally_stationary=False (got sampler={self.sampler!r}, "
+                             f"locally_stationary={self.locally_stationary!r})")
         td = self.trend_degree
         if not (isinstance(td, str) and td == "auto") and (
                 isinstance(td, bool) or not isinstance(td, numbers.Integral) or not 0 <= td <= 5):
             raise ValueError(f"trend_degree must be 'auto' or an integer in 0..5, got {td!r}")
+        b = self.hsgp_boundary
+        if isinstance(b, bool) or not isinstance(b, numbers.Real) or not 1.2 <= b <= 20:
+            raise ValueError(f"hsgp_boundary must be a number in [1.2, 20], got {b!r}")
         for name in ("num_map_starts", "exact_max_n", "chunk_size", "num_conditioned_draws"):
             v = getattr(self, name)
             if isinstance(v, bool) or not isinstance(v, numbers.Integral) or v < 1:
@@ -260,16 +299,47 @@ class GaBaSRRegressor(  # noqa: D101 (__doc__ is an f-string)
         if m is not None and (isinstance(m, bool) or not isinstance(m, numbers.Integral)
                               or m < 10):
             raise ValueError(f"max_sample_rows must be None or an integer >= 10, got {m!r}")
-        if m is not None and self.model == "exact":
-            raise ValueError("max_sample_rows needs the random-feature model (the exact model "
-                             "conditions on all rows at O(n^3)); use model='auto' or "
+        if m is not None and self.model in ("exact", "hsgp"):
+            raise ValueError("max_sample_rows needs the random-feature model (the spectral-"
+                             "mixture GP conditions on all rows); use model='auto' or "
                              "'features'")
 
-    def _use_exact(self, n: int) -> bool:
-        if self.model == "auto":
-            return (self.sampler_ == "nuts" and not self.locally_stationary
-                    and n <= self.exact_max_n and not self._subsampled(n))
-        return self.model == "exact"
+    def _choose_model(self, Z, ys) -> str:
+        """Return ``model_``; for the spectral-mixture GP also set up its anchors and basis.
+
+        ``"auto"``: the basis form (``"hsgp"``) from :attr:`HSGP_MIN_ROWS` rows when the
+        inputs have at most three columns and
+        :func:`~bayeskern.models.gabasr_hsgp.choose_mixture_basis` needs at most
+        :attr:`HSGP_MAX_BASIS` functions, else the exact form up to ``exact_max_n`` rows,
+        else the random features.
+        """
+        n, d = Z.shape
+        if self.model == "features" or self.sampler_ != "nuts" or self.locally_stationary \
+                or (self.model == "auto" and self._subsampled(n)):
+            return "features"
+        B, self.exact_spec_, self.trend_degree_ = exact_setup(
+            Z, ys, trend_degree=self.trend_degree, n_components=self.n_components,
+            freq_scale=self.freq_scale_)
+        self.n_components_ = len(self.exact_spec_.peaks) + 1
+        if self.model == "hsgp" and d > GH.MAX_COLUMNS:
+            raise ValueError(f"model='hsgp' needs at most {GH.MAX_COLUMNS} input columns, got "
+                             f"{d}; use model='exact' or 'features'")
+        if self.model == "exact" or d > GH.MAX_COLUMNS:
+            return "exact" if self.model == "exact" or n <= self.exact_max_n else "features"
+        basis = GH.choose_mixture_basis(Z, self.exact_spec_, boundary_factor=self.hsgp_boundary)
+        if self.model == "hsgp" or (n >= self.HSGP_MIN_ROWS
+                                    and basis.size + B.shape[1] <= self.HSGP_MAX_BASIS):
+            self.hsgp_basis_ = basis
+            return "hsgp"
+        return "exact" if n <= self.exact_max_n else "features"
+
+    #: ``model="auto"`` fits the basis form from this many rows: below, the exact form's
+    #: gradient (:math:`O(n^3)`) costs less than a few times a basis of a few hundred
+    #: functions' (:math:`O(M^3)`), and it has no approximation error
+    HSGP_MIN_ROWS = _HSGP_MIN_ROWS
+
+    #: largest basis (eigenfunctions + trend columns) ``model="auto"`` uses
+    HSGP_MAX_BASIS = _HSGP_MAX_BASIS
 
     def _subsampled(self, n: int) -> bool:
         return self.max_sample_rows is not None and n > self.max_sample_rows
@@ -287,18 +357,18 @@ class GaBaSRRegressor(  # noqa: D101 (__doc__ is an f-string)
         self._check_exact_params()
         X, y = self._validate_fit(X, y, classifier=False)
         t0 = time.perf_counter()
-        self.model_ = "exact" if self._use_exact(len(X)) else "features"
-        self._resolve_counts()
-        rows = None if self.model_ == "exact" else self._sample_rows(len(X))
-        self.n_sample_rows_ = len(X) if rows is None else len(rows)
         with threadpool_limits(1, user_api="blas"):
             Z, B = self._setup(X)
             self.y_std_ = Standardizer.fit(y)
             ys = self.y_std_.transform(y)
+            self.model_ = self._choose_model(Z, ys)
+            self._resolve_counts()
+            rows = None if self._spectral_gp else self._sample_rows(len(X))
+            self.n_sample_rows_ = len(X) if rows is None else len(rows)
             # the spectral posterior is sampled on `rows` (all rows unless max_sample_rows)
             Zs, yss, Bs = (Z, ys, B) if rows is None else (
                 Z[rows], ys[rows], None if B is None else B[rows])
-            if self.model_ == "exact":
+            if self._spectral_gp:
                 self._fit_exact(Z, ys, y, X)
             elif self.sampler_ == "gibbs":
                 self._gibbs(Zs, yss, Bs, y, X)
@@ -337,10 +407,10 @@ class GaBaSRRegressor(  # noqa: D101 (__doc__ is an f-string)
         if "sigma0" in post:
             data["lengthscale"], dims["lengthscale"] = sx / np.asarray(post["sigma0"]), \
                 ["feature"]
-        if "mu" in post and getattr(self, "model_", None) == "exact":
+        if "mu" in post and self._spectral_gp:
             data["period"], dims["period"] = 2 * np.pi * sx[0] / np.abs(np.asarray(post["mu"])), \
                 ["periodic"]
-        for site in ("amplitude", "noise") if self.model_ == "exact" else ("noise",):
+        for site in ("amplitude", "noise") if self._spectral_gp else ("noise",):
             if site in post:
                 data[site], dims[site] = np.asarray(post[site]) * sy, list(post[site].dims[2:])
         suffix = diagnostics.DATA_UNITS_SUFFIX
@@ -351,16 +421,19 @@ class GaBaSRRegressor(  # noqa: D101 (__doc__ is an f-string)
 
     # ------------------------------------------------------------------ exact model
     def _fit_exact(self, Z, ys, y, X):
-        B, self.exact_spec_, self.trend_degree_ = exact_setup(
-            Z, ys, trend_degree=self.trend_degree, n_components=self.n_components,
-            freq_scale=self.freq_scale_)
-        self.n_components_ = len(self.exact_spec_.peaks) + 1
-        prepared = G.prepare_exact(Z, B)
+        """Sample the spectral-mixture GP, exact or on the basis (``model_``)."""
+        self._Ztrain, self._ytrain = Z, ys
+        if self.model_ == "hsgp":
+            model, kw = GH.gabasr_hsgp_regression, dict(
+                stats=self._hsgp_stats(), spec=self.exact_spec_, basis=self.hsgp_basis_,
+                degree=self.trend_degree_)
+        else:
+            model, kw = G.gabasr_exact_regression, dict(
+                X=jnp.asarray(Z), y=jnp.asarray(ys), spec=self.exact_spec_,
+                prepared=G.prepare_exact(Z, G.polynomial_basis(Z, self.trend_degree_)))
         coords = self._coords(len(X))
         self.idata_, _ = run_nuts(
-            G.gabasr_exact_regression,
-            model_kwargs=dict(X=jnp.asarray(Z), y=jnp.asarray(ys), spec=self.exact_spec_,
-                              prepared=prepared),
+            model, model_kwargs=kw,
             rng_key=self._seed(), num_warmup=self.num_warmup_, num_samples=self.num_samples_,
             num_chains=self.num_chains, chain_method=self.chain_method,
             progress_bar=self.progress_bar, target_accept_prob=self.target_accept_prob,
@@ -374,15 +447,117 @@ class GaBaSRRegressor(  # noqa: D101 (__doc__ is an f-string)
         post = self.idata_.posterior
         self.num_samples_ = post.sizes["draw"]
         # peaks in cycles per unit of the first input column (the report's language)
-        diagnostics.set_attrs(self.idata_, model_form="exact spectral-mixture GP",
+        diagnostics.set_attrs(self.idata_, model_form=self.MODELS[self.model_],
                               trend_degree=self.trend_degree_,
                               peaks_cycles=str(np.round(np.asarray(self.exact_spec_.peaks)
                                                         / (2 * np.pi * self.x_scaler_.scale[0]),
                                                         4).tolist()))
         self._finish([v for v in ("noise", "trend_amp", "amplitude", "sigma0", "mu", "sigma")
                       if v in post])
+        if self.model_ == "hsgp":
+            self._check_basis()
 
     _EXACT_SITES = ("trend_amp", "amplitude", "sigma0", "mu", "sigma", "noise")
+
+    # ------------------------------------------------------------------ basis form
+    #: share of posterior draws with more than :attr:`BASIS_TOL` of their variance above the
+    #: basis frequencies beyond which a fit warns
+    BASIS_WARN_FRACTION = 0.05
+    BASIS_TOL = 0.01
+
+    def _check_basis(self):
+        """Warn when the posterior puts spectral mass where the basis does not reach.
+
+        :func:`~bayeskern.models.gabasr_hsgp.mass_beyond` per draw; stored as
+        ``basis_mass_beyond_`` (the share of draws above :attr:`BASIS_TOL`).
+        """
+        frac = GH.mass_beyond(self._draws(self._EXACT_SITES), self.hsgp_basis_)
+        self.basis_mass_beyond_ = float(np.mean(frac > self.BASIS_TOL))
+        diagnostics.set_attrs(self.idata_, basis_mass_beyond=self.basis_mass_beyond_,
+                              n_basis=int(self.hsgp_basis_.size))
+        if self.basis_mass_beyond_ > self.BASIS_WARN_FRACTION:
+            warnings.warn(
+                f"GaBaSRRegressor: in {100 * self.basis_mass_beyond_:.0f} % of the posterior "
+                f"draws more than {100 * self.BASIS_TOL:.0f} % of the spectral density lies "
+                f"outside the frequencies of the basis ({self.hsgp_basis_.size} functions); "
+                "the basis form may be inaccurate: refit with model='exact'",
+                UserWarning, stacklevel=3)
+
+    def _warn_outside_box(self, Zn):
+        outside = int(np.sum(~self.hsgp_basis_.contains(Zn)))
+        if outside:
+            warnings.warn(
+                f"GaBaSRRegressor: {outside} of {len(Zn)} rows lie outside the box on which "
+                "the Hilbert-space basis approximates the kernel; predictions there fall back "
+                "towards the trend and are not those of the spectral-mixture GP (a larger "
+                "hsgp_boundary, or model='exact')", UserWarning, stacklevel=4)
+
+    def _hsgp_stats(self):
+        """Sufficient statistics of the training rows on the basis, cached per fit."""
+        cache = self.__dict__.setdefault("_cache", {})
+        hit = cache.get("hsgp_stats")
+        if hit is None or hit[0] is not self._Ztrain:
+            Z = self._Ztrain
+            chunk = self.chunk_size if len(Z) > self.chunk_size else None
+            hit = cache["hsgp_stats"] = (Z, GH.mixture_stats(
+                Z, self._ytrain, self.hsgp_basis_, self.trend_degree_, chunk))
+        return hit[1]
+
+    def _hsgp_factor_blocks(self):
+        """Yield ``(slice, R, w_bar, noise variance)`` over blocks of posterior draws.
+
+        :func:`~bayeskern.models.gabasr_hsgp.mixture_factors` per draw; blocks of at most
+        ``FACTOR_CACHE_BYTES`` of factors.
+        """
+        draws = self._draws(self._EXACT_SITES)
+        stats = self._hsgp_stats()
+        cache = self.__dict__.setdefault("_cache", {})
+        hit = cache.get("hsgp_factors")
+        if hit is None or hit[0] is not self.hsgp_basis_:
+            basis = self.hsgp_basis_
+            hit = cache["hsgp_factors"] = (basis, jax.jit(lambda d, st: batched_map(
+                lambda x: GH.mixture_factors(x, basis, st), d, 1)))
+        n_draws, M = len(draws["noise"]), stats.Pty.shape[0]
+        size = max(1, min(n_draws, FACTOR_CACHE_BYTES // (8 * (M * M + M + 1))))
+        for sl in row_slices(n_draws, size):
+            R, w, nv = hit[1]({k: jnp.asarray(v[sl]) for k, v in draws.items()}, stats)
+            yield sl, R, w, nv
+
+    def _hsgp_predict_std(self, Zn):
+        """Per-draw mean and sd of a new observation on the basis (standardized units)."""
+        Phi = GH.features(Zn, self.hsgp_basis_, self.trend_degree_)
+        locs, scales = [], []
+        for _, R, w, nv in self._hsgp_factor_blocks():
+            mean, var = map(np.asarray, _predict_rows(R, w, Phi))
+            locs.append(mean)
+            scales.append(np.sqrt(var + np.asarray(nv)[:, None]))
+        return np.concatenate(locs), np.concatenate(scales), None
+
+    def _add_hsgp_loo(self, Z, ys):
+        """Store the basis model's LOO densities; return the predictive at their rows.
+
+        All rows, or a subsample for large data (:func:`bayeskern.estimators.gp.loo_rows`).
+        """
+        n_draws = len(self._draws(["noise"])["noise"])
+        rows = loo_rows(len(Z), n_draws, self._hsgp_stats().Pty.shape[0], self._seed())
+        Phi = GH.features(Z[rows], self.hsgp_basis_, self.trend_degree_)
+        yj = jnp.asarray(ys[rows])
+        out = [[], [], []]
+        for _, R, w, nv in self._hsgp_factor_blocks():
+            ll, mean, var = map(np.asarray, _loo_rows(R, w, nv, Phi, yj))
+            out[0].append(ll)
+            out[1].append(mean)
+            out[2].append(np.sqrt(var + np.asarray(nv)[:, None]))
+        ll, loc, sd = (np.concatenate(a) for a in out)
+        n_chain = self.idata_.posterior.sizes["chain"]
+        diagnostics.add_group(self.idata_, "log_likelihood",
+                              {"y": (ll - np.log(self.y_std_.scale)).reshape(n_chain, -1,
+                                                                             len(rows))},
+                              dims={"y": ["obs"]}, coords={"obs": rows})
+        if len(rows) < len(Z):
+            diagnostics.set_attrs(self.idata_, loo_subsample=int(len(rows)))
+        s, m = self.y_std_.scale, self.y_std_.mean
+        return MixturePredictive(loc * s + m, sd * s)
 
     def _exact_predict_std(self, Zn, Z, ys):
         B = G.polynomial_basis(Z, self.trend_degree_)
@@ -404,14 +579,21 @@ class GaBaSRRegressor(  # noqa: D101 (__doc__ is an f-string)
         return self.x_scaler_.transform(X)
 
     def _joint_fn(self):
+        if self.model_ == "hsgp":
+            basis = self.hsgp_basis_
+            return lambda draw, stats, Phi: _hsgp_joint(draw, basis, stats, Phi)
         return _exact_joint
 
     def _joint_args(self, Zn):
-        """Draws and arguments of :func:`_exact_joint` (the exact model only)."""
-        if getattr(self, "model_", None) != "exact":
-            raise ValueError("return_cov and sample_y need the exact model (model_ == "
-                             "'exact'); the random-feature model's predictive given a draw "
-                             "is Student-t, not Gaussian")
+        """Draws and arguments of :meth:`_joint_fn` (the spectral-mixture GP only)."""
+        if not self._spectral_gp:
+            raise ValueError("return_cov and sample_y need the spectral-mixture GP (model_ "
+                             "'exact' or 'hsgp'); the random-feature model's predictive given "
+                             "a draw is Student-t, not Gaussian")
+        if self.model_ == "hsgp":
+            self._warn_outside_box(Zn)
+            return self._draws(self._EXACT_SITES), (
+                self._hsgp_stats(), GH.features(Zn, self.hsgp_basis_, self.trend_degree_))
         Z = self._Ztrain
         B, Bn = (G.polynomial_basis(A, self.trend_degree_) for A in (Z, Zn))
         return self._draws(self._EXACT_SITES), (
@@ -455,6 +637,9 @@ class GaBaSRRegressor(  # noqa: D101 (__doc__ is an f-string)
     def _predict_std(self, Zn, Z, ys):
         if getattr(self, "model_", "features") == "exact":
             return self._exact_predict_std(Zn, Z, ys)
+        if getattr(self, "model_", "features") == "hsgp":
+            self._warn_outside_box(Zn)
+            return self._hsgp_predict_std(Zn)
         B, Bn = self._basis(Z), self._basis(Zn)
         jB = None if B is None else jnp.asarray(B)
         jBn = None if Bn is None else jnp.asarray(Bn)
@@ -481,6 +666,8 @@ class GaBaSRRegressor(  # noqa: D101 (__doc__ is an f-string)
     def _add_loo(self, Z, ys):
         """Store the pointwise LOO; the exact model also returns its predictive at ``Z``."""
         self._Ztrain, self._ytrain = Z, ys
+        if self.model_ == "hsgp":
+            return self._add_hsgp_loo(Z, ys)
         if self.model_ == "exact":
             prepared = G.prepare_exact(Z, G.polynomial_basis(Z, self.trend_degree_))
             jy = jnp.asarray(ys)
@@ -508,6 +695,29 @@ class GaBaSRRegressor(  # noqa: D101 (__doc__ is an f-string)
         if df is None:
             return MixturePredictive(loc * s + m, scale * s)
         return MixturePredictive(loc * s + m, scale * s, np.asarray(df).reshape(len(loc), -1)[:, 0])
+
+
+def _hsgp_joint(draw, basis, stats, Phi):
+    r"""Latent mean and covariance at new features ``Phi`` of the basis model, one draw.
+
+    :math:`\Phi_*\bar w` and :math:`\Phi_*R^\top R\Phi_*^\top`
+    (:func:`bayeskern.models.gabasr_hsgp.mixture_factors`).
+    """
+    R, w, _ = GH.mixture_factors(draw, basis, stats)
+    V = R @ Phi.T
+    return Phi @ w, V.T @ V
+
+
+@jax.jit
+def _predict_rows(R, w, Phi):
+    """Per draw of a block: latent mean and variance at the rows of ``Phi``."""
+    return jax.lax.map(lambda f: hsgp_predict(f[0], f[1], Phi), (R, w))
+
+
+@jax.jit
+def _loo_rows(R, w, nv, Phi, y):
+    """Per draw of a block: :func:`bayeskern.models.hsgp.hsgp_loo_and_fitted`."""
+    return jax.lax.map(lambda f: hsgp_loo_and_fitted(f[0], f[1], f[2], Phi, y), (R, w, nv))
 
 
 def _exact_joint(draw, prepared, Z, B, ys, Zn, Bn):

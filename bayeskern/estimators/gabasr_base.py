@@ -23,6 +23,7 @@ from bayeskern.estimators.base import (
     flat_draws,
     validate_binary,
 )
+from bayeskern.hsgp import Basis
 from bayeskern.inference import as_key
 from bayeskern.inference.gabasr_gibbs import (
     GibbsPrior,
@@ -219,14 +220,20 @@ class _GaBaSRBase(BayesianEstimatorMixin, BaseEstimator):
     #: the three models behind the two samplers, by name (``model_description_``)
     MODELS = {
         "exact": "collapsed spectral-mixture GP (exact evidence; NUTS)",
+        "hsgp": "collapsed spectral-mixture GP on a Hilbert-space basis (NUTS)",
         "nuts": "random-feature DP mixture, truncated stick-breaking with fixed base draws "
                 "(NUTS)",
         "gibbs": "random-feature DP mixture, Chinese restaurant process with free "
                  "frequencies (Gibbs/Metropolis-Hastings, seed 003 section 3.2)",
     }
 
+    @property
+    def _spectral_gp(self) -> bool:
+        """Whether the fitted model is the spectral-mixture GP (exact or on a basis)."""
+        return getattr(self, "model_", None) in ("exact", "hsgp")
+
     def _finish(self, var_names, report_only=()):
-        key = "exact" if getattr(self, "model_", None) == "exact" else self.sampler_
+        key = self.model_ if self._spectral_gp else self.sampler_
         self.model_description_ = self.MODELS[key]
         diagnostics.set_attrs(self.idata_, model_description=self.model_description_)
         diagnostics.set_attrs(self.idata_, model=type(self).__name__,
@@ -394,9 +401,13 @@ class _GaBaSRBase(BayesianEstimatorMixin, BaseEstimator):
         meta["model"] = getattr(self, "model_", "features")
         meta["n_sample_rows"] = int(getattr(self, "n_sample_rows_",
                                             len(self.idata_.constant_data["X"])))
-        if meta["model"] == "exact":
+        if self._spectral_gp:
             meta.update(trend_degree=int(self.trend_degree_),
                         exact_resolution=float(self.exact_spec_.resolution))
+            if meta["model"] == "hsgp":
+                b = self.hsgp_basis_
+                meta["hsgp_basis"] = dict(m=list(b.m), L=list(b.L), center=list(b.center),
+                                          truncate=b.truncate)
             arrays.update({"exact/peaks": np.asarray(self.exact_spec_.peaks),
                            "exact/log_sigma0": np.asarray(self.exact_spec_.log_sigma0)})
         arrays.update(x_center=sc.center, x_scale=sc.scale, freq_scale=self.freq_scale_)
@@ -417,8 +428,10 @@ class _GaBaSRBase(BayesianEstimatorMixin, BaseEstimator):
             self.classes_ = arrays["classes"]
         self.x_scaler_ = RobustScaler1(arrays["x_center"], arrays["x_scale"], meta["clip"])
         self.freq_scale_ = arrays["freq_scale"]
-        if meta.get("model", "features") == "exact" and self._task == "regression":
-            self.model_ = "exact"
+        if meta.get("model", "features") in ("exact", "hsgp") and self._task == "regression":
+            self.model_ = meta["model"]
+            if self.model_ == "hsgp":
+                self.hsgp_basis_ = Basis(**meta["hsgp_basis"])
             self.trend_degree_ = meta["trend_degree"]
             self.exact_spec_ = G.ExactSpec(jnp.asarray(arrays["exact/peaks"]),
                                            meta["exact_resolution"],
@@ -435,7 +448,7 @@ class _GaBaSRBase(BayesianEstimatorMixin, BaseEstimator):
         self.sampler_ = meta.get("sampler", self._AUTO_SAMPLER if self.sampler == "auto"
                                  else self.sampler)
         self.model_description_ = self.MODELS[
-            "exact" if getattr(self, "model_", None) == "exact" else self.sampler_]
+            self.model_ if self._spectral_gp else self.sampler_]
         self.convergence_vars_ = meta["convergence_vars"]
         self.convergence_report_only_ = meta.get("convergence_report_only", [])
         self.convergence_ = diagnostics.convergence_report(

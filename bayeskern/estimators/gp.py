@@ -314,6 +314,23 @@ LOO_MIN_ROWS = 250
 FITTED_MAX_POINTS = 2**24
 
 
+def loo_rows(n: int, n_draws: int, M: int, seed: int) -> np.ndarray:
+    r"""Rows at which a basis model's leave-one-out densities are computed.
+
+    All :math:`n` rows, or a random subset (seeded) of
+    :math:`\min(L_{pts}/S,\ \max(n_{min}, W/(SM^2)))` rows for :math:`S` draws and
+    :math:`M` basis functions (:data:`LOO_MAX_POINTS`, :data:`LOO_MIN_ROWS`,
+    :data:`LOO_MAX_WORK`); PSIS-LOO on a row subsample estimates the full sum
+    (Magnusson et al. 2019).
+    """
+    n_rows = int(min(n, LOO_MAX_POINTS // n_draws,
+                     max(LOO_MIN_ROWS, LOO_MAX_WORK // (n_draws * M * M))))
+    if n_rows >= n:
+        return np.arange(n)
+    rng = np.random.default_rng(seed)
+    return np.sort(rng.choice(n, size=max(n_rows, 1), replace=False))
+
+
 @register_estimator
 class GPRegressor(JointPredictiveMixin, PredictiveRegressorMixin, RegressorMixin, _GPBase):  # noqa: D101 (__doc__ is an f-string)
     __doc__ = f"""Bayesian Gaussian-process regression (exact or Hilbert-space marginal likelihood).
@@ -654,13 +671,8 @@ class GPRegressor(JointPredictiveMixin, PredictiveRegressorMixin, RegressorMixin
         draws × rows (the group then calls :meth:`predictive` in blocks).
         """
         draws = self._draws()
-        n_draws, n, M = len(next(iter(draws.values()))), len(Xs), self.hsgp_design_.size
-        n_rows = int(min(n, LOO_MAX_POINTS // n_draws,
-                         max(LOO_MIN_ROWS, LOO_MAX_WORK // (n_draws * M * M))))
-        rows = np.arange(n)
-        if n_rows < n:
-            rng = np.random.default_rng(self._seed())
-            rows = np.sort(rng.choice(n, size=max(n_rows, 1), replace=False))
+        n_draws, n = len(next(iter(draws.values()))), len(Xs)
+        rows = loo_rows(n, n_draws, self.hsgp_design_.size, self._seed())
         Phi = self.hsgp_design_.features(jnp.asarray(Xs[rows]))
         yj = jnp.asarray(ys[rows])
         factors = self._hsgp_factor_fn()

@@ -42,10 +42,10 @@ def plot_spectral_density(est, omega_grid=None, *, cycles: bool = True, band: fl
 
 
 def _check_exact(est, name: str = "est") -> None:
-    if getattr(est, "model_", None) != "exact" or not hasattr(est, "y_std_"):
-        raise ValueError(f"{name} must be a GaBaSRRegressor fitted with the exact model "
-                         f"(model_ == 'exact'), got {type(est).__name__} with model_ = "
-                         f"{getattr(est, 'model_', None)!r}")
+    if getattr(est, "model_", None) not in ("exact", "hsgp") or not hasattr(est, "y_std_"):
+        raise ValueError(f"{name} must be a GaBaSRRegressor fitted with the spectral-"
+                         f"mixture GP (model_ 'exact' or 'hsgp'), got {type(est).__name__} "
+                         f"with model_ = {getattr(est, 'model_', None)!r}")
 
 
 def plot_spectral_density_band(est, frequency=None, *, band: float = 0.9,
@@ -63,7 +63,7 @@ def plot_spectral_density_band(est, frequency=None, *, band: float = 0.9,
     Parameters
     ----------
     est : GaBaSRRegressor
-        Fitted with the exact model (``model_ == "exact"``).
+        Fitted with the spectral-mixture GP (``model_`` ``"exact"`` or ``"hsgp"``).
     frequency : array, optional
         Cycles per ``unit``; default
         :func:`bayeskern.models.gabasr_spectrum.frequency_grid`.
