@@ -218,7 +218,7 @@ def test_compare_report_from_saved_runs(demo_out, tmp_path):
                                ests[gp_name].predictive(grid).mean(), rtol=1e-10)
     with pytest.raises(ValueError, match="held_out must be"):
         render_compare_report(ests, X_test=X, y_test=y, held_out={"GaBaSR": held["GaBaSR"]})
-    with pytest.raises(ValueError, match="est must be a GaBaSRRegressor fitted with the exact"):
+    with pytest.raises(ValueError, match="est must be a GaBaSRRegressor fitted with the spectral"):
         bk.plots.gabasr.plot_spectral_density_band(ests[gp_name])
 
 
