@@ -65,6 +65,7 @@ from bayeskern.estimators.base import (
     JointPredictiveMixin,
     PredictiveRegressorMixin,
     Standardizer,
+    cached_jit,
     map_draws,
 )
 from bayeskern.estimators.gabasr_base import PARAMS_DOC, _GaBaSRBase
@@ -511,16 +512,13 @@ class GaBaSRRegressor(  # noqa: D101 (__doc__ is an f-string)
         """
         draws = self._draws(self._EXACT_SITES)
         stats = self._hsgp_stats()
-        cache = self.__dict__.setdefault("_cache", {})
-        hit = cache.get("hsgp_factors")
-        if hit is None or hit[0] is not self.hsgp_basis_:
-            basis = self.hsgp_basis_
-            hit = cache["hsgp_factors"] = (basis, jax.jit(lambda d, st: batched_map(
-                lambda x: GH.mixture_factors(x, basis, st), d, 1)))
+        basis = self.hsgp_basis_
+        factors = cached_jit(self, "hsgp_factors", lambda: lambda d, st: batched_map(
+            lambda x: GH.mixture_factors(x, basis, st), d, 1), basis)
         n_draws, M = len(draws["noise"]), stats.Pty.shape[0]
         size = max(1, min(n_draws, FACTOR_CACHE_BYTES // (8 * (M * M + M + 1))))
         for sl in row_slices(n_draws, size):
-            R, w, nv = hit[1]({k: jnp.asarray(v[sl]) for k, v in draws.items()}, stats)
+            R, w, nv = factors({k: jnp.asarray(v[sl]) for k, v in draws.items()}, stats)
             yield sl, R, w, nv
 
     def _hsgp_predict_std(self, Zn):
