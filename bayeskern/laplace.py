@@ -106,21 +106,24 @@ def _b_factor(K, f):
     return pi, sw, cholesky(B)
 
 
-def laplace_mode(K: jax.Array, y: jax.Array, *, max_iter: int = NEWTON_MAX_ITER,
-                 tol: float = NEWTON_TOL) -> LaplaceMode:
-    """Newton's method for the mode (R&W Algorithm 3.1), from :math:`f = 0`.
+def laplace_mode(K: jax.Array, y: jax.Array, *, f_start: jax.Array | None = None,
+                 max_iter: int = NEWTON_MAX_ITER, tol: float = NEWTON_TOL) -> LaplaceMode:
+    """Newton's method for the mode (R&W Algorithm 3.1), from :math:`f = 0` or ``f_start``.
 
     Each step solves with :math:`B = I + W^{1/2}KW^{1/2}` (eigenvalues in
     :math:`[1, 1 + n\\max K/4]`, so its Cholesky factor is safe where :math:`K`'s is not); a
     step that lowers the objective :math:`\\Psi(a) = \\log p(y\\mid Ka) - \\tfrac12 a^\\top Ka` is
     halved (the logistic likelihood is log-concave, so the damped iteration converges).
 
+    The objective is strictly concave in :math:`f`, so the mode does not depend on the start:
+    :math:`f = 0` (R&W's start) or the mode of a nearby covariance (fewer steps).
+
     Parameters
     ----------
     K : (n, n) prior covariance of the latent function (positive definite).
     y : (n,) labels in {0, 1}.
+    f_start : (n,) where the search starts, default zeros.
     """
-    n = K.shape[0]
     y = y.astype(K.dtype)
 
     def psi(a, f):
@@ -142,15 +145,28 @@ def laplace_mode(K: jax.Array, y: jax.Array, *, max_iter: int = NEWTON_MAX_ITER,
 
     def cond(state):
         _, _, value, change, i = state
-        return (i < max_iter) & (change > tol) & jnp.isfinite(value)
+        return (i < max_iter) & (change > tol) & (jnp.isfinite(value) | (i == 0))
 
-    zero = jnp.zeros(n, K.dtype)
     a, f, value, change, i = jax.lax.while_loop(
-        cond, step, (zero, zero, psi(zero, zero), jnp.asarray(jnp.inf, K.dtype), 0))
+        cond, step, _start(f_start, y, K.dtype, psi))
     _, sw, L = _b_factor(K, f)
     log_marginal = value - jnp.sum(jnp.log(jnp.diagonal(L)))
     converged = (change <= tol) & jnp.isfinite(log_marginal)
     return LaplaceMode(f, a, sw, L, log_marginal, converged, i)
+
+
+def _start(f_start, y, dtype, psi):
+    """Newton's first state ``(a, f, objective, change, iterations)``.
+
+    From :math:`f = 0`: :math:`a = 0` and its objective. From ``f_start``: :math:`a` is
+    unknown until the first step, so the objective starts at :math:`-\\infty` (the first step
+    is taken whole).
+    """
+    zero = jnp.zeros(y.shape, dtype)
+    inf = jnp.asarray(jnp.inf, dtype)
+    if f_start is None:
+        return zero, zero, psi(zero, zero), inf, 0
+    return zero, jnp.asarray(f_start, dtype), -inf, inf, 0
 
 
 def mode_from_f(K: jax.Array, y: jax.Array, f: jax.Array) -> LaplaceMode:
@@ -165,8 +181,8 @@ def mode_from_f(K: jax.Array, y: jax.Array, f: jax.Array) -> LaplaceMode:
     return LaplaceMode(f, a, sw, L, log_marginal, jnp.asarray(True), jnp.asarray(0))
 
 
-@jax.custom_vjp
-def laplace_log_marginal(K: jax.Array, y: jax.Array) -> jax.Array:
+def laplace_log_marginal(K: jax.Array, y: jax.Array, f_start: jax.Array | None = None
+                         ) -> jax.Array:
     """Laplace approximation of :math:`\\log p(y \\mid K)` for Bernoulli-logit labels.
 
     ``nan`` when Newton's method did not converge (NUTS then rejects the step, and the mode
@@ -177,12 +193,19 @@ def laplace_log_marginal(K: jax.Array, y: jax.Array) -> jax.Array:
     ----------
     K : (n, n) prior covariance of the latent function.
     y : (n,) labels in {0, 1}.
+    f_start : (n,) where Newton's method starts (:func:`laplace_mode`); the value and the
+        gradient do not depend on it beyond the iteration's tolerance.
     """
-    return _fwd(K, y)[0]
+    return _laplace_log_marginal(K, y, f_start)
 
 
-def _fwd(K, y):
-    mode = laplace_mode(K, y)
+@jax.custom_vjp
+def _laplace_log_marginal(K, y, f_start):
+    return _fwd(K, y, f_start)[0]
+
+
+def _fwd(K, y, f_start):
+    mode = laplace_mode(K, y, f_start=f_start)
     value = jnp.where(mode.converged, mode.log_marginal, jnp.nan)
     return value, (K, mode)
 
@@ -199,10 +222,10 @@ def _bwd(res, g):
     u = s2 - RK @ s2  # (I - R K) s2
     ua = jnp.outer(u, a)
     W = 0.5 * jnp.outer(a, a) - 0.5 * R + 0.5 * (ua + ua.T)
-    return g * W, None
+    return g * W, None, None
 
 
-laplace_log_marginal.defvjp(_fwd, _bwd)
+_laplace_log_marginal.defvjp(_fwd, _bwd)
 
 
 def laplace_predict(mode: LaplaceMode, K_cross: jax.Array, k_diag: jax.Array):
@@ -311,21 +334,25 @@ def _softmax_psi(Y, a, f):
             - jnp.sum(jax.scipy.special.logsumexp(f, axis=0)))
 
 
-def softmax_laplace_mode(K: jax.Array, Y: jax.Array, *, max_iter: int = NEWTON_MAX_ITER,
-                         tol: float = NEWTON_TOL) -> SoftmaxMode:
-    """Newton's method for the softmax mode (R&W Algorithm 3.3), from :math:`f = 0`.
+def softmax_laplace_mode(K: jax.Array, Y: jax.Array, *, f_start: jax.Array | None = None,
+                         max_iter: int = NEWTON_MAX_ITER, tol: float = NEWTON_TOL
+                         ) -> SoftmaxMode:
+    """Newton's method for the softmax mode (R&W Algorithm 3.3), from :math:`f = 0` or ``f_start``.
 
     Each step is :math:`a = (I + WK)^{-1} b`, :math:`b = Wf + y - \\pi`, :math:`f = Ka`, with
     the block structure: :math:`C` Cholesky factors of :math:`I + D_c^{1/2}K_cD_c^{1/2}` and
     one of :math:`\\sum_c E_c`, all :math:`n\\times n`. A step that lowers the objective
     :math:`\\Psi = y^\\top f - \\sum_i\\log\\sum_c e^{f_{ic}} - \\tfrac12 a^\\top f` is halved
     once (no line search: convergence within :data:`NEWTON_MAX_ITER` steps is checked, not
-    assumed, and a search that does not converge gives a ``nan`` marginal).
+    assumed, and a search that does not converge gives a ``nan`` marginal). :math:`\\Psi` is
+    strictly concave in :math:`f`, so the mode does not depend on the start: :math:`f = 0`
+    (R&W's start) or the mode of a nearby covariance (fewer steps).
 
     Parameters
     ----------
     K : (C, n, n) prior covariance of each class's latent function (positive definite).
     Y : (C, n) one-hot labels, ``Y[c, i] = 1`` when point ``i`` is of class ``c``.
+    f_start : (C, n) where the search starts, default zeros.
     """
     Y = Y.astype(K.dtype)
 
@@ -344,11 +371,10 @@ def softmax_laplace_mode(K: jax.Array, Y: jax.Array, *, max_iter: int = NEWTON_M
 
     def cond(state):
         _, _, value, change, i = state
-        return (i < max_iter) & (change > tol) & jnp.isfinite(value)
+        return (i < max_iter) & (change > tol) & (jnp.isfinite(value) | (i == 0))
 
-    zero = jnp.zeros(Y.shape, K.dtype)
     a, f, value, change, i = jax.lax.while_loop(
-        cond, step, (zero, zero, _softmax_psi(Y, zero, zero), jnp.asarray(jnp.inf, K.dtype), 0))
+        cond, step, _start(f_start, Y, K.dtype, lambda a, f: _softmax_psi(Y, a, f)))
     return _softmax_at(K, Y, f, a, value, (change <= tol), i)
 
 
@@ -369,8 +395,8 @@ def softmax_mode_from_f(K: jax.Array, Y: jax.Array, f: jax.Array) -> SoftmaxMode
     return _softmax_at(K, Y, f, a, _softmax_psi(Y, a, f), jnp.asarray(True), jnp.asarray(0))
 
 
-@jax.custom_vjp
-def softmax_log_marginal(K: jax.Array, Y: jax.Array) -> jax.Array:
+def softmax_log_marginal(K: jax.Array, Y: jax.Array, f_start: jax.Array | None = None
+                         ) -> jax.Array:
     r"""Laplace approximation of :math:`\log p(y \mid K)` for softmax (multi-class) labels.
 
     .. math:: \log q(y\mid\theta) = -\tfrac12\hat a^\top\hat f + y^\top\hat f
@@ -393,12 +419,19 @@ def softmax_log_marginal(K: jax.Array, Y: jax.Array) -> jax.Array:
     ----------
     K : (C, n, n) prior covariance of each class's latent function.
     Y : (C, n) one-hot labels.
+    f_start : (C, n) where Newton's method starts (:func:`softmax_laplace_mode`); the value
+        and the gradient do not depend on it beyond the iteration's tolerance.
     """
-    return _softmax_fwd(K, Y)[0]
+    return _softmax_log_marginal(K, Y, f_start)
 
 
-def _softmax_fwd(K, Y):
-    mode = softmax_laplace_mode(K, Y)
+@jax.custom_vjp
+def _softmax_log_marginal(K, Y, f_start):
+    return _softmax_fwd(K, Y, f_start)[0]
+
+
+def _softmax_fwd(K, Y, f_start):
+    mode = softmax_laplace_mode(K, Y, f_start=f_start)
     value = jnp.where(mode.converged, mode.log_marginal, jnp.nan)
     return value, (K, mode)
 
@@ -423,10 +456,10 @@ def _softmax_bwd(res, g):
     u = _solve_i_wk(mode.E, mode.chol_m, K, jax.grad(h_of_f)(mode.f))
     ua = u[:, :, None] * a[:, None, :]
     G = 0.5 * a[:, :, None] * a[:, None, :] + dK + 0.5 * (ua + jnp.swapaxes(ua, 1, 2))
-    return g * G, None
+    return g * G, None, None
 
 
-softmax_log_marginal.defvjp(_softmax_fwd, _softmax_bwd)
+_softmax_log_marginal.defvjp(_softmax_fwd, _softmax_bwd)
 
 
 def softmax_predict(mode: SoftmaxMode, K_cross: jax.Array, k_diag: jax.Array):

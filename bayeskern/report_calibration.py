@@ -5,8 +5,9 @@
   LOO interval coverage (regression), a LOO reliability diagram with posterior bands and
   LOO metrics (binary classification), with the Pareto-k warning.
 * :func:`reliability_band_section` — for a binary classifier on held-out rows, the
-  reliability diagram with the 90 % posterior interval of each bin's mean probability, from
-  the classifier's per-draw probabilities.
+  reliability diagram with the 90 % posterior interval of each bin's mean probability and the
+  90 % posterior-predictive band of its observed frequency, from the classifier's per-draw
+  probabilities.
 """
 
 from __future__ import annotations
@@ -101,7 +102,11 @@ def proba_draws(est, X) -> tuple[np.ndarray | None, str]:
 
 
 def reliability_band_section(est, X, y01, fig_html) -> list[str]:
-    """HTML parts: the held-out reliability diagram with the 90 % posterior band (binary)."""
+    """HTML parts: the held-out reliability diagram with its 90 % bands (binary).
+
+    The posterior band of each bin's mean probability and the posterior-predictive band of its
+    observed frequency (:func:`bayeskern.plots.calibration.reliability_bands`).
+    """
     P, why = proba_draws(est, X)
     if P is None:
         return [f"<p class='muted'>No posterior band on the reliability diagram: {_e(why)}."
@@ -109,5 +114,8 @@ def reliability_band_section(est, X, y01, fig_html) -> list[str]:
     ax = plot_reliability_band(y01, P)
     ax.set_title("reliability with posterior band (held-out data)", fontsize=9)
     return [fig_html(ax, "reliability diagram with posterior bands"),
-            "<p class='muted'>Bars: 90 % interval, across posterior draws, of the bin's mean "
-            "predicted probability (bins by the posterior-mean probability).</p>"]
+            "<p class='muted'>Horizontal bars: 90 % interval, across posterior draws, of the "
+            "bin's mean predicted probability (bins by the posterior-mean probability). Grey "
+            "vertical bars: 90 % posterior-predictive band of the bin's observed frequency "
+            "(outcomes replicated from each draw's probabilities); a calibrated model puts "
+            "about 9 in 10 observed frequencies inside them.</p>"]

@@ -290,13 +290,16 @@ class LaplaceBernoulliGP(dist.Distribution):
     (:func:`bayeskern.laplace.laplace_log_marginal`, gradient by implicit differentiation of
     the mode); ``sample`` draws exactly, :math:`f \sim N(0, K)` then
     :math:`y_i \sim \mathrm{Bernoulli}(\sigma(f_i))` (prior predictive checks).
+    ``newton_start`` (latent values, shape ``(n,)``) is where the mode search starts; the
+    log density does not depend on it (:func:`bayeskern.laplace.laplace_mode`).
     """
 
     arg_constraints = {"covariance_matrix": constraints.positive_definite}
     support = constraints.independent(constraints.boolean, 1)
 
-    def __init__(self, covariance_matrix, *, validate_args=None):
+    def __init__(self, covariance_matrix, *, newton_start=None, validate_args=None):
         self.covariance_matrix = covariance_matrix
+        self.newton_start = newton_start
         super().__init__(batch_shape=(), event_shape=covariance_matrix.shape[-1:],
                          validate_args=validate_args)
 
@@ -308,7 +311,7 @@ class LaplaceBernoulliGP(dist.Distribution):
 
     def log_prob(self, value):
         """Return the embedded Laplace approximation of the log marginal likelihood."""
-        return laplace_log_marginal(self.covariance_matrix, value)
+        return laplace_log_marginal(self.covariance_matrix, value, self.newton_start)
 
 
 #: prior standard deviation of the classifier's constant mean (bias)
@@ -324,7 +327,8 @@ def classification_covariance(kernel: Kernel, theta, amplitude, X1=None, X2=None
     return kernel_matrix(kernel, theta, amplitude, X1, X2, prepared=prepared) + BIAS_SD**2
 
 
-def gp_classification_laplace(X, y=None, *, kernel: Kernel, x_scale, prepared=None):
+def gp_classification_laplace(X, y=None, *, kernel: Kernel, x_scale, prepared=None,
+                              newton_start=None):
     """Binary GP classification with the latent function integrated out (embedded Laplace).
 
     .. math:: y \\mid \\theta \\sim \\int \\prod_i \\mathrm{Bernoulli}(y_i \\mid \\sigma(f_i))
@@ -334,6 +338,10 @@ def gp_classification_laplace(X, y=None, *, kernel: Kernel, x_scale, prepared=No
     the kernel's hyper-parameters only. The same model as :func:`gp_classification`, whose
     ``bias ~ Normal(0, 1.5)`` is here the constant kernel term. The mode :math:`\\hat f` of
     each posterior draw is kept as the deterministic site ``f`` (for predictions and LOO).
+    ``newton_start`` ``(n,)``: the latent values where every draw's mode search starts (zeros
+    by default). The mode does not depend on it; the estimator passes :math:`\\hat f` at the
+    posterior mode of the hyper-parameters, so that each search near it takes fewer Newton
+    steps.
     """
     theta, amplitude = _hyper(kernel, x_scale)
     n = X.shape[0]
@@ -342,8 +350,8 @@ def gp_classification_laplace(X, y=None, *, kernel: Kernel, x_scale, prepared=No
     if y is not None:
         # recomputed only when the posterior draws are collected (the log density does not
         # use it, so it is not part of the gradient NUTS evaluates)
-        numpyro.deterministic("f", laplace_mode(K, y).f)
-    numpyro.sample("y", LaplaceBernoulliGP(K), obs=y)
+        numpyro.deterministic("f", laplace_mode(K, y, f_start=newton_start).f)
+    numpyro.sample("y", LaplaceBernoulliGP(K, newton_start=newton_start), obs=y)
 
 
 def _cross(kernel, theta, amplitude, X, Xnew):
@@ -496,12 +504,16 @@ class LaplaceSoftmaxGP(dist.Distribution):
     Parameters
     ----------
     covariance_matrix : (C, n, n) per-class prior covariances.
+    newton_start : (C, n), optional
+        Where the mode search starts (:func:`bayeskern.laplace.softmax_laplace_mode`); the
+        log density does not depend on it.
     """
 
     arg_constraints = {}
 
-    def __init__(self, covariance_matrix, *, validate_args=None):
+    def __init__(self, covariance_matrix, *, newton_start=None, validate_args=None):
         self.covariance_matrix = covariance_matrix
+        self.newton_start = newton_start
         self.n_classes = covariance_matrix.shape[0]
         super().__init__(batch_shape=(), event_shape=covariance_matrix.shape[-1:],
                          validate_args=validate_args)
@@ -521,11 +533,11 @@ class LaplaceSoftmaxGP(dist.Distribution):
     def log_prob(self, value):
         r"""Return the embedded Laplace approximation of the log marginal likelihood."""
         Y = jax.nn.one_hot(value, self.n_classes, dtype=self.covariance_matrix.dtype).T
-        return softmax_log_marginal(self.covariance_matrix, Y)
+        return softmax_log_marginal(self.covariance_matrix, Y, self.newton_start)
 
 
 def gp_classification_softmax(X, y=None, *, kernel: Kernel, x_scale, n_classes: int,
-                              prepared=None):
+                              prepared=None, newton_start=None):
     r"""Multi-class GP classification, softmax likelihood, latent functions integrated out.
 
     .. math:: y \mid \theta \sim \int \prod_i \mathrm{Categorical}(y_i \mid
@@ -542,7 +554,8 @@ def gp_classification_softmax(X, y=None, *, kernel: Kernel, x_scale, n_classes: 
     ----------
     X : (n, d) standardized inputs.
     y : (n,) labels in ``0 .. n_classes - 1``, or ``None`` for prior predictive sampling.
-    kernel, x_scale, prepared : as :func:`gp_classification_laplace`.
+    kernel, x_scale, prepared, newton_start : as :func:`gp_classification_laplace`
+        (``newton_start`` of shape ``(C, n)``).
     n_classes : number of classes :math:`C \ge 2`.
     """
     theta = sample_kernel_hyperparameters(kernel, x_scale)
@@ -553,8 +566,8 @@ def gp_classification_softmax(X, y=None, *, kernel: Kernel, x_scale, n_classes: 
     K = K + JITTER * jnp.eye(n)
     if y is not None:
         Y = jax.nn.one_hot(y, n_classes, dtype=K.dtype).T
-        numpyro.deterministic("f", softmax_laplace_mode(K, Y).f)
-    numpyro.sample("y", LaplaceSoftmaxGP(K), obs=y)
+        numpyro.deterministic("f", softmax_laplace_mode(K, Y, f_start=newton_start).f)
+    numpyro.sample("y", LaplaceSoftmaxGP(K, newton_start=newton_start), obs=y)
 
 
 def _softmax_factors(kernel: Kernel, draw: dict, X, y, x_scale):

@@ -68,3 +68,21 @@ def test_a_capped_run_says_so_in_its_verdict():
     auto = _run(num_samples="auto", num_chains=2, max_samples=20)
     verdict = bk.diagnostics.convergence_report(auto, warn=False).verdict
     assert "stopped at its cap of 20 draws per chain" in verdict
+
+
+def _model_with_start(y=None, start=None):
+    _model(y)
+    numpyro.deterministic("start_seen", start)
+
+
+def test_data_at_mode_hands_the_chains_values_computed_at_the_posterior_mode():
+    """``data_at_mode`` (used by the classifiers to start every draw's Newton iterations at the
+    mode's latent values): the chains run on the values it computes from the posterior mode,
+    here the mode's ``mu`` itself, instead of the ``model_kwargs`` given."""
+    idata = run_nuts(_model_with_start, model_kwargs={"y": Y, "start": jnp.zeros(())}, rng_key=1,
+                     num_warmup=30, num_samples=30, num_chains=2, progress_bar=False,
+                     chain_method="sequential", init="map",
+                     data_at_mode=lambda v: {"start": v["mu"]})[0]
+    seen = idata.posterior["start_seen"].values
+    assert np.ptp(seen) == 0.0  # one value for every draw of every chain
+    assert abs(float(seen.flat[0]) - float(Y.mean())) < 0.1  # the mode of mu (flat-ish prior)

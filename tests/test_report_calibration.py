@@ -191,6 +191,28 @@ def test_reliability_bands_from_draws(rng):
     np.testing.assert_allclose(t_1["lower"], t_1["upper"])
 
 
+def test_reliability_consistency_band_is_the_binomial_band_of_a_calibrated_model(rng):
+    """The posterior-predictive band of a bin's observed frequency (Bröcker & Smith 2007's
+    consistency bars, posterior draws in place of a point forecast): with no posterior spread
+    it is the binomial band Binomial(n_b, p)/n_b; outcomes drawn from the model's own
+    probabilities fall inside their bin's 90 % band in about 90 % of the bins."""
+    from scipy import stats
+
+    p = np.full(40, 0.3)
+    t = reliability_bands(rng.integers(0, 2, 40), np.tile(p, (4000, 1)), n_bins=10)
+    lo, hi = stats.binom.ppf([0.05, 0.95], 40, 0.3) / 40
+    assert t["count"][0] == 40
+    assert abs(t["observed_lower"][0] - lo) <= 1 / 40 and abs(t["observed_upper"][0] - hi) <= 1 / 40
+    inside = []
+    for _ in range(40):
+        p_true = rng.uniform(0, 1, 200)
+        P = np.clip(p_true + 0.02 * rng.standard_normal((300, 200)), 0, 1)
+        t = reliability_bands(rng.random(200) < p_true, P, n_bins=10)
+        obs = t["observed"]
+        inside += list((t["observed_lower"] <= obs) & (obs <= t["observed_upper"]))
+    assert 0.85 <= np.mean(inside) <= 0.99, np.mean(inside)
+
+
 def test_held_out_report_has_reliability_band(gpc, clf_data):
     X, y = clf_data
     P, why = rc.proba_draws(gpc, X[30:])

@@ -86,9 +86,9 @@ __all__ = ["GPRegressor", "GPClassifier"]
 
 _SAMPLER_DOC = """
     num_warmup, num_samples, num_chains : int
-        NUTS settings (warm-up draws, kept draws per chain, chains). ``GPRegressor``:
-        ``num_samples="auto"`` (its default) draws blocks of 100 per chain until R-hat ≤ 1.01
-        and bulk and tail ESS ≥ 100 per chain (at most 2000 per chain;
+        NUTS settings (warm-up draws, kept draws per chain, chains). ``num_samples="auto"``
+        (``GPRegressor``'s default; ``GPClassifier``'s is 500) draws blocks of 100 per chain
+        until R-hat ≤ 1.01 and bulk and tail ESS ≥ 100 per chain (at most 2000 per chain;
         :func:`bayeskern.inference.run_nuts`); ``num_samples_`` is what was drawn.
     chain_method : {None, "parallel", "sequential", "vectorized"}
         ``None``: parallel when there is one device per chain, else vectorized on a GPU and
@@ -182,8 +182,11 @@ class _GPBase(BayesianEstimatorMixin, BaseEstimator):
         return cached_jit(self, name, lambda: make(self.kernel_, self.x_std_.scale),
                           self.kernel_, self.x_std_)
 
-    def _sample(self, model, Xs, y_model, y_observed, X, model_kwargs=None):
-        """Run NUTS on ``model``; ``model_kwargs`` default to the exact GP's (X, y, prepared)."""
+    def _sample(self, model, Xs, y_model, y_observed, X, model_kwargs=None, data_at_mode=None):
+        """Run NUTS on ``model``; ``model_kwargs`` default to the exact GP's (X, y, prepared).
+
+        ``data_at_mode``: as :func:`bayeskern.inference.run_nuts`.
+        """
         coords = self._coords(len(Xs))
         coords["term"] = [term_name(t) for t in self.kernel_.terms()]
         dims = self._dims()
@@ -208,6 +211,7 @@ class _GPBase(BayesianEstimatorMixin, BaseEstimator):
             dims=dims,
             coords=coords,
             observed={"y": y_observed},
+            data_at_mode=data_at_mode,
         )
         diagnostics.add_group(self.idata_, "constant_data", {"X": X}, dims=dims, coords=coords,
                               sample_dims=False)
@@ -998,6 +1002,10 @@ class GPClassifier(ClassifierMixin, _GPBase):  # noqa: D101 (__doc__ is an f-str
                          progress_bar=progress_bar, random_state=random_state)
         self.inference = inference
 
+    #: ``num_samples="auto"``: blocks of draws until converged
+    #: (:func:`bayeskern.inference.run_nuts`); ``num_warmup="auto"`` is 500
+    _AUTO_COUNTS = True
+
     @limit_blas
     def fit(self, X, y):
         """Sample the kernel hyper-parameters.
@@ -1022,9 +1030,13 @@ class GPClassifier(ClassifierMixin, _GPBase):  # noqa: D101 (__doc__ is an f-str
             f = np.asarray(self.idata_.posterior["f"])
             ll = stats.bernoulli.logpmf(y01, jax.nn.sigmoid(f))
         else:
-            self._sample(gp_classification_laplace, Xs, y01, y01, X)
             kernel, x_scale = self.kernel_, self.x_std_.scale
             Xj, yj = jnp.asarray(Xs), jnp.asarray(y01)
+            self._sample(gp_classification_laplace, Xs, y01, y01, X, model_kwargs=dict(
+                X=Xj, y=yj, kernel=kernel, x_scale=x_scale,
+                prepared=prepare_kernel(kernel, Xj, Xj, x_scale),
+                newton_start=jnp.zeros(len(y01))),
+                data_at_mode=lambda v: dict(newton_start=v["f"]))
             ll = np.asarray(map_draws(
                 lambda d: laplace_classification_loo(kernel, d, Xj, yj, x_scale),
                 self._draws(with_f=True)))
@@ -1048,7 +1060,10 @@ class GPClassifier(ClassifierMixin, _GPBase):  # noqa: D101 (__doc__ is an f-str
         kernel, x_scale = self.kernel_, self.x_std_.scale
         self._sample(gp_classification_softmax, Xs, y, y, X, model_kwargs=dict(
             X=Xj, y=yj, kernel=kernel, x_scale=x_scale, n_classes=len(self.classes_),
-            prepared=prepare_kernel(kernel, Xj, Xj, x_scale)))
+            prepared=prepare_kernel(kernel, Xj, Xj, x_scale),
+            newton_start=jnp.zeros((len(self.classes_), len(y)))),
+            # each draw's mode search starts from the latent mode at the posterior mode
+            data_at_mode=lambda v: dict(newton_start=v["f"]))
         ll = np.asarray(map_draws(
             lambda d: softmax_classification_loo(kernel, d, Xj, yj, x_scale, _draw_key(d)),
             self._softmax_draws()))

@@ -392,6 +392,7 @@ def run_nuts(
     observed: dict[str, np.ndarray] | None = None,
     judged: list[str] | None = None,
     max_samples: int = AUTO_MAX_SAMPLES,
+    data_at_mode: Callable[[dict], dict] | None = None,
 ):
     """Run NUTS on a NumPyro model and return ``(InferenceData, MCMC)``.
 
@@ -441,6 +442,13 @@ def run_nuts(
         names the model did not sample are skipped.
     max_samples
         With ``num_samples="auto"``: the most draws per chain.
+    data_at_mode
+        With ``init="map"``: a function of the model's values at the posterior mode (every
+        latent and deterministic site, constrained) returning new values for some of the
+        array arguments in ``model_kwargs`` (same shapes), which the chains then run on.
+        For arguments that change how the log density is computed, not its value: the
+        classifiers start each draw's inner Newton iterations of the Laplace approximation
+        from the latent mode at the posterior mode (``newton_start``).
 
     Returns
     -------
@@ -473,6 +481,12 @@ def run_nuts(
                         num_starts=num_map_starts)
         init_params, inverse_mass = laplace_inits(mode, k_init, num_chains)
         dense_mass = True
+        if data_at_mode is not None:
+            at_mode = jax.jit(functions.postprocess_fn)(mode.z)
+            data, _ = split_data({**model_kwargs, **data_at_mode(at_mode)})
+            functions = functions._replace(data=data,
+                                           potential_fn=functions.potential_gen(data),
+                                           postprocess_fn=functions.postprocess_gen(data))
         map_info = dict(map_log_density=-mode.potential,
                         map_starts_log_density=str(np.round(-mode.potentials, 3).tolist()))
     else:

@@ -33,13 +33,19 @@ def _resample(p_draws: np.ndarray, log_w: np.ndarray) -> np.ndarray:
 
 def reliability_bands(y, p_draws, *, log_weights=None, n_bins: int = 10,
                       prob: float = 0.9) -> dict:
-    """Reliability diagram bins with a posterior interval of each bin's mean probability.
+    """Reliability diagram bins with posterior and posterior-predictive bands.
 
     Points are binned (equal width) by their predictive probability
     :math:`\\bar p_i = \\sum_s w_{is} p_{is}`; per bin :math:`b` and draw :math:`s` the mean
     :math:`\\bar p_{bs} = \\frac{1}{n_b}\\sum_{i \\in b} p_{is}`, and the central ``prob``
-    interval of :math:`\\bar p_{bs}` over the draws (Bröcker & Smith 2007 draw consistency
-    bars for the observed frequency; this band shows the model's own uncertainty instead).
+    interval of :math:`\\bar p_{bs}` over the draws (the model's uncertainty about the
+    probability, ``lower``/``upper``). The consistency band of the observed frequency
+    (Bröcker & Smith 2007, "Increasing the reliability of reliability diagrams", with the
+    posterior in place of a point forecast): per draw, replicated outcomes
+    :math:`\\tilde y_{is} \\sim \\mathrm{Bernoulli}(p_{is})` and their bin frequency
+    :math:`\\frac{1}{n_b}\\sum_{i\\in b}\\tilde y_{is}`, whose central ``prob`` interval
+    (``observed_lower``/``observed_upper``) holds the observed frequency with probability
+    ``prob`` when the model is calibrated; a bin of a few points has a wide one.
 
     Parameters
     ----------
@@ -58,7 +64,9 @@ def reliability_bands(y, p_draws, *, log_weights=None, n_bins: int = 10,
     Returns
     -------
     dict of arrays over the non-empty bins
-        ``mean_predicted``, ``observed``, ``count``, ``lower``, ``upper``.
+        ``mean_predicted``, ``observed``, ``count``, ``lower``, ``upper``,
+        ``observed_lower``, ``observed_upper`` (the replicated outcomes use a fixed seed: the
+        same inputs give the same band).
     """
     y = np.asarray(y, dtype=float)
     P = np.asarray(p_draws, dtype=float)
@@ -68,14 +76,17 @@ def reliability_bands(y, p_draws, *, log_weights=None, n_bins: int = 10,
         P = _resample(P, np.asarray(log_weights, dtype=float))
     pbar = P.mean(axis=0)
     bins = np.minimum((pbar * n_bins).astype(int), n_bins - 1)
-    out = {k: [] for k in ("mean_predicted", "observed", "count", "lower", "upper")}
+    y_rep = np.random.default_rng(0).random(P.shape) < P  # posterior-predictive outcomes
+    q = [(1 - prob) / 2, (1 + prob) / 2]
+    out = {k: [] for k in ("mean_predicted", "observed", "count", "lower", "upper",
+                           "observed_lower", "observed_upper")}
     for b in range(n_bins):
         m = bins == b
         if not m.any():
             continue
-        per_draw = P[:, m].mean(axis=1)
-        lo, hi = np.quantile(per_draw, [(1 - prob) / 2, (1 + prob) / 2])
-        for k, v in zip(out, (pbar[m].mean(), y[m].mean(), int(m.sum()), lo, hi),
+        lo, hi = np.quantile(P[:, m].mean(axis=1), q)
+        rep_lo, rep_hi = np.quantile(y_rep[:, m].mean(axis=1), q)
+        for k, v in zip(out, (pbar[m].mean(), y[m].mean(), int(m.sum()), lo, hi, rep_lo, rep_hi),
                         strict=True):
             out[k].append(v)
     return {k: np.asarray(v) for k, v in out.items()}
@@ -83,16 +94,20 @@ def reliability_bands(y, p_draws, *, log_weights=None, n_bins: int = 10,
 
 def plot_reliability_band(y, p_draws, *, log_weights=None, n_bins: int = 10, prob: float = 0.9,
                           ax=None):
-    """Reliability diagram with the posterior ``prob`` interval of each bin's mean probability.
+    """Reliability diagram with the posterior and posterior-predictive bands of each bin.
 
-    See :func:`reliability_bands`; the interval is drawn as a horizontal bar (it is an
-    uncertainty of the predicted probability, the x axis), the bin counts as labels.
+    See :func:`reliability_bands`: the interval of the bin's mean probability is drawn as a
+    horizontal bar (an uncertainty of the predicted probability, the x axis), the consistency
+    band of the observed frequency as a vertical grey bar (where a calibrated model puts the
+    bin's observed frequency), the bin counts as labels.
     """
     if ax is None:
         _, ax = subplots(figsize=(5, 5), layout="constrained")
     t = reliability_bands(y, p_draws, log_weights=log_weights, n_bins=n_bins, prob=prob)
     c = t["mean_predicted"]
     ax.plot([0, 1], [0, 1], "k--", lw=0.8, label="perfect calibration")
+    ax.vlines(c, t["observed_lower"], t["observed_upper"], color="0.6", lw=6, alpha=0.5,
+              label=f"{int(round(prob * 100))} % posterior-predictive band of the frequency")
     ax.errorbar(c, t["observed"], xerr=[c - t["lower"], t["upper"] - c], fmt="o-", color="C0",
                 capsize=3, label=f"model, {int(round(prob * 100))} % posterior band")
     for x, f, n in zip(c, t["observed"], t["count"], strict=True):
