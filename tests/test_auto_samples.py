@@ -86,3 +86,20 @@ def test_data_at_mode_hands_the_chains_values_computed_at_the_posterior_mode():
     seen = idata.posterior["start_seen"].values
     assert np.ptp(seen) == 0.0  # one value for every draw of every chain
     assert abs(float(seen.flat[0]) - float(Y.mean())) < 0.1  # the mode of mu (flat-ish prior)
+
+
+def test_gp_classifier_takes_auto_samples():
+    """``GPClassifier(num_samples="auto")`` draws blocks until the criteria hold (its default
+    stays 500); a wrong count is refused by name as for the regressor."""
+    rng = np.random.default_rng(3)
+    X = rng.uniform(-2, 2, (40, 1))
+    y = (X[:, 0] + 0.5 * rng.standard_normal(40) > 0).astype(int)
+    est = bk.GPClassifier(num_warmup=100, num_samples="auto", num_chains=2, progress_bar=False,
+                          random_state=0).fit(X, y)
+    attrs = est.idata_.posterior.attrs
+    assert est.num_samples_ % AUTO_BLOCK == 0 and attrs["num_samples"] == est.num_samples_
+    assert attrs["num_samples_requested"] == "auto"
+    assert (attrs["num_samples_capped"] == 1
+            or bk.diagnostics.convergence_report(est.idata_, warn=False).mixed)
+    with pytest.raises(ValueError, match="num_samples must be a positive integer or 'auto'"):
+        bk.GPClassifier(num_samples="many").fit(X, y)
