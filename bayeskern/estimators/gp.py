@@ -182,8 +182,14 @@ class _GPBase(BayesianEstimatorMixin, BaseEstimator):
         return cached_jit(self, name, lambda: make(self.kernel_, self.x_std_.scale),
                           self.kernel_, self.x_std_)
 
+    def _gp_kwargs(self, Xs, y_model) -> dict:
+        """Return the exact GP models' arguments: inputs, targets, kernel, scale, prepared Gram."""
+        Xj = jnp.asarray(Xs)
+        return dict(X=Xj, y=jnp.asarray(y_model), kernel=self.kernel_, x_scale=self.x_std_.scale,
+                    prepared=prepare_kernel(self.kernel_, Xj, Xj, self.x_std_.scale))
+
     def _sample(self, model, Xs, y_model, y_observed, X, model_kwargs=None, data_at_mode=None):
-        """Run NUTS on ``model``; ``model_kwargs`` default to the exact GP's (X, y, prepared).
+        """Run NUTS on ``model``; ``model_kwargs`` default to :meth:`_gp_kwargs`.
 
         ``data_at_mode``: as :func:`bayeskern.inference.run_nuts`.
         """
@@ -191,10 +197,7 @@ class _GPBase(BayesianEstimatorMixin, BaseEstimator):
         coords["term"] = [term_name(t) for t in self.kernel_.terms()]
         dims = self._dims()
         if model_kwargs is None:
-            Xj = jnp.asarray(Xs)
-            model_kwargs = dict(X=Xj, y=jnp.asarray(y_model), kernel=self.kernel_,
-                                x_scale=self.x_std_.scale,
-                                prepared=prepare_kernel(self.kernel_, Xj, Xj, self.x_std_.scale))
+            model_kwargs = self._gp_kwargs(Xs, y_model)
         self.idata_, _ = run_nuts(
             model,
             model_kwargs=model_kwargs,
@@ -1032,11 +1035,11 @@ class GPClassifier(ClassifierMixin, _GPBase):  # noqa: D101 (__doc__ is an f-str
         else:
             kernel, x_scale = self.kernel_, self.x_std_.scale
             Xj, yj = jnp.asarray(Xs), jnp.asarray(y01)
-            self._sample(gp_classification_laplace, Xs, y01, y01, X, model_kwargs=dict(
-                X=Xj, y=yj, kernel=kernel, x_scale=x_scale,
-                prepared=prepare_kernel(kernel, Xj, Xj, x_scale),
-                newton_start=jnp.zeros(len(y01))),
-                data_at_mode=lambda v: dict(newton_start=v["f"]))
+            self._sample(gp_classification_laplace, Xs, y01, y01, X,
+                         model_kwargs=self._gp_kwargs(Xs, y01) | dict(
+                             newton_start=jnp.zeros(len(y01))),
+                         # each draw's mode search starts at the latent mode of the posterior mode
+                         data_at_mode=lambda v: dict(newton_start=v["f"]))
             ll = np.asarray(map_draws(
                 lambda d: laplace_classification_loo(kernel, d, Xj, yj, x_scale),
                 self._draws(with_f=True)))
@@ -1058,12 +1061,12 @@ class GPClassifier(ClassifierMixin, _GPBase):  # noqa: D101 (__doc__ is an f-str
         """NUTS on the softmax model; returns the LA-LOO log-likelihood (chain, draw, n)."""
         Xj, yj = jnp.asarray(Xs), jnp.asarray(y)
         kernel, x_scale = self.kernel_, self.x_std_.scale
-        self._sample(gp_classification_softmax, Xs, y, y, X, model_kwargs=dict(
-            X=Xj, y=yj, kernel=kernel, x_scale=x_scale, n_classes=len(self.classes_),
-            prepared=prepare_kernel(kernel, Xj, Xj, x_scale),
-            newton_start=jnp.zeros((len(self.classes_), len(y)))),
-            # each draw's mode search starts from the latent mode at the posterior mode
-            data_at_mode=lambda v: dict(newton_start=v["f"]))
+        self._sample(gp_classification_softmax, Xs, y, y, X,
+                     model_kwargs=self._gp_kwargs(Xs, y) | dict(
+                         n_classes=len(self.classes_),
+                         newton_start=jnp.zeros((len(self.classes_), len(y)))),
+                     # each draw's mode search starts at the latent mode of the posterior mode
+                     data_at_mode=lambda v: dict(newton_start=v["f"]))
         ll = np.asarray(map_draws(
             lambda d: softmax_classification_loo(kernel, d, Xj, yj, x_scale, _draw_key(d)),
             self._softmax_draws()))
