@@ -27,10 +27,23 @@ from bayeskern._version import __version__
 #: public name -> the module that defines it
 _LAZY = {
     **dict.fromkeys(
-        ["CkRBFClassifier", "ConformalKernelClassifier", "GaBaSRClassifier", "GaBaSRRegressor",
-         "GPClassifier", "GPRegressor", "KernelSVC", "LABRBFRegressor", "MkRBFClassifier",
-         "VSKClassifier", "VSKFeatureExtractor", "VSKRegressor", "compare_vsk"],
-        "bayeskern.estimators"),
+        [
+            "CkRBFClassifier",
+            "ConformalKernelClassifier",
+            "GaBaSRClassifier",
+            "GaBaSRRegressor",
+            "GPClassifier",
+            "GPRegressor",
+            "KernelSVC",
+            "LABRBFRegressor",
+            "MkRBFClassifier",
+            "VSKClassifier",
+            "VSKFeatureExtractor",
+            "VSKRegressor",
+            "compare_vsk",
+        ],
+        "bayeskern.estimators",
+    ),
     "report": "bayeskern.report",
     "compare_report": "bayeskern.report",
     "load_run": "bayeskern.runs",

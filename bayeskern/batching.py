@@ -58,7 +58,8 @@ def pad_rows(xs, multiple: int):
     pad = -n % multiple
     if pad:
         xs = jax.tree_util.tree_map(
-            lambda a: jnp.concatenate([a, jnp.repeat(a[-1:], pad, axis=0)]), xs)
+            lambda a: jnp.concatenate([a, jnp.repeat(a[-1:], pad, axis=0)]), xs
+        )
     return xs, n
 
 
@@ -99,11 +100,11 @@ def batched_map(f, xs, batch_size: int = 16, *, blocks: bool = False):
             return f(xs)
         xp, n = pad_rows(xs, batch_size)
         n_blocks = jax.tree_util.tree_leaves(xp)[0].shape[0] // batch_size
-        xb = jax.tree_util.tree_map(
-            lambda a: a.reshape((n_blocks, batch_size) + a.shape[1:]), xp)
+        xb = jax.tree_util.tree_map(lambda a: a.reshape((n_blocks, batch_size) + a.shape[1:]), xp)
         out = jax.lax.map(f, xb)
         return jax.tree_util.tree_map(
-            lambda a: a.reshape((n_blocks * batch_size,) + a.shape[2:])[:n], out)
+            lambda a: a.reshape((n_blocks * batch_size,) + a.shape[2:])[:n], out
+        )
     xp, n = pad_rows(xs, batch_size)
     out = jax.lax.map(f, xp, batch_size=batch_size)
     return jax.tree_util.tree_map(lambda a: a[:n], out) if xp is not xs else out

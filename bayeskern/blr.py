@@ -38,8 +38,15 @@ import jax.numpy as jnp
 import jax.scipy.linalg as jsl
 from jax.scipy.special import gammaln
 
-__all__ = ["Stats", "NIGPosterior", "feature_stats", "scan_feature_stats", "nig_posterior",
-           "nig_log_marginal", "nig_predictive"]
+__all__ = [
+    "Stats",
+    "NIGPosterior",
+    "feature_stats",
+    "scan_feature_stats",
+    "nig_posterior",
+    "nig_log_marginal",
+    "nig_predictive",
+]
 
 
 class Stats(NamedTuple):
@@ -65,8 +72,13 @@ def feature_stats(Phi: jax.Array, y: jax.Array) -> Stats:
     return Stats(Phi.T @ Phi, Phi.T @ y, y @ y, jnp.asarray(y.shape[0], dtype=Phi.dtype))
 
 
-def scan_feature_stats(featurize: Callable, rows: tuple, y: jax.Array, chunk_size: int | None,
-                       mask: jax.Array | None = None) -> Stats:
+def scan_feature_stats(
+    featurize: Callable,
+    rows: tuple,
+    y: jax.Array,
+    chunk_size: int | None,
+    mask: jax.Array | None = None,
+) -> Stats:
     r"""Sufficient statistics summed over consecutive row chunks, inside a JAX trace.
 
     .. math:: \Phi^\top\Phi = \sum_c \Phi_c^\top\Phi_c,\quad \Phi^\top y = \sum_c
@@ -106,8 +118,7 @@ def scan_feature_stats(featurize: Callable, rows: tuple, y: jax.Array, chunk_siz
     mask = jnp.ones(n, y.dtype) if mask is None else mask
     pad = (-n) % chunk_size
     if pad:
-        rows = tuple(jnp.concatenate([r, jnp.zeros((pad,) + r.shape[1:], r.dtype)])
-                     for r in rows)
+        rows = tuple(jnp.concatenate([r, jnp.zeros((pad,) + r.shape[1:], r.dtype)]) for r in rows)
         y = jnp.concatenate([y, jnp.zeros(pad, y.dtype)])
         mask = jnp.concatenate([mask, jnp.zeros(pad, mask.dtype)])
     n_chunks = (n + pad) // chunk_size

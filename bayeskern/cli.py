@@ -41,8 +41,10 @@ METHODS = {
 }
 
 #: classifiers of two classes only, and why
-BINARY_ONLY = {"vsk": "the VSK kernel's naive-Bayes scaling",
-               "gabasr": "GaBaSRClassifier's Pólya-Gamma likelihood"}
+BINARY_ONLY = {
+    "vsk": "the VSK kernel's naive-Bayes scaling",
+    "gabasr": "GaBaSRClassifier's Pólya-Gamma likelihood",
+}
 
 
 class UserError(Exception):
@@ -124,8 +126,10 @@ def _features(df, columns, path):
         raise UserError(f"{path!r} lacks the feature columns {missing} used in fitting")
     bad = [c for c in columns if not pd.api.types.is_numeric_dtype(df[c])]
     if bad:
-        raise UserError(f"non-numeric feature columns in {path!r}: {bad} (leave them out with "
-                        "--drop or --id, or choose the features with --features)")
+        raise UserError(
+            f"non-numeric feature columns in {path!r}: {bad} (leave them out with "
+            "--drop or --id, or choose the features with --features)"
+        )
     X = df[columns].to_numpy(dtype=float)
     if not np.all(np.isfinite(X)):
         rows = np.where(~np.all(np.isfinite(X), axis=1))[0][:5].tolist()
@@ -167,8 +171,10 @@ def _feature_columns(args, columns) -> list[str]:
         return named
     feats = [c for c in columns if c not in (args.target, args.id, *named)]
     if not feats:
-        raise UserError(f"{args.data!r} has no feature columns besides the target"
-                        + (" and those of --drop / --id" if named or args.id else ""))
+        raise UserError(
+            f"{args.data!r} has no feature columns besides the target"
+            + (" and those of --drop / --id" if named or args.id else "")
+        )
     return feats
 
 
@@ -188,22 +194,29 @@ def _task(args, y) -> tuple[str, str | None]:
     counts = y.value_counts()
     counts = counts[counts > 0]  # a categorical column's unused categories are not values
     labels = counts.index.tolist()  # plain Python values, most frequent first
-    k, numeric = len(counts), (pd.api.types.is_numeric_dtype(y)
-                               and not pd.api.types.is_bool_dtype(y))
+    k, numeric = (
+        len(counts),
+        (pd.api.types.is_numeric_dtype(y) and not pd.api.types.is_bool_dtype(y)),
+    )
     task = args.task
     if task == "regression":
         if not numeric:
-            raise UserError(f"--task regression needs a numeric target; {col} holds labels "
-                            f"({labels[0]!r}, ...)")
+            raise UserError(
+                f"--task regression needs a numeric target; {col} holds labels ({labels[0]!r}, ...)"
+            )
         return task, None
     if k < 2:
         raise UserError(f"{col} has a single value, {labels[0]!r}: nothing to learn")
     if task == "binary" and k != 2:
-        raise UserError(f"--task binary needs a target with 2 distinct values; {col} has {k} "
-                        "(use --task multiclass)")
+        raise UserError(
+            f"--task binary needs a target with 2 distinct values; {col} has {k} "
+            "(use --task multiclass)"
+        )
     if task == "multiclass" and k == 2:
-        raise UserError(f"--task multiclass needs a target with 3 or more distinct values; "
-                        f"{col} has 2 (use --task binary)")
+        raise UserError(
+            f"--task multiclass needs a target with 3 or more distinct values; "
+            f"{col} has 2 (use --task binary)"
+        )
     if task != "auto":
         return task, None
     if k == 2:
@@ -211,20 +224,24 @@ def _task(args, y) -> tuple[str, str | None]:
         return "binary", f"2 distinct values, {labels[0]!r} and {labels[1]!r}{hint}"
     if not numeric:
         if k > MAX_LABEL_CLASSES or k > len(y) / 2:
-            raise UserError(f"{col} holds {k} distinct labels in {len(y)} rows (more than "
-                            f"{MAX_LABEL_CLASSES}, or than half the rows): an identifier or free "
-                            "text rather than classes; choose another --target, or set "
-                            "--task multiclass to fit them anyway")
+            raise UserError(
+                f"{col} holds {k} distinct labels in {len(y)} rows (more than "
+                f"{MAX_LABEL_CLASSES}, or than half the rows): an identifier or free "
+                "text rather than classes; choose another --target, or set "
+                "--task multiclass to fit them anyway"
+            )
         return "multiclass", f"{y.dtype} labels with {k} distinct values"
     values = y.to_numpy(dtype=float)
     if not np.array_equal(values, np.round(values)):
         return "regression", "numeric target with non-integer values"
     what = f"integer target with {k} distinct values"
     if k <= MAX_INTEGER_CLASSES and counts.min() >= 2:
-        return "multiclass", (f"{what}, each in at least 2 rows; use --task regression to "
-                              "override")
-    why = (f"more than {MAX_INTEGER_CLASSES}" if k > MAX_INTEGER_CLASSES
-           else f"{labels[-1]!r} occurs once")
+        return "multiclass", (f"{what}, each in at least 2 rows; use --task regression to override")
+    why = (
+        f"more than {MAX_INTEGER_CLASSES}"
+        if k > MAX_INTEGER_CLASSES
+        else f"{labels[-1]!r} occurs once"
+    )
     return "regression", f"{what} ({why}); use --task multiclass to override"
 
 
@@ -234,8 +251,9 @@ def _resolve_task_option(args) -> None:
         return
     task = MODELS[args.model]
     if args.task not in ("auto", task):
-        raise UserError(f"--model {args.model} (deprecated) contradicts --task {args.task}; "
-                        "give --task only")
+        raise UserError(
+            f"--model {args.model} (deprecated) contradicts --task {args.task}; give --task only"
+        )
     print(f"bayeskern: warning: --model is deprecated; use --task {task}", file=sys.stderr)
     args.task = task
 
@@ -281,10 +299,16 @@ def _fit_logged(est, X, y, args) -> None:
     if not args.quiet:
         p = est.get_params()
         chains = p.get("num_chains", 1)
-        draws = (f"({p['num_warmup']} warm-up + {p['num_samples']} draws)" if "num_warmup" in p
-                 else f"{p.get('num_samples')} exact draws")
-        print(f"fitting {type(est).__name__} to {len(y)} rows x {X.shape[1]} features: {chains} "
-              f"chain{'s' if chains != 1 else ''} x {draws}", flush=True)
+        draws = (
+            f"({p['num_warmup']} warm-up + {p['num_samples']} draws)"
+            if "num_warmup" in p
+            else f"{p.get('num_samples')} exact draws"
+        )
+        print(
+            f"fitting {type(est).__name__} to {len(y)} rows x {X.shape[1]} features: {chains} "
+            f"chain{'s' if chains != 1 else ''} x {draws}",
+            flush=True,
+        )
     t0 = time.perf_counter()
     with _progress_shown_if_interactive():
         est.fit(X, y)
@@ -299,14 +323,18 @@ def cmd_fit(args) -> int:
     from bayeskern.runs import check_run_destination
 
     if args.features is not None and args.drop is not None:
-        raise UserError("--features and --drop cannot be used together (--features names the "
-                        "columns to use, --drop those to leave out)")
+        raise UserError(
+            "--features and --drop cannot be used together (--features names the "
+            "columns to use, --drop those to leave out)"
+        )
     _resolve_task_option(args)
     check_run_destination(args.out)  # before the fit, not after it
     df = _read_table(args.data)
     if args.target not in df.columns:
-        raise UserError(f"--target column {args.target!r} is not in {args.data!r}; columns: "
-                        f"{list(df.columns)[:20]}")
+        raise UserError(
+            f"--target column {args.target!r} is not in {args.data!r}; columns: "
+            f"{list(df.columns)[:20]}"
+        )
     y = df[args.target]
     if y.isna().any():
         raise UserError(f"target column {args.target!r} has {int(y.isna().sum())} missing values")
@@ -347,7 +375,8 @@ def _count(text: str):
         return int(text)
     except ValueError:
         raise argparse.ArgumentTypeError(
-            f"expected a whole number or 'auto', got {text!r}") from None
+            f"expected a whole number or 'auto', got {text!r}"
+        ) from None
 
 
 def _make_estimator(args, classification: bool, *, task: str | None = None):
@@ -359,16 +388,18 @@ def _make_estimator(args, classification: bool, *, task: str | None = None):
 
     task = task or ("classification" if classification else "regression")
     if task == "multiclass" and args.method in BINARY_ONLY:
-        raise UserError(f"--method {args.method} classifies two classes only "
-                        f"({BINARY_ONLY[args.method]}), but the task is multiclass (see --task): "
-                        "use --method gp, ckrbf or conformal")
+        raise UserError(
+            f"--method {args.method} classifies two classes only "
+            f"({BINARY_ONLY[args.method]}), but the task is multiclass (see --task): "
+            "use --method gp, ckrbf or conformal"
+        )
     name = METHODS[args.method][int(classification)]
     if name is None:
         other = "regression" if classification else "classification"
-        raise UserError(f"--method {args.method} does {other} only, but the task is {task} "
-                        "(see --task)")
-    sampler = dict(num_chains=args.num_chains, progress_bar=not args.quiet,
-                   random_state=args.seed)
+        raise UserError(
+            f"--method {args.method} does {other} only, but the task is {task} (see --task)"
+        )
+    sampler = dict(num_chains=args.num_chains, progress_bar=not args.quiet, random_state=args.seed)
     if args.num_samples is not None:  # else the estimator's default
         sampler["num_samples"] = args.num_samples
     if args.method == "labrbf":  # exact conjugate draws: no warm-up
@@ -410,16 +441,22 @@ def cmd_predict(args) -> int:
     first = next(chunks)
     id_col = args.id if args.id is not None else run_metadata(args.run).get("id_column")
     if args.id is not None and args.id not in first.columns:
-        raise UserError(f"--id column {args.id!r} is not in {args.data!r}; columns: "
-                        f"{list(first.columns)[:20]}")
+        raise UserError(
+            f"--id column {args.id!r} is not in {args.data!r}; columns: {list(first.columns)[:20]}"
+        )
     if id_col not in first.columns:  # the run's ID column, absent here: rows are not labelled
         id_col = None
 
     def table(i, chunk):
-        out = predict_table(est, pd.DataFrame(_features(chunk, feats, args.data), columns=feats),
-                            interval=args.interval or 0.9, draws=args.draws,
-                            random_state=args.seed, row_offset=i * args.batch_size,
-                            class_intervals=args.interval is not None)
+        out = predict_table(
+            est,
+            pd.DataFrame(_features(chunk, feats, args.data), columns=feats),
+            interval=args.interval or 0.9,
+            draws=args.draws,
+            random_state=args.seed,
+            row_offset=i * args.batch_size,
+            class_intervals=args.interval is not None,
+        )
         if id_col is not None:
             out.insert(0, id_col, chunk[id_col].to_numpy())
         return out
@@ -495,8 +532,14 @@ def cmd_report(args) -> int:
     config, arrays, _ = read_run(args.run)
     out = args.out or str(Path(args.run) / "report.html")
     state = config.get("state", {})
-    report(est, out, X_test=arrays.get("holdout_X"), y_test=arrays.get("holdout_y"),
-           data_name=state.get("data"), target_name=state.get("target"))
+    report(
+        est,
+        out,
+        X_test=arrays.get("holdout_X"),
+        y_test=arrays.get("holdout_y"),
+        data_name=state.get("data"),
+        target_name=state.get("target"),
+    )
     if not args.quiet:
         print(f"wrote report to {out}")
     if args.pdf:
@@ -535,11 +578,15 @@ def _demo_estimators(args) -> dict:
 
     common = dict(random_state=args.seed, progress_bar=not args.quiet)  # bars: see _fit_logged
     quick = dict(num_warmup=10, num_samples=10, num_chains=2) if args.quick else {}
-    kernel = bk.kernels.Linear() + bk.kernels.RBF() + bk.kernels.RBF() * bk.kernels.Periodic(
-        period=1.0)
-    return {"GaBaSR": bk.GaBaSRRegressor(**common, **quick,
-                                         **(dict(num_map_starts=1) if args.quick else {})),
-            "reference GP": bk.GPRegressor(kernel=kernel, **common, **quick)}
+    kernel = (
+        bk.kernels.Linear() + bk.kernels.RBF() + bk.kernels.RBF() * bk.kernels.Periodic(period=1.0)
+    )
+    return {
+        "GaBaSR": bk.GaBaSRRegressor(
+            **common, **quick, **(dict(num_map_starts=1) if args.quick else {})
+        ),
+        "reference GP": bk.GPRegressor(kernel=kernel, **common, **quick),
+    }
 
 
 def cmd_demo(args) -> int:
@@ -557,13 +604,18 @@ def cmd_demo(args) -> int:
     Xtr, ytr, Xte, yte = bk.datasets.co2_split()
     if args.quick:  # every third month: the exact models cost O(n^3) per gradient
         Xtr, ytr = Xtr[::3], ytr[::3]
-    print("bayeskern demo: Mauna Loa CO2 (train < 1994"
-          + (", every third month" if args.quick else "")
-          + ", test 1994-2001), GaBaSR against the reference GP")
+    print(
+        "bayeskern demo: Mauna Loa CO2 (train < 1994"
+        + (", every third month" if args.quick else "")
+        + ", test 1994-2001), GaBaSR against the reference GP"
+    )
     estimators, fit_times = _demo_estimators(args), {}
     for name, est in estimators.items():
-        what = (f"kernel {est.kernel!r}" if hasattr(est, "kernel")
-                else "spectral-mixture kernel learned from the data")
+        what = (
+            f"kernel {est.kernel!r}"
+            if hasattr(est, "kernel")
+            else "spectral-mixture kernel learned from the data"
+        )
         print(f"fitting {name}: {type(est).__name__}, {what}")
         t0 = time.perf_counter()
         with _progress_shown_if_interactive():
@@ -573,17 +625,32 @@ def cmd_demo(args) -> int:
     held = held_out_predictions(estimators, Xte, yte)  # once: printed and reported
     for name, est in estimators.items():
         m = held[name].metrics
-        print(f"{name}: held-out 1994-2001 RMSE {m['rmse']:.2f} ppm, 95 % coverage "
-              f"{m['coverage_95']:.2f}, NLPD {m['nlpd']:.2f}; fit {fit_times[name]:.0f} s; "
-              f"{est.convergence_.verdict}")
-        save_run(est, runs[name], extra_meta={**meta, "fit_time_s": fit_times[name]},
-                 extra_arrays={"holdout_X": Xte, "holdout_y": yte})
-    path = compare_report(estimators, out / "report.html", X_test=Xte, y_test=yte,
-                          fit_times=fit_times, title="bayeskern demo: Mauna Loa CO2, GaBaSR "
-                          "and the reference GP", data_name="co2 (embedded)",
-                          target_name="co2 [ppm]", x_unit="year", held_out=held)
-    print("runs saved to " + ", ".join(str(r) for r in runs.values())
-          + f"; report written to {path}")
+        print(
+            f"{name}: held-out 1994-2001 RMSE {m['rmse']:.2f} ppm, 95 % coverage "
+            f"{m['coverage_95']:.2f}, NLPD {m['nlpd']:.2f}; fit {fit_times[name]:.0f} s; "
+            f"{est.convergence_.verdict}"
+        )
+        save_run(
+            est,
+            runs[name],
+            extra_meta={**meta, "fit_time_s": fit_times[name]},
+            extra_arrays={"holdout_X": Xte, "holdout_y": yte},
+        )
+    path = compare_report(
+        estimators,
+        out / "report.html",
+        X_test=Xte,
+        y_test=yte,
+        fit_times=fit_times,
+        title="bayeskern demo: Mauna Loa CO2, GaBaSR and the reference GP",
+        data_name="co2 (embedded)",
+        target_name="co2 [ppm]",
+        x_unit="year",
+        held_out=held,
+    )
+    print(
+        "runs saved to " + ", ".join(str(r) for r in runs.values()) + f"; report written to {path}"
+    )
     return 0
 
 
@@ -597,15 +664,22 @@ class _HelpFormatter(argparse.ArgumentDefaultsHelpFormatter):
 
 
 def build_parser() -> argparse.ArgumentParser:
-    ap = argparse.ArgumentParser(prog="bayeskern", formatter_class=_HelpFormatter,
-                                 description="Bayesian kernel learning: fit, predict with "
-                                 "intervals, and report on saved runs.")
+    ap = argparse.ArgumentParser(
+        prog="bayeskern",
+        formatter_class=_HelpFormatter,
+        description="Bayesian kernel learning: fit, predict with "
+        "intervals, and report on saved runs.",
+    )
     ap.add_argument("--version", action="version", version=f"bayeskern {__version__}")
     sub = ap.add_subparsers(dest="command", required=True, metavar="COMMAND")
 
     def command(name, fn, help):
-        p = sub.add_parser(name, help=help, description=help[0].upper() + help[1:] + ".",
-                           formatter_class=_HelpFormatter)
+        p = sub.add_parser(
+            name,
+            help=help,
+            description=help[0].upper() + help[1:] + ".",
+            formatter_class=_HelpFormatter,
+        )
         p.set_defaults(fn=fn)
         return p
 
@@ -615,64 +689,112 @@ def build_parser() -> argparse.ArgumentParser:
     def quiet(p):
         p.add_argument("--quiet", action="store_true", help="print nothing but errors")
 
-    p = command("demo", cmd_demo, "fit GaBaSR and a reference GP to the embedded CO2 data and "
-                "write an HTML report comparing them")
+    p = command(
+        "demo",
+        cmd_demo,
+        "fit GaBaSR and a reference GP to the embedded CO2 data and "
+        "write an HTML report comparing them",
+    )
     p.add_argument("--out", default="bayeskern-demo", help="output directory")
     seed(p, "the samplers")
-    p.add_argument("--quick", action="store_true",
-                   help="smoke test: tiny sampler settings, every third training month")
+    p.add_argument(
+        "--quick",
+        action="store_true",
+        help="smoke test: tiny sampler settings, every third training month",
+    )
     quiet(p)
 
     p = command("fit", cmd_fit, "fit a model to a CSV/Parquet file and save the run")
     p.add_argument("data", help="CSV or Parquet file with a header row")
     p.add_argument("--target", required=True, help="name of the target column")
     p.add_argument("--out", required=True, help="run directory to write")
-    p.add_argument("--features", metavar="A,B,...",
-                   help="use only these columns as features (default: all but the target, "
-                   "--id and --drop)")
+    p.add_argument(
+        "--features",
+        metavar="A,B,...",
+        help="use only these columns as features (default: all but the target, --id and --drop)",
+    )
     p.add_argument("--drop", metavar="C,D,...", help="use all columns but these (and the target)")
-    p.add_argument("--id", metavar="COLUMN", help="row-ID column: not a feature; recorded in the "
-                   "run, and 'predict' copies it into its output")
-    p.add_argument("--task", choices=TASKS, default="auto",
-                   help="auto: binary for 2 distinct values; multiclass for text, boolean or "
-                   f"categorical labels, or for integers with at most {MAX_INTEGER_CLASSES} "
-                   "distinct values each in 2+ rows; else regression (the choice and its reason "
-                   "are printed)")
-    p.add_argument("--model", choices=list(MODELS),
-                   help="deprecated alias of --task: gp-regression = regression, "
-                   "gp-classification = binary")
-    p.add_argument("--method", choices=list(METHODS), default="gp",
-                   help="gp: Bayesian GP with --kernel; vsk / ckrbf / conformal: Bayesian GP with "
-                   "that data-dependent kernel (vsk and conformal wrap --kernel; conformal: "
-                   "classification only); gabasr: spectral-mixture kernel learning (NUTS); "
-                   "labrbf: LAB-RBF with a Bayesian last layer (regression only)")
-    p.add_argument("--kernel", default="rbf",
-                   help="kernel name, e.g. rbf, 'linear+rbf*periodic'; base kernels: rbf, "
-                   "laplacian, matern32, matern52, rq (rational_quadratic), linear, periodic, "
-                   "mahalanobis; + adds, * multiplies")
+    p.add_argument(
+        "--id",
+        metavar="COLUMN",
+        help="row-ID column: not a feature; recorded in the "
+        "run, and 'predict' copies it into its output",
+    )
+    p.add_argument(
+        "--task",
+        choices=TASKS,
+        default="auto",
+        help="auto: binary for 2 distinct values; multiclass for text, boolean or "
+        f"categorical labels, or for integers with at most {MAX_INTEGER_CLASSES} "
+        "distinct values each in 2+ rows; else regression (the choice and its reason "
+        "are printed)",
+    )
+    p.add_argument(
+        "--model",
+        choices=list(MODELS),
+        help="deprecated alias of --task: gp-regression = regression, gp-classification = binary",
+    )
+    p.add_argument(
+        "--method",
+        choices=list(METHODS),
+        default="gp",
+        help="gp: Bayesian GP with --kernel; vsk / ckrbf / conformal: Bayesian GP with "
+        "that data-dependent kernel (vsk and conformal wrap --kernel; conformal: "
+        "classification only); gabasr: spectral-mixture kernel learning (NUTS); "
+        "labrbf: LAB-RBF with a Bayesian last layer (regression only)",
+    )
+    p.add_argument(
+        "--kernel",
+        default="rbf",
+        help="kernel name, e.g. rbf, 'linear+rbf*periodic'; base kernels: rbf, "
+        "laplacian, matern32, matern52, rq (rational_quadratic), linear, periodic, "
+        "mahalanobis; + adds, * multiplies",
+    )
     p.add_argument("--n-clusters", type=int, default=2, help="cells of --method ckrbf")
-    p.add_argument("--num-warmup", type=_count, default=None,
-                   help="NUTS warm-up iterations per chain (default: the estimator's)")
-    p.add_argument("--num-samples", type=_count, default=None,
-                   help="draws per chain, or 'auto' (default: the estimator's; GP and "
-                   "GaBaSR regression draw blocks until converged)")
+    p.add_argument(
+        "--num-warmup",
+        type=_count,
+        default=None,
+        help="NUTS warm-up iterations per chain (default: the estimator's)",
+    )
+    p.add_argument(
+        "--num-samples",
+        type=_count,
+        default=None,
+        help="draws per chain, or 'auto' (default: the estimator's; GP and "
+        "GaBaSR regression draw blocks until converged)",
+    )
     p.add_argument("--num-chains", type=int, default=4, help="MCMC chains")
-    p.add_argument("--holdout", type=float, default=0.0,
-                   help="fraction of rows kept out for the report's calibration metrics")
+    p.add_argument(
+        "--holdout",
+        type=float,
+        default=0.0,
+        help="fraction of rows kept out for the report's calibration metrics",
+    )
     seed(p, "the sampler and of --holdout")
     quiet(p)
 
-    p = command("predict", cmd_predict, "posterior-predictive mean, sd and intervals for new "
-                "rows")
+    p = command("predict", cmd_predict, "posterior-predictive mean, sd and intervals for new rows")
     p.add_argument("run", help="run directory written by 'bayeskern fit'")
     p.add_argument("data", help="CSV or Parquet file with the feature columns")
-    p.add_argument("--out", required=True, help="file to write: .csv, .parquet or .nc "
-                   "(netCDF); the format follows the extension")
-    p.add_argument("--interval", type=float, default=None,
-                   help="probability of the central interval (default: 0.9 for a regression's "
-                   "lower_/upper_ columns; classifiers: given, it adds p_<class>_lower/upper)")
-    p.add_argument("--id", metavar="COLUMN", help="ID column copied first into the output "
-                   "(default: the run's --id, when the file has it)")
+    p.add_argument(
+        "--out",
+        required=True,
+        help="file to write: .csv, .parquet or .nc (netCDF); the format follows the extension",
+    )
+    p.add_argument(
+        "--interval",
+        type=float,
+        default=None,
+        help="probability of the central interval (default: 0.9 for a regression's "
+        "lower_/upper_ columns; classifiers: given, it adds p_<class>_lower/upper)",
+    )
+    p.add_argument(
+        "--id",
+        metavar="COLUMN",
+        help="ID column copied first into the output "
+        "(default: the run's --id, when the file has it)",
+    )
     p.add_argument("--draws", type=int, default=0, help="also write this many predictive draws")
     p.add_argument("--batch-size", type=int, default=50_000, help="rows per streamed batch")
     seed(p, "the draws")
@@ -681,8 +803,11 @@ def build_parser() -> argparse.ArgumentParser:
     p = command("report", cmd_report, "self-contained HTML uncertainty report of a saved run")
     p.add_argument("run", help="run directory")
     p.add_argument("--out", default=None, help="HTML file (default: RUN/report.html)")
-    p.add_argument("--pdf", action="store_true",
-                   help="also print the report to PDF next to the HTML (needs Chromium)")
+    p.add_argument(
+        "--pdf",
+        action="store_true",
+        help="also print the report to PDF next to the HTML (needs Chromium)",
+    )
     quiet(p)
 
     command("datasets", cmd_datasets, "list the offline datasets")

@@ -40,8 +40,13 @@ import re
 
 from threadpoolctl import threadpool_limits
 
-__all__ = ["configure_cpu_devices", "cpu_device_status", "blas_threads", "limit_blas",
-           "release_pmap_programs"]
+__all__ = [
+    "configure_cpu_devices",
+    "cpu_device_status",
+    "blas_threads",
+    "limit_blas",
+    "release_pmap_programs",
+]
 
 _STATUS = "not configured"
 
@@ -70,8 +75,10 @@ def configure_cpu_devices() -> str:
     elif jax.config.jax_num_cpu_devices != -1:
         _STATUS = "left alone: jax_num_cpu_devices was set"
     elif xla_bridge.backends_are_initialized():
-        _STATUS = ("not possible: JAX was initialized before bayeskern was imported, so chains "
-                   "run one after another; import bayeskern first to run them in parallel")
+        _STATUS = (
+            "not possible: JAX was initialized before bayeskern was imported, so chains "
+            "run one after another; import bayeskern first to run them in parallel"
+        )
     else:
         n = int(wanted) if wanted.strip().isdigit() else max(4, _cores())
         jax.config.update("jax_num_cpu_devices", n)

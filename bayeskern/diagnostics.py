@@ -69,8 +69,11 @@ def from_mcmc(samples: dict, stats: dict, *, dims=None, coords=None, observed=No
     ``accept_prob`` -> ``acceptance_rate``, ``potential_energy`` -> ``lp`` (negated: the log
     density), ``adapt_state.step_size`` -> ``step_size``; ``diverging``, ``energy`` as is.
     """
-    rename = {"num_steps": "n_steps", "accept_prob": "acceptance_rate",
-              "adapt_state.step_size": "step_size"}
+    rename = {
+        "num_steps": "n_steps",
+        "accept_prob": "acceptance_rate",
+        "adapt_state.step_size": "step_size",
+    }
     ss = {}
     for name, value in stats.items():
         value = np.asarray(value)
@@ -80,8 +83,12 @@ def from_mcmc(samples: dict, stats: dict, *, dims=None, coords=None, observed=No
         ss[rename.get(name, name)] = value
         if name == "num_steps":
             ss["tree_depth"] = np.log2(np.maximum(value, 1)).astype(int) + 1
-    idata = az.from_dict(posterior={k: np.asarray(v) for k, v in samples.items()},
-                         sample_stats=ss, dims=dims, coords=coords)
+    idata = az.from_dict(
+        posterior={k: np.asarray(v) for k, v in samples.items()},
+        sample_stats=ss,
+        dims=dims,
+        coords=coords,
+    )
     if observed:
         add_group(idata, "observed_data", observed, dims=dims, coords=coords, sample_dims=False)
     return idata
@@ -133,10 +140,11 @@ def add_variables(idata, group: str, data: dict, *, dims=None, coords=None) -> N
     new = {}
     for name, arr in data.items():
         arr = np.asarray(arr)
-        var_dims = ["chain", "draw"] + list(dims.get(name, []))[:arr.ndim - 2]
+        var_dims = ["chain", "draw"] + list(dims.get(name, []))[: arr.ndim - 2]
         var_dims += [f"{name}_dim_{i}" for i in range(arr.ndim - len(var_dims))]
-        new[name] = xr.DataArray(arr, dims=var_dims,
-                                 coords={d: coords[d] for d in var_dims if d in coords})
+        new[name] = xr.DataArray(
+            arr, dims=var_dims, coords={d: coords[d] for d in var_dims if d in coords}
+        )
     setattr(idata, group, ds.assign(new))
 
 
@@ -145,8 +153,11 @@ def add_coords(idata, group: str, **coords) -> None:
 
     For example the input feature names of a model whose posterior is over basis functions.
     """
-    setattr(idata, group, getattr(idata, group).assign_coords(
-        {k: np.asarray(v) for k, v in coords.items()}))
+    setattr(
+        idata,
+        group,
+        getattr(idata, group).assign_coords({k: np.asarray(v) for k, v in coords.items()}),
+    )
 
 
 def set_attrs(idata, **attrs) -> None:
@@ -197,8 +208,10 @@ class ConvergenceReport:
     def verdict(self) -> str:
         """One plain-language sentence."""
         if self.ok and not self.warnings:
-            return (f"Converged: max R-hat {self.max_rhat:.3f}, min bulk ESS "
-                    f"{self.min_ess_bulk:.0f}, no divergences.")
+            return (
+                f"Converged: max R-hat {self.max_rhat:.3f}, min bulk ESS "
+                f"{self.min_ess_bulk:.0f}, no divergences."
+            )
         head = "Converged, with caveats" if self.ok else "Not converged"
         return f"{head}: " + " ".join(self.warnings)
 
@@ -249,8 +262,9 @@ def convergence_report(
     """
     post = idata.posterior
     if var_names is None:
-        var_names = [v for v in post.data_vars if v not in ("eta", "f")
-                     and not v.endswith(DATA_UNITS_SUFFIX)]
+        var_names = [
+            v for v in post.data_vars if v not in ("eta", "f") and not v.endswith(DATA_UNITS_SUFFIX)
+        ]
     n_chains = post.sizes["chain"]
     n_draws = post.sizes["chain"] * post.sizes["draw"]
     with warnings.catch_warnings(), _quiet_arviz_log():
@@ -260,8 +274,14 @@ def convergence_report(
         extra = [v for v in (report_only or ()) if v in post and v not in var_names]
         shown = table.assign(judged=True)
         if extra:
-            shown = pd.concat([shown, az.summary(idata, var_names=extra, kind="diagnostics",
-                                                 round_to="none").assign(judged=False)])
+            shown = pd.concat(
+                [
+                    shown,
+                    az.summary(idata, var_names=extra, kind="diagnostics", round_to="none").assign(
+                        judged=False
+                    ),
+                ]
+            )
     max_rhat = float(np.nanmax(table["r_hat"])) if n_chains > 1 else float("nan")
     min_bulk = float(np.nanmin(table["ess_bulk"]))
     min_tail = float(np.nanmin(table["ess_tail"]))
@@ -278,25 +298,34 @@ def convergence_report(
     if n_chains < 2:
         msgs.append("R-hat needs at least 2 chains; run num_chains >= 4 to judge convergence.")
     elif not max_rhat <= rhat_max:
-        msgs.append(f"max R-hat {max_rhat:.3f} > {rhat_max}: run longer (num_warmup, "
-                    "num_samples) or reparameterize.")
+        msgs.append(
+            f"max R-hat {max_rhat:.3f} > {rhat_max}: run longer (num_warmup, "
+            "num_samples) or reparameterize."
+        )
     if not min_bulk >= ess_min or not min_tail >= ess_min:
-        msgs.append(f"min ESS bulk {min_bulk:.0f} / tail {min_tail:.0f} < {ess_min:.0f}: "
-                    "increase num_samples.")
+        msgs.append(
+            f"min ESS bulk {min_bulk:.0f} / tail {min_tail:.0f} < {ess_min:.0f}: "
+            "increase num_samples."
+        )
     if int(post.attrs.get("num_samples_capped", 0)):
-        msgs.append(f"num_samples='auto' stopped at its cap of {post.sizes['draw']} draws per "
-                    "chain before R-hat and ESS met the criteria.")
+        msgs.append(
+            f"num_samples='auto' stopped at its cap of {post.sizes['draw']} draws per "
+            "chain before R-hat and ESS met the criteria."
+        )
     if n_div:
-        msgs.append(f"{n_div} divergent transitions ({100 * n_div / n_draws:.1f} %): raise "
-                    "target_accept_prob (e.g. 0.95) or use tighter priors.")
+        msgs.append(
+            f"{n_div} divergent transitions ({100 * n_div / n_draws:.1f} %): raise "
+            "target_accept_prob (e.g. 0.95) or use tighter priors."
+        )
     if hits:
-        msgs.append(f"{hits} draws hit the maximum tree depth: raise max_tree_depth or use "
-                    "dense_mass=True.")
-    mixed = (n_chains >= 2 and max_rhat <= rhat_max and min_bulk >= ess_min
-             and min_tail >= ess_min)
+        msgs.append(
+            f"{hits} draws hit the maximum tree depth: raise max_tree_depth or use dense_mass=True."
+        )
+    mixed = n_chains >= 2 and max_rhat <= rhat_max and min_bulk >= ess_min and min_tail >= ess_min
     ok = mixed and n_div == 0
-    rep = ConvergenceReport(shown, max_rhat, min_bulk, min_tail, n_div, n_draws, hits, ok, msgs,
-                            mixed)
+    rep = ConvergenceReport(
+        shown, max_rhat, min_bulk, min_tail, n_div, n_draws, hits, ok, msgs, mixed
+    )
     if warn and not ok:
         warnings.warn(rep.verdict, UserWarning, stacklevel=2)
     return rep
@@ -323,8 +352,7 @@ def psis_smooth(posterior, neg_log_lik: np.ndarray) -> tuple[np.ndarray, np.ndar
     reff = 1.0
     if n_chain > 1:
         ess = az.ess(posterior, method="mean")
-        reff = float(np.hstack([np.ravel(ess[v].values) for v in ess.data_vars]).mean()
-                     / n_samples)
+        reff = float(np.hstack([np.ravel(ess[v].values) for v in ess.data_vars]).mean() / n_samples)
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")  # ArviZ's own k warning: callers report their own
         lw, k = az.psislw(neg_log_lik, reff=reff)
@@ -340,8 +368,12 @@ def loo(idata, pointwise: bool = True):
         k = np.asarray(res.pareto_k)
         n_bad = int((k > 0.7).sum())
         if n_bad:
-            warnings.warn(f"{n_bad} observations have Pareto k > 0.7: the PSIS-LOO estimate is "
-                          "unreliable for them; consider K-fold CV.", UserWarning, stacklevel=2)
+            warnings.warn(
+                f"{n_bad} observations have Pareto k > 0.7: the PSIS-LOO estimate is "
+                "unreliable for them; consider K-fold CV.",
+                UserWarning,
+                stacklevel=2,
+            )
     return res
 
 
@@ -391,8 +423,9 @@ def loo_compare(models: dict) -> pd.DataFrame:
     for name, m in models.items():
         idata = getattr(m, "idata_", m)
         if not hasattr(idata, "groups") or "log_likelihood" not in idata.groups():
-            raise ValueError(f"models[{name!r}] has no log_likelihood group to compute "
-                             "PSIS-LOO from")
+            raise ValueError(
+                f"models[{name!r}] has no log_likelihood group to compute PSIS-LOO from"
+            )
         with warnings.catch_warnings(), _quiet_arviz_log():
             warnings.simplefilter("ignore")  # reported as n_pareto_k_bad
             res[name] = az.loo(idata, pointwise=True)
@@ -404,10 +437,14 @@ def loo_compare(models: dict) -> pd.DataFrame:
     rows = {}
     for name, r in res.items():
         diff = best_i - np.asarray(r.loo_i).ravel()
-        rows[name] = {"elpd_loo": float(r.elpd_loo), "se": float(r.se),
-                      "p_loo": float(r.p_loo), "elpd_diff": float(diff.sum()),
-                      "se_diff": float(np.sqrt(diff.size * np.var(diff))),
-                      "n_pareto_k_bad": int((np.asarray(r.pareto_k) > 0.7).sum())}
+        rows[name] = {
+            "elpd_loo": float(r.elpd_loo),
+            "se": float(r.se),
+            "p_loo": float(r.p_loo),
+            "elpd_diff": float(diff.sum()),
+            "se_diff": float(np.sqrt(diff.size * np.var(diff))),
+            "n_pareto_k_bad": int((np.asarray(r.pareto_k) > 0.7).sum()),
+        }
     return pd.DataFrame.from_dict(rows, orient="index").sort_values("elpd_diff")
 
 
@@ -487,8 +524,7 @@ def multiclass_metrics(y, P, *, n_bins: int = 10) -> dict:
         "auc_ovr_macro": auc,
         "brier": float(np.mean(np.sum((P - onehot) ** 2, axis=1))),
         "log_loss": float(skm.log_loss(y, np.clip(P, 1e-12, 1.0), labels=labels)),
-        "ece_top_label": expected_calibration_error(P.argmax(axis=1) == y, P.max(axis=1),
-                                                    n_bins),
+        "ece_top_label": expected_calibration_error(P.argmax(axis=1) == y, P.max(axis=1), n_bins),
     }
 
 

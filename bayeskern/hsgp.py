@@ -70,8 +70,9 @@ def _kept(m: tuple, truncate: bool):
     if not truncate or len(m) == 1:
         return None
     # NumPyro's order of the grid (``eigenindices``: the first column varies slowest), from 1
-    idx = np.stack([g.ravel() for g in np.meshgrid(*(np.arange(1, k + 1) for k in m),
-                                                   indexing="ij")]).astype(float)
+    idx = np.stack(
+        [g.ravel() for g in np.meshgrid(*(np.arange(1, k + 1) for k in m), indexing="ij")]
+    ).astype(float)
     return np.flatnonzero(np.sum(((idx - 0.5) / np.asarray(m)[:, None]) ** 2, axis=0) <= 1.0)
 
 
@@ -85,6 +86,7 @@ def _eigenfunctions(X, center, ell, m: tuple, truncate: bool):
     phi = eigenfunctions(X - center, ell, list(m))
     kept = _kept(m, truncate)
     return phi if kept is None else phi[:, kept]
+
 
 __all__ = [
     "FAMILY_RULES",
@@ -122,8 +124,12 @@ FAMILY_RULES: dict[str, tuple[float, float]] = {
 #: kernel class name -> family of :data:`FAMILY_RULES`; a stationary kernel with a spectral
 #: density not listed here (the rational quadratic, whose tails are heavier than the
 #: squared exponential's) gets the Matérn-3/2 relations
-_FAMILY_OF = {"RBF": "squared_exponential", "Matern52": "matern52", "Matern32": "matern32",
-              "Laplacian": "matern12"}
+_FAMILY_OF = {
+    "RBF": "squared_exponential",
+    "Matern52": "matern52",
+    "Matern32": "matern32",
+    "Laplacian": "matern12",
+}
 
 #: most basis functions per input column of one stationary term, by number of columns
 #: (128; 20 × 20, of which the ellipsoid keeps 316; 7 × 7 × 7, of which it keeps 184), so
@@ -203,8 +209,9 @@ class Basis:
 
     def __call__(self, X) -> jax.Array:
         """Return the eigenfunctions at the rows of ``X`` (standardized), shape ``(N, M)``."""
-        return _eigenfunctions(jnp.asarray(X), jnp.asarray(self.center), self._ell(),
-                               tuple(self.m), self.truncate)
+        return _eigenfunctions(
+            jnp.asarray(X), jnp.asarray(self.center), self._ell(), tuple(self.m), self.truncate
+        )
 
     def contains(self, X) -> np.ndarray:
         """Return, per row of ``X``, whether it lies inside the box (where the basis holds)."""
@@ -234,8 +241,15 @@ def _half_range(X_std) -> tuple[np.ndarray, np.ndarray]:
     return 0.5 * (lo + hi), np.maximum(0.5 * (hi - lo), 0.5)
 
 
-def choose_basis(X_std, lengthscale_lower, kernel_family: str, *, lengthscale_upper=None,
-                 n_basis=None, max_per_column: int | None = None) -> Basis:
+def choose_basis(
+    X_std,
+    lengthscale_lower,
+    kernel_family: str,
+    *,
+    lengthscale_upper=None,
+    n_basis=None,
+    max_per_column: int | None = None,
+) -> Basis:
     r"""Choose the box and the number of basis functions for one stationary kernel.
 
     Per input column :math:`j`, with :math:`S_j` the half-range of the standardized
@@ -276,20 +290,24 @@ def choose_basis(X_std, lengthscale_lower, kernel_family: str, *, lengthscale_up
         ``(m, L, center)``.
     """
     if kernel_family not in FAMILY_RULES:
-        raise ValueError(f"kernel_family must be one of {sorted(FAMILY_RULES)}, "
-                         f"got {kernel_family!r}")
+        raise ValueError(
+            f"kernel_family must be one of {sorted(FAMILY_RULES)}, got {kernel_family!r}"
+        )
     center, S = _half_range(X_std)
     d = len(S)
     if d > MAX_COLUMNS:
-        raise ValueError(f"the Hilbert-space basis is built for at most {MAX_COLUMNS} input "
-                         f"columns, got {d}")
+        raise ValueError(
+            f"the Hilbert-space basis is built for at most {MAX_COLUMNS} input columns, got {d}"
+        )
     k_c, k_m = FAMILY_RULES[kernel_family]
     lo = np.broadcast_to(np.asarray(lengthscale_lower, dtype=float), (d,))
-    up = lo if lengthscale_upper is None else \
-        np.broadcast_to(np.asarray(lengthscale_upper, dtype=float), (d,))
+    up = (
+        lo
+        if lengthscale_upper is None
+        else np.broadcast_to(np.asarray(lengthscale_upper, dtype=float), (d,))
+    )
     if not (np.all(lo > 0) and np.all(np.isfinite(lo)) and np.all(up > 0)):
-        raise ValueError(f"length-scales must be positive and finite, got lower={lo}, "
-                         f"upper={up}")
+        raise ValueError(f"length-scales must be positive and finite, got lower={lo}, upper={up}")
     L = np.maximum(MIN_BOUNDARY_FACTOR, k_c * up / S) * S
     if n_basis is not None:
         m = np.broadcast_to(np.asarray(n_basis, dtype=int), (d,))
@@ -301,8 +319,9 @@ def choose_basis(X_std, lengthscale_lower, kernel_family: str, *, lengthscale_up
     return Basis(tuple(m), tuple(L), tuple(center))
 
 
-def choose_harmonics(lengthscale_lower: float, *, tol: float = HARMONIC_TOL,
-                     max_harmonics: int = MAX_HARMONICS) -> int:
+def choose_harmonics(
+    lengthscale_lower: float, *, tol: float = HARMONIC_TOL, max_harmonics: int = MAX_HARMONICS
+) -> int:
     r"""Return the number of harmonics :math:`J` of a periodic kernel's cosine series.
 
     The fewest with :math:`1 - \sum_{j \le J} q_j \le` ``tol`` at the length-scale
@@ -341,8 +360,10 @@ def _has_density(k: Kernel) -> bool:
 def hsgp_unsupported_reason(kernel: Kernel, n_columns: int) -> str | None:
     """Why the Hilbert-space basis cannot represent ``kernel`` on ``n_columns``, or ``None``."""
     if n_columns > MAX_COLUMNS:
-        return (f"the Hilbert-space basis is a tensor grid over the input columns and is "
-                f"built for at most {MAX_COLUMNS} columns; X has {n_columns}")
+        return (
+            f"the Hilbert-space basis is a tensor grid over the input columns and is "
+            f"built for at most {MAX_COLUMNS} columns; X has {n_columns}"
+        )
     for term in kernel.terms():
         reason = _term_reason(term, n_columns)
         if reason is not None:
@@ -364,8 +385,10 @@ def _term_reason(term: Kernel, d: int) -> str | None:
             return f"{type(stationary).__name__} has no spectral density"
         return None
     if isinstance(term, Product):
-        return ("a product is represented only as a stationary kernel times a Periodic with a "
-                "fixed period")
+        return (
+            "a product is represented only as a stationary kernel times a Periodic with a "
+            "fixed period"
+        )
     if not _has_density(term):
         return f"{type(term).__name__} has no spectral density"
     return None
@@ -398,9 +421,12 @@ class TermBasis:
     def size(self) -> int:
         """Number of features of the block."""
         n_per = 2 * self.n_harmonics + 1
-        return {"linear": self.n_columns, "stationary": self.basis.size if self.basis else 0,
-                "periodic": n_per,
-                "stationary*periodic": (self.basis.size if self.basis else 0) * n_per}[self.kind]
+        return {
+            "linear": self.n_columns,
+            "stationary": self.basis.size if self.basis else 0,
+            "periodic": n_per,
+            "stationary*periodic": (self.basis.size if self.basis else 0) * n_per,
+        }[self.kind]
 
     def features(self, X) -> jax.Array:
         """Return the block's features at the rows of standardized ``X``, ``(N, size)``."""
@@ -431,21 +457,27 @@ class TermBasis:
     def to_config(self) -> dict:
         """JSON-serializable description (:meth:`from_config` rebuilds it)."""
         b = self.basis
-        return {"kind": self.kind, "n_harmonics": self.n_harmonics, "period": self.period,
-                "n_columns": self.n_columns,
-                "basis": None if b is None else {"m": list(b.m), "L": list(b.L),
-                                                 "center": list(b.center),
-                                                 "truncate": b.truncate}}
+        return {
+            "kind": self.kind,
+            "n_harmonics": self.n_harmonics,
+            "period": self.period,
+            "n_columns": self.n_columns,
+            "basis": None
+            if b is None
+            else {"m": list(b.m), "L": list(b.L), "center": list(b.center), "truncate": b.truncate},
+        }
 
     @classmethod
     def from_config(cls, c: dict) -> TermBasis:
         """Inverse of :meth:`to_config`."""
         b = c.get("basis")
         # runs saved before the ellipsoid truncation used the full grid
-        basis = None if b is None else Basis(b["m"], b["L"], b["center"],
-                                             bool(b.get("truncate", False)))
-        return cls(c["kind"], basis,
-                   int(c["n_harmonics"]), float(c["period"]), int(c["n_columns"]))
+        basis = (
+            None
+            if b is None
+            else Basis(b["m"], b["L"], b["center"], bool(b.get("truncate", False)))
+        )
+        return cls(c["kind"], basis, int(c["n_harmonics"]), float(c["period"]), int(c["n_columns"]))
 
 
 @dataclass(frozen=True)
@@ -471,8 +503,12 @@ class HSGPDesign:
 
     def prior_variances(self, kernel: Kernel, theta: dict, amplitude) -> jax.Array:
         """Return :math:`s(\\theta)`, ``(M,)``, for the named kernel the design was built for."""
-        return jnp.concatenate([a**2 * t.variances(k, theta) for t, k, a in
-                                zip(self.terms, kernel.terms(), amplitude, strict=True)])
+        return jnp.concatenate(
+            [
+                a**2 * t.variances(k, theta)
+                for t, k, a in zip(self.terms, kernel.terms(), amplitude, strict=True)
+            ]
+        )
 
     def contains(self, X) -> np.ndarray:
         """Return, per row of standardized ``X``, whether every basis holds there."""
@@ -528,8 +564,9 @@ def _shrink_to_total(design: HSGPDesign, total: int) -> HSGPDesign:
     return HSGPDesign(tuple(terms))
 
 
-def build_design(kernel: Kernel, X_std, x_scale, *, n_basis=None, bounds: dict | None = None,
-                 growth: int = 1) -> HSGPDesign:
+def build_design(
+    kernel: Kernel, X_std, x_scale, *, n_basis=None, bounds: dict | None = None, growth: int = 1
+) -> HSGPDesign:
     """Build the feature blocks of every additive term of a named, fitted kernel.
 
     Automatic sizes: each stationary part by :func:`choose_basis` between the lower and upper
@@ -575,18 +612,29 @@ def build_design(kernel: Kernel, X_std, x_scale, *, n_basis=None, bounds: dict |
         basis = None
         if stationary is not None:
             lo, up = lengthscale_bounds(stationary, x_scale, bounds)
-            basis = choose_basis(X_std, lo, kernel_family(stationary), lengthscale_upper=up,
-                                 n_basis=n_basis, max_per_column=growth * MAX_PER_COLUMN[d])
-        kind = "stationary" if periodic is None else (
-            "periodic" if stationary is None else "stationary*periodic")
+            basis = choose_basis(
+                X_std,
+                lo,
+                kernel_family(stationary),
+                lengthscale_upper=up,
+                n_basis=n_basis,
+                max_per_column=growth * MAX_PER_COLUMN[d],
+            )
+        kind = (
+            "stationary"
+            if periodic is None
+            else ("periodic" if stationary is None else "stationary*periodic")
+        )
         specs.append(TermBasis(kind, basis, J, period, d))
     design = HSGPDesign(tuple(specs))
     return design if n_basis is not None else _shrink_to_total(design, growth * MAX_TOTAL)
 
 
 def _periodic_theta(periodic: Periodic, lengthscale, period: float) -> dict:
-    return {periodic._site("lengthscale"): jnp.asarray(lengthscale, dtype=float),
-            periodic._site("period"): jnp.asarray(period, dtype=float)}
+    return {
+        periodic._site("lengthscale"): jnp.asarray(lengthscale, dtype=float),
+        periodic._site("period"): jnp.asarray(period, dtype=float),
+    }
 
 
 # --------------------------------------------------------------------------- after a fit
@@ -618,15 +666,18 @@ class BasisCheck:
 
     def message(self) -> str:
         """Return a sentence with the numbers, for a warning."""
-        return (f"{self.parameter} (term {self.term}): {100 * self.fraction_short:.0f}% of "
-                f"the posterior draws are shorter than the {self.shortest:.3g} the basis "
-                f"resolves and {100 * self.fraction_long:.0f}% longer than {self.longest:.3g} "
-                f"(standardized units; draws' 5-95% range {self.quantiles[0]:.3g}-"
-                f"{self.quantiles[1]:.3g})")
+        return (
+            f"{self.parameter} (term {self.term}): {100 * self.fraction_short:.0f}% of "
+            f"the posterior draws are shorter than the {self.shortest:.3g} the basis "
+            f"resolves and {100 * self.fraction_long:.0f}% longer than {self.longest:.3g} "
+            f"(standardized units; draws' 5-95% range {self.quantiles[0]:.3g}-"
+            f"{self.quantiles[1]:.3g})"
+        )
 
 
-def check_basis(basis: Basis, lengthscale_draws, family: str, *, term: str = "",
-                parameter: str = "lengthscale") -> BasisCheck:
+def check_basis(
+    basis: Basis, lengthscale_draws, family: str, *, term: str = "", parameter: str = "lengthscale"
+) -> BasisCheck:
     r"""Measure the posterior mass on length-scales the basis cannot resolve.
 
     A draw is unresolved when, in some column :math:`j`, :math:`\ell_j < k_m L_j/m_j` (too
@@ -649,12 +700,26 @@ def check_basis(basis: Basis, lengthscale_draws, family: str, *, term: str = "",
     too_short = np.any(ls < short[None, :], axis=1)
     too_long = np.any(ls > long[None, :], axis=1)
     q = np.quantile(ls.min(axis=1), [0.05, 0.95])
-    return BasisCheck(term, parameter, float(np.mean(too_short)), float(np.mean(too_long)),
-                      float(short.min()), float(long.min()), (float(q[0]), float(q[1])))
+    return BasisCheck(
+        term,
+        parameter,
+        float(np.mean(too_short)),
+        float(np.mean(too_long)),
+        float(short.min()),
+        float(long.min()),
+        (float(q[0]), float(q[1])),
+    )
 
 
-def check_harmonics(periodic: Periodic, n_harmonics: int, period: float, lengthscale_draws, *,
-                    term: str = "", tol: float = HARMONIC_TOL) -> BasisCheck:
+def check_harmonics(
+    periodic: Periodic,
+    n_harmonics: int,
+    period: float,
+    lengthscale_draws,
+    *,
+    term: str = "",
+    tol: float = HARMONIC_TOL,
+) -> BasisCheck:
     r"""Measure the posterior mass on periodic length-scales that :math:`J` harmonics miss.
 
     The shortest resolved length-scale is the smallest :math:`\ell` (on a log grid) at which
@@ -662,11 +727,21 @@ def check_harmonics(periodic: Periodic, n_harmonics: int, period: float, lengths
     ``tol``; longer ones are all resolved (``longest`` is infinite).
     """
     grid = np.geomspace(1e-2, 1e2, 241)
-    q = jax.vmap(lambda ell: periodic.cosine_coefficients(
-        _periodic_theta(periodic, ell, period), n_harmonics))(jnp.asarray(grid))
+    q = jax.vmap(
+        lambda ell: periodic.cosine_coefficients(
+            _periodic_theta(periodic, ell, period), n_harmonics
+        )
+    )(jnp.asarray(grid))
     ok = 1.0 - np.sum(np.asarray(q), axis=1) <= tol
     shortest = float(grid[np.argmax(ok)]) if ok.any() else float("inf")
     ls = np.asarray(lengthscale_draws, dtype=float).reshape(-1)
     qs = np.quantile(ls, [0.05, 0.95])
-    return BasisCheck(term, periodic._site("lengthscale"), float(np.mean(ls < shortest)), 0.0,
-                      shortest, float("inf"), (float(qs[0]), float(qs[1])))
+    return BasisCheck(
+        term,
+        periodic._site("lengthscale"),
+        float(np.mean(ls < shortest)),
+        0.0,
+        shortest,
+        float("inf"),
+        (float(qs[0]), float(qs[1])),
+    )

@@ -61,10 +61,24 @@ import jax.scipy.linalg as jsl
 
 from bayeskern.linalg import cholesky, cholesky_inverse
 
-__all__ = ["LaplaceMode", "laplace_mode", "mode_from_f", "laplace_log_marginal", "laplace_predict",
-           "laplace_loo_logpdf", "probit_logit", "NEWTON_MAX_ITER", "SoftmaxMode",
-           "softmax_laplace_mode", "softmax_mode_from_f", "softmax_log_marginal",
-           "softmax_predict", "softmax_expectation", "softmax_loo_logpdf", "SOFTMAX_MC_DRAWS"]
+__all__ = [
+    "LaplaceMode",
+    "laplace_mode",
+    "mode_from_f",
+    "laplace_log_marginal",
+    "laplace_predict",
+    "laplace_loo_logpdf",
+    "probit_logit",
+    "NEWTON_MAX_ITER",
+    "SoftmaxMode",
+    "softmax_laplace_mode",
+    "softmax_mode_from_f",
+    "softmax_log_marginal",
+    "softmax_predict",
+    "softmax_expectation",
+    "softmax_loo_logpdf",
+    "SOFTMAX_MC_DRAWS",
+]
 
 #: Newton iterations allowed before the mode search is declared failed
 NEWTON_MAX_ITER = 50
@@ -106,8 +120,14 @@ def _b_factor(K, f):
     return pi, sw, cholesky(B)
 
 
-def laplace_mode(K: jax.Array, y: jax.Array, *, f_start: jax.Array | None = None,
-                 max_iter: int = NEWTON_MAX_ITER, tol: float = NEWTON_TOL) -> LaplaceMode:
+def laplace_mode(
+    K: jax.Array,
+    y: jax.Array,
+    *,
+    f_start: jax.Array | None = None,
+    max_iter: int = NEWTON_MAX_ITER,
+    tol: float = NEWTON_TOL,
+) -> LaplaceMode:
     """Newton's method for the mode (R&W Algorithm 3.1), from :math:`f = 0` or ``f_start``.
 
     Each step solves with :math:`B = I + W^{1/2}KW^{1/2}` (eigenvalues in
@@ -147,8 +167,7 @@ def laplace_mode(K: jax.Array, y: jax.Array, *, f_start: jax.Array | None = None
         _, _, value, change, i = state
         return (i < max_iter) & (change > tol) & (jnp.isfinite(value) | (i == 0))
 
-    a, f, value, change, i = jax.lax.while_loop(
-        cond, step, _start(f_start, y, K.dtype, psi))
+    a, f, value, change, i = jax.lax.while_loop(cond, step, _start(f_start, y, K.dtype, psi))
     _, sw, L = _b_factor(K, f)
     log_marginal = value - jnp.sum(jnp.log(jnp.diagonal(L)))
     converged = (change <= tol) & jnp.isfinite(log_marginal)
@@ -177,12 +196,11 @@ def mode_from_f(K: jax.Array, y: jax.Array, f: jax.Array) -> LaplaceMode:
     y = y.astype(K.dtype)
     pi, sw, L = _b_factor(K, f)
     a = y - pi
-    log_marginal = (_loglik(y, f) - 0.5 * jnp.dot(a, f) - jnp.sum(jnp.log(jnp.diagonal(L))))
+    log_marginal = _loglik(y, f) - 0.5 * jnp.dot(a, f) - jnp.sum(jnp.log(jnp.diagonal(L)))
     return LaplaceMode(f, a, sw, L, log_marginal, jnp.asarray(True), jnp.asarray(0))
 
 
-def laplace_log_marginal(K: jax.Array, y: jax.Array, f_start: jax.Array | None = None
-                         ) -> jax.Array:
+def laplace_log_marginal(K: jax.Array, y: jax.Array, f_start: jax.Array | None = None) -> jax.Array:
     """Laplace approximation of :math:`\\log p(y \\mid K)` for Bernoulli-logit labels.
 
     ``nan`` when Newton's method did not converge (NUTS then rejects the step, and the mode
@@ -330,13 +348,17 @@ def _solve_i_wk(E, M, K, v):
 
 
 def _softmax_psi(Y, a, f):
-    return (-0.5 * jnp.sum(a * f) + jnp.sum(Y * f)
-            - jnp.sum(jax.scipy.special.logsumexp(f, axis=0)))
+    return -0.5 * jnp.sum(a * f) + jnp.sum(Y * f) - jnp.sum(jax.scipy.special.logsumexp(f, axis=0))
 
 
-def softmax_laplace_mode(K: jax.Array, Y: jax.Array, *, f_start: jax.Array | None = None,
-                         max_iter: int = NEWTON_MAX_ITER, tol: float = NEWTON_TOL
-                         ) -> SoftmaxMode:
+def softmax_laplace_mode(
+    K: jax.Array,
+    Y: jax.Array,
+    *,
+    f_start: jax.Array | None = None,
+    max_iter: int = NEWTON_MAX_ITER,
+    tol: float = NEWTON_TOL,
+) -> SoftmaxMode:
     """Newton's method for the softmax mode (R&W Algorithm 3.3), from :math:`f = 0` or ``f_start``.
 
     Each step is :math:`a = (I + WK)^{-1} b`, :math:`b = Wf + y - \\pi`, :math:`f = Ka`, with
@@ -374,15 +396,15 @@ def softmax_laplace_mode(K: jax.Array, Y: jax.Array, *, f_start: jax.Array | Non
         return (i < max_iter) & (change > tol) & (jnp.isfinite(value) | (i == 0))
 
     a, f, value, change, i = jax.lax.while_loop(
-        cond, step, _start(f_start, Y, K.dtype, lambda a, f: _softmax_psi(Y, a, f)))
+        cond, step, _start(f_start, Y, K.dtype, lambda a, f: _softmax_psi(Y, a, f))
+    )
     return _softmax_at(K, Y, f, a, value, (change <= tol), i)
 
 
 def _softmax_at(K, Y, f, a, value, converged, n_iter):
     pi, E, M, half_logdet = _softmax_factors(K, f)
     log_marginal = value - half_logdet
-    return SoftmaxMode(f, a, pi, E, M, log_marginal, converged & jnp.isfinite(log_marginal),
-                       n_iter)
+    return SoftmaxMode(f, a, pi, E, M, log_marginal, converged & jnp.isfinite(log_marginal), n_iter)
 
 
 def softmax_mode_from_f(K: jax.Array, Y: jax.Array, f: jax.Array) -> SoftmaxMode:
@@ -395,8 +417,7 @@ def softmax_mode_from_f(K: jax.Array, Y: jax.Array, f: jax.Array) -> SoftmaxMode
     return _softmax_at(K, Y, f, a, _softmax_psi(Y, a, f), jnp.asarray(True), jnp.asarray(0))
 
 
-def softmax_log_marginal(K: jax.Array, Y: jax.Array, f_start: jax.Array | None = None
-                         ) -> jax.Array:
+def softmax_log_marginal(K: jax.Array, Y: jax.Array, f_start: jax.Array | None = None) -> jax.Array:
     r"""Laplace approximation of :math:`\log p(y \mid K)` for softmax (multi-class) labels.
 
     .. math:: \log q(y\mid\theta) = -\tfrac12\hat a^\top\hat f + y^\top\hat f
@@ -441,8 +462,13 @@ def _softmax_bwd(res, g):
     a = mode.a
     # dh/dK_c at the fixed mode, h = -1/2 log|I + KW|: -1/2 [(K + W^-1)^-1]_cc
     # = -1/2 (E_c - E_c (sum_c E_c)^-1 E_c) (R&W eq. 3.41-3.42)
-    ME = jnp.moveaxis(jsl.solve_triangular(mode.chol_m, jnp.concatenate(mode.E, axis=1),
-                                           lower=True).reshape(K.shape[1], *K.shape[:2]), 1, 0)
+    ME = jnp.moveaxis(
+        jsl.solve_triangular(mode.chol_m, jnp.concatenate(mode.E, axis=1), lower=True).reshape(
+            K.shape[1], *K.shape[:2]
+        ),
+        1,
+        0,
+    )
     dK = -0.5 * (mode.E - jnp.einsum("cji,cjk->cik", ME, ME))  # ME_c = M^-1 E_c
     # dh/df at fixed K: dh = -1/2 sum_i tr(S_i dW_i), S_i the latent posterior covariance
     # (C x C) at training point i and W_i = diag(pi_i) - pi_i pi_i^T
@@ -493,8 +519,9 @@ def softmax_predict(mode: SoftmaxMode, K_cross: jax.Array, k_diag: jax.Array):
 SOFTMAX_MC_DRAWS = 1000
 
 
-def softmax_expectation(mean: jax.Array, cov: jax.Array, key: jax.Array,
-                        n_mc: int = SOFTMAX_MC_DRAWS) -> jax.Array:
+def softmax_expectation(
+    mean: jax.Array, cov: jax.Array, key: jax.Array, n_mc: int = SOFTMAX_MC_DRAWS
+) -> jax.Array:
     r"""Monte Carlo :math:`E[\mathrm{softmax}(f_*)]`, :math:`f_* \sim N(\mu_*, \Sigma_*)`.
 
     R&W Algorithm 3.4, lines 10-13 (Rasmussen & Williams 2006): the average of the softmax
@@ -532,8 +559,9 @@ def _small_cholesky(A):
             s = A[..., i, j] - sum((L[i][k] * L[j][k] for k in range(j)), 0.0)
             L[i][j] = s / L[j][j]
     zero = jnp.zeros_like(A[..., 0, 0])
-    return jnp.stack([jnp.stack([L[i][j] if j <= i else zero for j in range(C)], -1)
-                      for i in range(C)], -2)
+    return jnp.stack(
+        [jnp.stack([L[i][j] if j <= i else zero for j in range(C)], -1) for i in range(C)], -2
+    )
 
 
 def _small_inverse(L):
@@ -550,8 +578,9 @@ def _small_inverse(L):
     return jnp.einsum("...ki,...kj->...ij", Linv, Linv)
 
 
-def softmax_loo_logpdf(mode: SoftmaxMode, K: jax.Array, Y: jax.Array, key: jax.Array,
-                       n_mc: int = SOFTMAX_MC_DRAWS) -> jax.Array:
+def softmax_loo_logpdf(
+    mode: SoftmaxMode, K: jax.Array, Y: jax.Array, key: jax.Array, n_mc: int = SOFTMAX_MC_DRAWS
+) -> jax.Array:
     r"""Leave-one-out predictive log probabilities for the softmax Laplace approximation.
 
     The multi-class form of LA-LOO (Vehtari et al. 2016, JMLR 17(103)): the Laplace

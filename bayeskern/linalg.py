@@ -16,9 +16,18 @@ import jax.numpy as jnp
 import jax.scipy.linalg as jsl
 import numpy as np
 
-__all__ = ["JITTERS", "safe_cholesky", "cho_solve", "cholesky", "triangular_inverse",
-           "cholesky_inverse", "gaussian_logpdf", "DistinctPairs", "distinct_pairs",
-           "expand_pairs"]
+__all__ = [
+    "JITTERS",
+    "safe_cholesky",
+    "cho_solve",
+    "cholesky",
+    "triangular_inverse",
+    "cholesky_inverse",
+    "gaussian_logpdf",
+    "DistinctPairs",
+    "distinct_pairs",
+    "expand_pairs",
+]
 
 #: relative jitters tried in order by :func:`safe_cholesky` (times the mean diagonal)
 JITTERS = (0.0, 1e-10, 1e-8, 1e-6, 1e-4, 1e-2)
@@ -171,8 +180,11 @@ def _gaussian_fwd(y, K):
     L = cholesky(K)
     alpha = cho_solve(L, y)
     n = y.shape[-1]
-    logp = (-0.5 * jnp.dot(y, alpha) - jnp.sum(jnp.log(jnp.diagonal(L)))
-            - 0.5 * n * math.log(2 * math.pi))
+    logp = (
+        -0.5 * jnp.dot(y, alpha)
+        - jnp.sum(jnp.log(jnp.diagonal(L)))
+        - 0.5 * n * math.log(2 * math.pi)
+    )
     return logp, (L, alpha)
 
 
@@ -223,8 +235,13 @@ def distinct_pairs(X) -> DistinctPairs:
     index = np.empty((n, n), np.int32)
     index[rows, cols] = index[cols, rows] = segment
     order = np.argsort(segment, kind="stable")
-    return DistinctPairs(jnp.asarray(tau), jnp.asarray(index), jnp.asarray(rows[order]),
-                         jnp.asarray(cols[order]), jnp.asarray(segment[order]))
+    return DistinctPairs(
+        jnp.asarray(tau),
+        jnp.asarray(index),
+        jnp.asarray(rows[order]),
+        jnp.asarray(cols[order]),
+        jnp.asarray(segment[order]),
+    )
 
 
 @jax.custom_vjp
@@ -239,9 +256,13 @@ def _expand_fwd(values, index, rows, cols, segment):
 def _expand_bwd(res, W):
     rows, cols, segment, values = res
     w = W[rows, cols] + jnp.where(rows != cols, W[cols, rows], 0.0)
-    return (jax.ops.segment_sum(w, segment, num_segments=values.shape[0],
-                                indices_are_sorted=True),
-            None, None, None, None)
+    return (
+        jax.ops.segment_sum(w, segment, num_segments=values.shape[0], indices_are_sorted=True),
+        None,
+        None,
+        None,
+        None,
+    )
 
 
 _expand.defvjp(_expand_fwd, _expand_bwd)

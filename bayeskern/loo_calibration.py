@@ -38,8 +38,15 @@ from bayeskern.estimators.base import flat_draws, map_draws
 from bayeskern.estimators.gp import GPRegressor
 from bayeskern.models.gp import regression_factors
 
-__all__ = ["LOOCalibration", "psis_log_weights", "weighted_mixture_cdf",
-           "weighted_mixture_quantile", "gp_loo_components", "loo_calibration", "PARETO_K_MAX"]
+__all__ = [
+    "LOOCalibration",
+    "psis_log_weights",
+    "weighted_mixture_cdf",
+    "weighted_mixture_quantile",
+    "gp_loo_components",
+    "loo_calibration",
+    "PARETO_K_MAX",
+]
 
 #: Pareto k above which PSIS is unreliable for an observation (Vehtari et al. 2017/2024)
 PARETO_K_MAX = 0.7
@@ -98,8 +105,9 @@ def gp_loo_components(est: GPRegressor) -> tuple[np.ndarray, np.ndarray]:
     loc, scale : arrays, shape (S, n)
     """
     if getattr(est, "approximation_", "exact") != "exact":
-        raise ValueError(f"est must be an exact GP regression, got approximation "
-                         f"{est.approximation_!r}")
+        raise ValueError(
+            f"est must be an exact GP regression, got approximation {est.approximation_!r}"
+        )
     kernel, x_scale = est.kernel_, est.x_std_.scale
     X = jnp.asarray(est.x_std_.transform(np.asarray(est.idata_.constant_data["X"])))
     y = est.y_std_.transform(np.asarray(est.idata_.observed_data["y"]))
@@ -183,9 +191,15 @@ def _classification(est, idata, log_w, k) -> LOOCalibration:
     p_obs = np.exp(ll.reshape(-1, ll.shape[-1]))  # P(observed label | y_-i, theta_s)
     q = np.where(y01 == 1, p_obs, 1.0 - p_obs)
     proba = np.sum(np.exp(log_w) * q, axis=0)
-    return LOOCalibration("classification", y01, k,
-                          diagnostics.classification_metrics(y01, proba), proba=proba,
-                          proba_draws=q, log_weights=log_w)
+    return LOOCalibration(
+        "classification",
+        y01,
+        k,
+        diagnostics.classification_metrics(y01, proba),
+        proba=proba,
+        proba_draws=q,
+        log_weights=log_w,
+    )
 
 
 def loo_calibration(est) -> LOOCalibration:
@@ -206,15 +220,19 @@ def loo_calibration(est) -> LOOCalibration:
     """
     idata = getattr(est, "idata_", None)
     if idata is None or not {"log_likelihood", "observed_data"} <= set(idata.groups()):
-        raise ValueError(f"est ({type(est).__name__}) has no idata_ with log_likelihood and "
-                         "observed_data: fit a bayeskern Bayesian estimator first")
+        raise ValueError(
+            f"est ({type(est).__name__}) has no idata_ with log_likelihood and "
+            "observed_data: fit a bayeskern Bayesian estimator first"
+        )
     is_clf = hasattr(est, "predict_proba")
     if is_clf and len(est.classes_) != 2:
         raise ValueError(f"est has {len(est.classes_)} classes; LOO calibration is binary only")
-    if not is_clf and not (isinstance(est, GPRegressor)
-                           and getattr(est, "approximation_", "exact") == "exact"):
+    if not is_clf and not (
+        isinstance(est, GPRegressor) and getattr(est, "approximation_", "exact") == "exact"
+    ):
         raise NotImplementedError(
             f"LOO-PIT for {type(est).__name__} needs its per-draw leave-one-out predictive; "
-            "only exact-GP GPRegressor provides it so far")
+            "only exact-GP GPRegressor provides it so far"
+        )
     log_w, k = psis_log_weights(idata)
     return _classification(est, idata, log_w, k) if is_clf else _regression(est, log_w, k)

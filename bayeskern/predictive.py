@@ -40,10 +40,15 @@ def draw_seed(random_state) -> int:
         return 0
     if isinstance(random_state, np.random.Generator):
         return int(random_state.integers(2**63))
-    if isinstance(random_state, bool) or not isinstance(random_state, (int, np.integer)) \
-            or random_state < 0:
-        raise ValueError(f"random_state must be a non-negative int, a numpy Generator or "
-                         f"None, got {random_state!r}")
+    if (
+        isinstance(random_state, bool)
+        or not isinstance(random_state, (int, np.integer))
+        or random_state < 0
+    ):
+        raise ValueError(
+            f"random_state must be a non-negative int, a numpy Generator or "
+            f"None, got {random_state!r}"
+        )
     return int(random_state)
 
 
@@ -59,8 +64,9 @@ def row_uniforms(seed: int, rows, n_draws: int, stream: int = 0) -> np.ndarray:
     """
     rows = np.asarray(rows, dtype=np.uint64)
     j = np.arange(n_draws, dtype=np.uint64)[:, None]
-    z = ((rows[None, :] * np.uint64(n_draws) + j) * np.uint64(4) + np.uint64(stream)) \
-        ^ np.uint64(seed * 0x9E3779B97F4A7C15 % 2**64)
+    z = ((rows[None, :] * np.uint64(n_draws) + j) * np.uint64(4) + np.uint64(stream)) ^ np.uint64(
+        seed * 0x9E3779B97F4A7C15 % 2**64
+    )
     z = z + _GOLDEN
     z = (z ^ (z >> np.uint64(30))) * np.uint64(0xBF58476D1CE4E5B9)
     z = (z ^ (z >> np.uint64(27))) * np.uint64(0x94D049BB133111EB)
@@ -111,8 +117,9 @@ class MixturePredictive:
         """Mixture variance, :math:`\\frac1S\\sum_s(\\sigma_s^2+\\mu_s^2) - \\bar\\mu^2`."""
         comp_var = self.scale**2
         if self.df is not None:
-            comp_var = comp_var * np.where(self.df > 2, self.df / np.maximum(self.df - 2, 1e-12),
-                                           np.inf)
+            comp_var = comp_var * np.where(
+                self.df > 2, self.df / np.maximum(self.df - 2, 1e-12), np.inf
+            )
         m = self.mean()
         return np.maximum((comp_var + self.loc**2).mean(axis=0) - m**2, 0.0)
 
@@ -136,8 +143,9 @@ class MixturePredictive:
         if self.df is None:
             return special.ndtr(z), np.exp(-0.5 * z * z) / (np.sqrt(2 * np.pi) * scale)
         df = self.df[:, cols]
-        logc = special.gammaln(0.5 * (df + 1)) - special.gammaln(0.5 * df) \
-            - 0.5 * np.log(np.pi * df)
+        logc = (
+            special.gammaln(0.5 * (df + 1)) - special.gammaln(0.5 * df) - 0.5 * np.log(np.pi * df)
+        )
         return special.stdtr(df, z), np.exp(logc - 0.5 * (df + 1) * np.log1p(z * z / df)) / scale
 
     def quantile(self, q: float, tol: float = 1e-12) -> np.ndarray:
@@ -205,8 +213,9 @@ class MixturePredictive:
         z = special.ndtri(u) if self.df is None else special.stdtrit(self.df[idx, cols], u)
         return self.loc[idx, cols] + self.scale[idx, cols] * z
 
-    def sample_components(self, components, random_state=None, row_offset: int = 0,
-                          stream: int = 2) -> np.ndarray:
+    def sample_components(
+        self, components, random_state=None, row_offset: int = 0, stream: int = 2
+    ) -> np.ndarray:
         """Return one draw from each listed component, ``(len(components), n)``.
 
         :math:`y_{ji} = \\mu_{s_j i} + \\sigma_{s_j i} z_{ji}` with :math:`s_j` =
@@ -224,5 +233,6 @@ class MixturePredictive:
 
     def subset(self, sl) -> MixturePredictive:
         """Return the mixture restricted to points ``sl``."""
-        return MixturePredictive(self.loc[:, sl], self.scale[:, sl],
-                                 None if self.df is None else self.df[:, sl])
+        return MixturePredictive(
+            self.loc[:, sl], self.scale[:, sl], None if self.df is None else self.df[:, sl]
+        )

@@ -38,8 +38,15 @@ from bayeskern.models.gabasr_spectrum import mixture_components
 from bayeskern.plots import panels
 from bayeskern.runs import atomic_write
 
-__all__ = ["report", "render_report", "compare_report", "render_compare_report",
-           "held_out_predictions", "HeldOut", "export_pdf"]
+__all__ = [
+    "report",
+    "render_report",
+    "compare_report",
+    "render_compare_report",
+    "held_out_predictions",
+    "HeldOut",
+    "export_pdf",
+]
 
 _CSS = """
 body{font-family:system-ui,Segoe UI,Helvetica,Arial,sans-serif;max-width:1000px;margin:2em auto;
@@ -93,8 +100,17 @@ def _class_codes(est, y) -> np.ndarray:
     return y.astype(int)
 
 
-def render_report(est, *, X_test=None, y_test=None, X_train=None, y_train=None, title=None,
-                  data_name=None, target_name=None) -> str:
+def render_report(
+    est,
+    *,
+    X_test=None,
+    y_test=None,
+    X_train=None,
+    y_train=None,
+    title=None,
+    data_name=None,
+    target_name=None,
+) -> str:
     """Return the report of a fitted estimator as an HTML string.
 
     A Bayesian estimator (``idata_``) gets the uncertainty report; without held-out rows its
@@ -125,23 +141,40 @@ def render_report(est, *, X_test=None, y_test=None, X_train=None, y_train=None, 
 
         check_is_fitted(est)
         with plots.detached():
-            return _render_classical(est, X_train=X_train, y_train=y_train, X_test=X_test,
-                                     y_test=y_test, title=title, data_name=data_name,
-                                     target_name=target_name)
+            return _render_classical(
+                est,
+                X_train=X_train,
+                y_train=y_train,
+                X_test=X_test,
+                y_test=y_test,
+                title=title,
+                data_name=data_name,
+                target_name=target_name,
+            )
     with plots.detached():
-        return _render(est, X_test=X_test, y_test=y_test, title=title, data_name=data_name,
-                       target_name=target_name)
+        return _render(
+            est,
+            X_test=X_test,
+            y_test=y_test,
+            title=title,
+            data_name=data_name,
+            target_name=target_name,
+        )
 
 
-def _render_classical(est, *, X_train, y_train, X_test, y_test, title, data_name,
-                      target_name) -> str:
+def _render_classical(
+    est, *, X_train, y_train, X_test, y_test, title, data_name, target_name
+) -> str:
     name = type(est).__name__
-    parts = [f"<h1>{_e(title or f'Report: {name} (classical fit)')}</h1>",
-             f"<p class='muted'>generated {_e(time.strftime('%Y-%m-%d %H:%M:%S'))} by bayeskern"
-             f" {_e(_version())}; data: {_e(data_name or '(in memory)')}, target: "
-             f"{_e(target_name or 'y')}</p>"]
-    for part in report_classical.classical_parts(est, X_train=X_train, y_train=y_train,
-                                                 X_test=X_test, y_test=y_test, table=_table):
+    parts = [
+        f"<h1>{_e(title or f'Report: {name} (classical fit)')}</h1>",
+        f"<p class='muted'>generated {_e(time.strftime('%Y-%m-%d %H:%M:%S'))} by bayeskern"
+        f" {_e(_version())}; data: {_e(data_name or '(in memory)')}, target: "
+        f"{_e(target_name or 'y')}</p>",
+    ]
+    for part in report_classical.classical_parts(
+        est, X_train=X_train, y_train=y_train, X_test=X_test, y_test=y_test, table=_table
+    ):
         parts.append(part if isinstance(part, str) else _fig_html(part, "figure"))
     return _page(title or name, parts)
 
@@ -155,37 +188,56 @@ def _render(est, *, X_test, y_test, title, data_name, target_name) -> str:
     y = np.asarray(idata.observed_data["y"]) if stored else None
     is_clf = hasattr(est, "predict_proba")
     name = type(est).__name__
-    parts = [f"<h1>{_e(title or f'Uncertainty report: {name}')}</h1>",
-             f"<p class='muted'>generated {_e(time.strftime('%Y-%m-%d %H:%M:%S'))} by bayeskern"
-             f" {_e(post.attrs.get('bayeskern_version', ''))}</p>"]
+    parts = [
+        f"<h1>{_e(title or f'Uncertainty report: {name}')}</h1>",
+        f"<p class='muted'>generated {_e(time.strftime('%Y-%m-%d %H:%M:%S'))} by bayeskern"
+        f" {_e(post.attrs.get('bayeskern_version', ''))}</p>",
+    ]
 
     # ---------------------------------------------------------------- what was fitted
     feats = getattr(est, "feature_names_in_", None)
     feats = list(feats) if feats is not None else [f"x{j}" for j in range(est.n_features_in_)]
     parts.append("<h2>What was fitted</h2>")
     n_rows = X.shape[0] if stored else "(not stored in the run)"
-    rows = [("model", name), ("kernel", getattr(est, "kernel_", "")),
-            ("data", data_name or "(in memory)"), ("target", target_name or "y"),
-            ("training rows × features", f"{n_rows} × {est.n_features_in_}"),
-            ("features", ", ".join(map(str, feats[:30])) + (" …" if len(feats) > 30 else "")),
-            ("held-out rows", 0 if y_test is None else len(y_test))]
+    rows = [
+        ("model", name),
+        ("kernel", getattr(est, "kernel_", "")),
+        ("data", data_name or "(in memory)"),
+        ("target", target_name or "y"),
+        ("training rows × features", f"{n_rows} × {est.n_features_in_}"),
+        ("features", ", ".join(map(str, feats[:30])) + (" …" if len(feats) > 30 else "")),
+        ("held-out rows", 0 if y_test is None else len(y_test)),
+    ]
     if is_clf:
         rows.append(("classes", ", ".join(map(str, est.classes_))))
     elif stored:
         rows.append(("target mean / sd", f"{np.mean(y):.4g} / {np.std(y):.4g}"))
-    for k in ("sampler", "num_warmup", "num_samples", "num_chains", "chain_method",
-              "target_accept_prob", "random_state"):
+    for k in (
+        "sampler",
+        "num_warmup",
+        "num_samples",
+        "num_chains",
+        "chain_method",
+        "target_accept_prob",
+        "random_state",
+    ):
         if k in post.attrs:
             rows.append((k.replace("_", " "), post.attrs[k]))
     parts.append(_table(rows, ["item", "value"]))
     pri, note = report_priors.prior_rows(est)
     if pri:
-        parts.append("<h3>Priors</h3>" + _table(pri, ["site", "prior", "shape"])
-                     + f"<p class='muted'>{_e(note)}</p>")
+        parts.append(
+            "<h3>Priors</h3>"
+            + _table(pri, ["site", "prior", "shape"])
+            + f"<p class='muted'>{_e(note)}</p>"
+        )
     from bayeskern.runs import _versions
 
-    parts.append("<p class='muted'>versions: " + _e(", ".join(f"{k} {v}" for k, v in
-                                                               _versions().items())) + "</p>")
+    parts.append(
+        "<p class='muted'>versions: "
+        + _e(", ".join(f"{k} {v}" for k, v in _versions().items()))
+        + "</p>"
+    )
 
     # ---------------------------------------------------------------- convergence
     conv = getattr(est, "convergence_", None) or diagnostics.convergence_report(idata, warn=False)
@@ -194,15 +246,26 @@ def _render(est, *, X_test, y_test, title, data_name, target_name) -> str:
     parts.append(f"<div class='{cls}'>{_e(conv.verdict)}</div>")
     tab = conv.table
     cols = [c for c in ("r_hat", "ess_bulk", "ess_tail", "mcse_mean") if c in tab.columns]
-    parts.append(_table([(i, *[tab.loc[i, c] for c in cols]) for i in tab.index[:40]],
-                        ["quantity", *cols]))
+    parts.append(
+        _table([(i, *[tab.loc[i, c] for c in cols]) for i in tab.index[:40]], ["quantity", *cols])
+    )
     steps = post.attrs.get("mean_steps_per_draw")
-    steps = (f"; mean leapfrog steps per draw: {float(steps):.1f}"
-             if steps is not None and np.isfinite(float(steps)) else "")
-    parts.append(f"<p>divergent transitions: {conv.n_divergent} of {conv.n_draws} draws; "
-                 f"maximum tree depth reached: {conv.tree_depth_hits}{_e(steps)}</p>")
-    scalar_vars = [v for v in post.data_vars if post[v].ndim <= 3 and v not in ("f", "eta")
-                   and not v.endswith(diagnostics.DATA_UNITS_SUFFIX)]  # restatements: not sampled
+    steps = (
+        f"; mean leapfrog steps per draw: {float(steps):.1f}"
+        if steps is not None and np.isfinite(float(steps))
+        else ""
+    )
+    parts.append(
+        f"<p>divergent transitions: {conv.n_divergent} of {conv.n_draws} draws; "
+        f"maximum tree depth reached: {conv.tree_depth_hits}{_e(steps)}</p>"
+    )
+    scalar_vars = [
+        v
+        for v in post.data_vars
+        if post[v].ndim <= 3
+        and v not in ("f", "eta")
+        and not v.endswith(diagnostics.DATA_UNITS_SUFFIX)
+    ]  # restatements: not sampled
     if scalar_vars:
         parts.append(_fig_html(plots.plot_trace(idata, scalar_vars), "trace plots"))
 
@@ -213,9 +276,11 @@ def _render(est, *, X_test, y_test, title, data_name, target_name) -> str:
     where = "held-out data" if has_test else "training data (no held-out data given)"
     loo_cal, loo_why = (None, "") if has_test or Xe is None else report_calibration.try_loo(est)
     if Xe is None:
-        parts.append("<div class='warn'>This run stores no training rows and no held-out data "
-                     "was given, so there is nothing to evaluate the fit on: pass X_test and "
-                     "y_test (command line: fit with --holdout 0.2).</div>")
+        parts.append(
+            "<div class='warn'>This run stores no training rows and no held-out data "
+            "was given, so there is nothing to evaluate the fit on: pass X_test and "
+            "y_test (command line: fit with --holdout 0.2).</div>"
+        )
     elif is_clf and len(est.classes_) > 2:
         P = est.predict_proba(as_fitted_input(est, Xe))
         codes = _class_codes(est, ye)
@@ -234,8 +299,9 @@ def _render(est, *, X_test, y_test, title, data_name, target_name) -> str:
         axes[0].set_title(f"reliability ({where})", fontsize=9)
         parts.append(_fig_html(fig, "reliability diagram and ROC"))
         if has_test:
-            parts += report_calibration.reliability_band_section(est, as_fitted_input(est, Xe), y01,
-                                                                 _fig_html)
+            parts += report_calibration.reliability_band_section(
+                est, as_fitted_input(est, Xe), y01, _fig_html
+            )
         m = diagnostics.classification_metrics(y01, p)
     else:
         pred_e = est.predictive(as_fitted_input(est, Xe))
@@ -243,10 +309,14 @@ def _render(est, *, X_test, y_test, title, data_name, target_name) -> str:
             lo_x = min(Xe.min(), X.min() if stored else np.inf)
             hi_x = max(Xe.max(), X.max() if stored else -np.inf)
             grid = np.linspace(lo_x, hi_x, 400)[:, None]
-            ax = plots.plot_predictive_1d(grid[:, 0], est.predictive(as_fitted_input(est, grid)),
-                                          X_train=X, y_train=y,
-                                          X_test=X_test if has_test else None,
-                                          y_test=y_test if has_test else None)
+            ax = plots.plot_predictive_1d(
+                grid[:, 0],
+                est.predictive(as_fitted_input(est, grid)),
+                X_train=X,
+                y_train=y,
+                X_test=X_test if has_test else None,
+                y_test=y_test if has_test else None,
+            )
             ax.set_xlabel(_e(feats[0]))
             ax.set_ylabel(_e(target_name or "y"))
             parts.append(_fig_html(ax, "predictive bands"))
@@ -262,19 +332,25 @@ def _render(est, *, X_test, y_test, title, data_name, target_name) -> str:
     elif Xe is not None:
         parts.append(f"<h2>Calibration on {_e(where)}</h2>")
         if not has_test:
-            parts.append("<div class='warn'>In-sample calibration (optimistic): no rows were "
-                         f"held out and leave-one-out calibration is not available ({_e(loo_why)})."
-                         "</div>")
+            parts.append(
+                "<div class='warn'>In-sample calibration (optimistic): no rows were "
+                f"held out and leave-one-out calibration is not available ({_e(loo_why)})."
+                "</div>"
+            )
         parts.append(_table(list(m.items()), ["metric", "value"]))
     jitter = getattr(est, "max_jitter_", post.attrs.get("max_jitter"))
     if jitter is not None:  # GP estimators: adaptive Cholesky jitter (bayeskern.linalg)
-        parts.append(f"<p>largest Cholesky jitter added to a kernel matrix in prediction: "
-                     f"{float(jitter):.1e}{' (ill-conditioned)' if jitter > 1e-6 else ''}</p>")
+        parts.append(
+            f"<p>largest Cholesky jitter added to a kernel matrix in prediction: "
+            f"{float(jitter):.1e}{' (ill-conditioned)' if jitter > 1e-6 else ''}</p>"
+        )
     if not is_clf and Xe is not None and loo_cal is None:
         parts.append(pit_html)
-        parts.append("<p class='muted'>Coverage should be close to the nominal 50/90/95 %; a "
-                     "U-shaped PIT histogram means intervals are too narrow, a hump too wide."
-                     "</p>")
+        parts.append(
+            "<p class='muted'>Coverage should be close to the nominal 50/90/95 %; a "
+            "U-shaped PIT histogram means intervals are too narrow, a hump too wide."
+            "</p>"
+        )
 
     # ---------------------------------------------------------------- LOO
     if "log_likelihood" in idata.groups():
@@ -285,8 +361,17 @@ def _render(est, *, X_test, y_test, title, data_name, target_name) -> str:
             warnings.simplefilter("always")
             loo = diagnostics.loo(idata)
         k = np.asarray(loo.pareto_k)
-        parts.append(_table([("elpd_loo", loo.elpd_loo), ("SE", loo.se), ("p_loo", loo.p_loo),
-                             ("Pareto k > 0.7", int((k > 0.7).sum()))], ["quantity", "value"]))
+        parts.append(
+            _table(
+                [
+                    ("elpd_loo", loo.elpd_loo),
+                    ("SE", loo.se),
+                    ("p_loo", loo.p_loo),
+                    ("Pareto k > 0.7", int((k > 0.7).sum())),
+                ],
+                ["quantity", "value"],
+            )
+        )
         for msg in w:
             parts.append(f"<div class='warn'>{_e(msg.message)}</div>")
         parts.append(_fig_html(plots.plot_pareto_k(loo), "Pareto k"))
@@ -302,10 +387,12 @@ def _render(est, *, X_test, y_test, title, data_name, target_name) -> str:
 
 def _page(title: str, parts: list[str]) -> str:
     """Return the HTML page: a Content-Security-Policy forbidding any fetch, the CSS, ``parts``."""
-    head = ("<!DOCTYPE html><html lang='en'><head><meta charset='utf-8'>"
-            "<meta http-equiv='Content-Security-Policy' content=\"default-src 'none'; "
-            "img-src data:; style-src 'unsafe-inline'\">"
-            f"<title>{_e(title)}</title><style>{_CSS}</style></head><body>")
+    head = (
+        "<!DOCTYPE html><html lang='en'><head><meta charset='utf-8'>"
+        "<meta http-equiv='Content-Security-Policy' content=\"default-src 'none'; "
+        "img-src data:; style-src 'unsafe-inline'\">"
+        f"<title>{_e(title)}</title><style>{_CSS}</style></head><body>"
+    )
     return head + "\n".join(parts) + "</body></html>"
 
 
@@ -324,12 +411,17 @@ def report(est, path, *, pdf: bool = False, **kwargs) -> Path:
 
 # ------------------------------------------------------------------------ model comparison
 #: held-out metrics of :func:`bayeskern.diagnostics.regression_metrics`, in table order
-_METRICS = [("rmse", "RMSE"), ("mae", "MAE"), ("r2", "R²"),
-            ("nlpd", "NLPD (mean −log predictive density)"), ("crps", "CRPS"),
-            ("coverage_50", "coverage of the 50 % interval"),
-            ("coverage_90", "coverage of the 90 % interval"),
-            ("coverage_95", "coverage of the 95 % interval"),
-            ("width_95", "mean width of the 95 % interval")]
+_METRICS = [
+    ("rmse", "RMSE"),
+    ("mae", "MAE"),
+    ("r2", "R²"),
+    ("nlpd", "NLPD (mean −log predictive density)"),
+    ("crps", "CRPS"),
+    ("coverage_50", "coverage of the 50 % interval"),
+    ("coverage_90", "coverage of the 90 % interval"),
+    ("coverage_95", "coverage of the 95 % interval"),
+    ("width_95", "mean width of the 95 % interval"),
+]
 
 
 def _as_float(name: str, v) -> np.ndarray | None:
@@ -345,31 +437,46 @@ def _as_float(name: str, v) -> np.ndarray | None:
 def _check_compare(estimators, X_test, y_test, fit_times):
     """Return ``(X_test, y_test, fit_times)`` checked; a ``ValueError`` names a bad argument."""
     if not isinstance(estimators, dict) or not estimators:
-        raise ValueError("estimators must be a non-empty dict of name -> fitted regressor, "
-                         f"got {type(estimators).__name__}")
+        raise ValueError(
+            "estimators must be a non-empty dict of name -> fitted regressor, "
+            f"got {type(estimators).__name__}"
+        )
     for name, est in estimators.items():
         if not isinstance(name, str) or not name:
             raise ValueError(f"estimators: names must be non-empty strings, got {name!r}")
         if not hasattr(est, "idata_") or not hasattr(est, "predictive"):
-            raise ValueError(f"estimators[{name!r}] must be a fitted bayeskern regressor "
-                             f"(idata_ and predictive), got {type(est).__name__}")
+            raise ValueError(
+                f"estimators[{name!r}] must be a fitted bayeskern regressor "
+                f"(idata_ and predictive), got {type(est).__name__}"
+            )
     X = _as_float("X_test", X_test)
     if X is None or X.ndim != 2 or not np.all(np.isfinite(X)):
-        raise ValueError("X_test must be a finite 2-D array (rows × input columns), got "
-                         f"{None if X is None else X.shape}")
+        raise ValueError(
+            "X_test must be a finite 2-D array (rows × input columns), got "
+            f"{None if X is None else X.shape}"
+        )
     y = _as_float("y_test", y_test)
     if y is None or y.shape != (len(X),) or not np.all(np.isfinite(y)):
-        raise ValueError(f"y_test must be a finite 1-D array with one value per row of X_test "
-                         f"({len(X)}), got {None if y is None else y.shape}")
+        raise ValueError(
+            f"y_test must be a finite 1-D array with one value per row of X_test "
+            f"({len(X)}), got {None if y is None else y.shape}"
+        )
     for name, est in estimators.items():
         if est.n_features_in_ != X.shape[1]:
-            raise ValueError(f"X_test has {X.shape[1]} columns but estimators[{name!r}] was "
-                             f"fitted on {est.n_features_in_}")
+            raise ValueError(
+                f"X_test has {X.shape[1]} columns but estimators[{name!r}] was "
+                f"fitted on {est.n_features_in_}"
+            )
     if fit_times is not None and not isinstance(fit_times, dict):
         raise ValueError(f"fit_times must be a dict of name -> seconds, got {fit_times!r}")
     times = dict(fit_times or {})
-    bad = {k: v for k, v in times.items() if k not in estimators
-           or _as_float("fit_times", v).shape != () or not 0 <= float(v) < np.inf}
+    bad = {
+        k: v
+        for k, v in times.items()
+        if k not in estimators
+        or _as_float("fit_times", v).shape != ()
+        or not 0 <= float(v) < np.inf
+    }
     if bad:
         raise ValueError(f"fit_times must map names of estimators to seconds >= 0, got {bad}")
     return X, y, times
@@ -385,8 +492,10 @@ def _sampler(post) -> str:
     a = post.attrs
     if "num_chains" not in a:
         return str(a.get("sampler", ""))
-    return (f"{a.get('sampler', 'MCMC')}, {a['num_chains']} chains × ({a.get('num_warmup', '?')}"
-            f" warm-up + {a.get('num_samples', '?')} draws)")
+    return (
+        f"{a.get('sampler', 'MCMC')}, {a['num_chains']} chains × ({a.get('num_warmup', '?')}"
+        f" warm-up + {a.get('num_samples', '?')} draws)"
+    )
 
 
 def _compared_html(estimators, data_name, target_name, n_test) -> str:
@@ -394,23 +503,26 @@ def _compared_html(estimators, data_name, target_name, n_test) -> str:
     for name, est in estimators.items():
         what = getattr(est, "model_description_", None) or f"kernel {getattr(est, 'kernel_', '')}"
         post = est.idata_.posterior
-        n = (est.idata_.constant_data["X"].shape[0] if "constant_data" in est.idata_.groups()
-             else "")
-        rows.append((name, type(est).__name__, what, _sampler(post), n,
-                     post.attrs.get("random_state", "")))
-    head = (f"<p>data: {_e(data_name or '(in memory)')}; target: {_e(target_name or 'y')}; "
-            f"held-out rows: {n_test}</p>")
-    return head + _table(rows, ["model", "estimator", "what", "sampler", "training rows",
-                                "seed"])
+        n = est.idata_.constant_data["X"].shape[0] if "constant_data" in est.idata_.groups() else ""
+        rows.append(
+            (name, type(est).__name__, what, _sampler(post), n, post.attrs.get("random_state", ""))
+        )
+    head = (
+        f"<p>data: {_e(data_name or '(in memory)')}; target: {_e(target_name or 'y')}; "
+        f"held-out rows: {n_test}</p>"
+    )
+    return head + _table(rows, ["model", "estimator", "what", "sampler", "training rows", "seed"])
 
 
 def _metrics_html(metrics: dict) -> str:
     names = list(metrics)
     rows = [(label, *[metrics[n][key] for n in names]) for key, label in _METRICS]
-    return (_table(rows, ["held-out metric", *names])
-            + "<p class='muted'>RMSE, MAE, NLPD and CRPS: smaller is better. Coverage: the "
-            "fraction of held-out points inside each model's central interval; close to the "
-            "nominal 0.5 / 0.9 / 0.95 when the intervals are calibrated.</p>")
+    return (
+        _table(rows, ["held-out metric", *names])
+        + "<p class='muted'>RMSE, MAE, NLPD and CRPS: smaller is better. Coverage: the "
+        "fraction of held-out points inside each model's central interval; close to the "
+        "nominal 0.5 / 0.9 / 0.95 when the intervals are calibrated.</p>"
+    )
 
 
 class HeldOut(NamedTuple):
@@ -441,8 +553,12 @@ def _forecast_grid(X: np.ndarray) -> np.ndarray | None:
 
 def _columns(pred, sl: slice):
     """Return the predictive distribution of the points ``sl`` (a mixture is pointwise)."""
-    return dataclasses.replace(pred, loc=pred.loc[:, sl], scale=pred.scale[:, sl],
-                               df=None if pred.df is None else pred.df[:, sl])
+    return dataclasses.replace(
+        pred,
+        loc=pred.loc[:, sl],
+        scale=pred.scale[:, sl],
+        df=None if pred.df is None else pred.df[:, sl],
+    )
 
 
 def held_out_predictions(estimators: dict, X_test, y_test) -> dict[str, HeldOut]:
@@ -472,8 +588,11 @@ def held_out_predictions(estimators: dict, X_test, y_test) -> dict[str, HeldOut]
     for name, est in estimators.items():
         both = X if grid is None else np.vstack([X, grid])
         pred = est.predictive(as_fitted_input(est, both))
-        out[name] = HeldOut(diagnostics.regression_metrics(y, _columns(pred, slice(len(X)))),
-                            grid, None if grid is None else _columns(pred, slice(len(X), None)))
+        out[name] = HeldOut(
+            diagnostics.regression_metrics(y, _columns(pred, slice(len(X)))),
+            grid,
+            None if grid is None else _columns(pred, slice(len(X), None)),
+        )
     return out
 
 
@@ -488,8 +607,9 @@ def _forecast_html(estimators, held: dict, X, y, x_unit, target_name) -> str:
         Xtr = np.asarray(first.constant_data["X"], dtype=float)[:, 0]
         keep = Xtr >= grid[0, 0]
         Xtr, ytr = Xtr[keep], np.asarray(first.observed_data["y"], dtype=float)[keep]
-    ax = plots.plot_predictive_comparison(grid[:, 0], preds, X_test=X, y_test=y,
-                                          X_train=Xtr, y_train=ytr, prob=0.95)
+    ax = plots.plot_predictive_comparison(
+        grid[:, 0], preds, X_test=X, y_test=y, X_train=Xtr, y_train=ytr, prob=0.95
+    )
     ax.set_xlabel(_e(x_unit or "x"))
     ax.set_ylabel(_e(target_name or "y"))
     ax.set_title("95 % predictive intervals over the held-out range", fontsize=9)
@@ -501,45 +621,89 @@ def _loo_html(estimators) -> str:
     missing = [n for n in estimators if n not in with_ll]
     out = []
     if missing:
-        out.append(f"<div class='warn'>no pointwise log-likelihood stored for "
-                   f"{_e(', '.join(missing))}: not in the LOO comparison.</div>")
+        out.append(
+            f"<div class='warn'>no pointwise log-likelihood stored for "
+            f"{_e(', '.join(missing))}: not in the LOO comparison.</div>"
+        )
     if not with_ll:
         return "".join(out)
     try:
         tab = diagnostics.loo_compare(with_ll)
     except ValueError as err:
         return "".join(out) + f"<div class='warn'>{_e(err)}</div>"
-    rows = [(n, r.elpd_loo, r.se, r.p_loo, r.elpd_diff, r.se_diff, int(r.n_pareto_k_bad))
-            for n, r in tab.iterrows()]
-    out.append(_table(rows, ["model", "elpd_loo", "SE", "p_loo", "elpd difference to the best",
-                             "SE of the difference", "Pareto k > 0.7"]))
-    out.append("<p class='muted'>elpd_loo: expected log predictive density of a left-out "
-               "training point, summed over the training rows (larger is better), estimated "
-               "by PSIS-LOO. The difference to the best model has the standard error of the "
-               "paired pointwise differences; a difference small compared with its SE does "
-               "not separate the models.</p>")
+    rows = [
+        (n, r.elpd_loo, r.se, r.p_loo, r.elpd_diff, r.se_diff, int(r.n_pareto_k_bad))
+        for n, r in tab.iterrows()
+    ]
+    out.append(
+        _table(
+            rows,
+            [
+                "model",
+                "elpd_loo",
+                "SE",
+                "p_loo",
+                "elpd difference to the best",
+                "SE of the difference",
+                "Pareto k > 0.7",
+            ],
+        )
+    )
+    out.append(
+        "<p class='muted'>elpd_loo: expected log predictive density of a left-out "
+        "training point, summed over the training rows (larger is better), estimated "
+        "by PSIS-LOO. The difference to the best model has the standard error of the "
+        "paired pointwise differences; a difference small compared with its SE does "
+        "not separate the models.</p>"
+    )
     bad = [n for n, r in tab.iterrows() if r.n_pareto_k_bad]
     if bad:
-        out.append(f"<div class='warn'>Pareto k > 0.7 for some observations of "
-                   f"{_e(', '.join(bad))}: PSIS-LOO is unreliable there.</div>")
+        out.append(
+            f"<div class='warn'>Pareto k > 0.7 for some observations of "
+            f"{_e(', '.join(bad))}: PSIS-LOO is unreliable there.</div>"
+        )
     return "".join(out)
 
 
 def _convergence_html(estimators, fit_times) -> str:
     rows, verdicts = [], []
     for name, est in estimators.items():
-        conv = (getattr(est, "convergence_", None)
-                or diagnostics.convergence_report(est.idata_, warn=False))
+        conv = getattr(est, "convergence_", None) or diagnostics.convergence_report(
+            est.idata_, warn=False
+        )
         secs = fit_times.get(name, getattr(est, "fit_time_", None))
-        word = ("converged" if conv.ok and not conv.warnings else
-                "converged, with caveats" if conv.ok else "not converged")
-        rows.append((name, word, conv.max_rhat, conv.min_ess_bulk, conv.min_ess_tail,
-                     f"{conv.n_divergent} of {conv.n_draws}",
-                     "not recorded" if secs is None else f"{float(secs):.1f}"))
+        word = (
+            "converged"
+            if conv.ok and not conv.warnings
+            else "converged, with caveats"
+            if conv.ok
+            else "not converged"
+        )
+        rows.append(
+            (
+                name,
+                word,
+                conv.max_rhat,
+                conv.min_ess_bulk,
+                conv.min_ess_tail,
+                f"{conv.n_divergent} of {conv.n_draws}",
+                "not recorded" if secs is None else f"{float(secs):.1f}",
+            )
+        )
         cls = "ok" if conv.ok and not conv.warnings else ("warn" if conv.ok else "bad")
         verdicts.append(f"<div class='{cls}'><b>{_e(name)}</b>: {_e(conv.verdict)}</div>")
-    return (_table(rows, ["model", "verdict", "max R-hat", "min bulk ESS", "min tail ESS",
-                          "divergent transitions", "fit time (s)"]) + "\n".join(verdicts))
+    return _table(
+        rows,
+        [
+            "model",
+            "verdict",
+            "max R-hat",
+            "min bulk ESS",
+            "min tail ESS",
+            "divergent transitions",
+            "fit time (s)",
+        ],
+    ) + "\n".join(verdicts)
 
 
 def _spectrum_html(name, est, x_unit) -> str:
@@ -547,33 +711,53 @@ def _spectrum_html(name, est, x_unit) -> str:
     unit = x_unit or "unit of x"
     ax = plots.gabasr.plot_spectral_density_band(est, band=0.9, unit=unit)
     ax.set_title(f"{name}: learned spectral density (first input column)", fontsize=9)
-    parts = [f"<h2>{_e(name)}: learned spectral density</h2>",
-             _fig_html(ax, "learned spectral density"),
-             "<p class='caption'>Posterior median (line) and pointwise 5–95 % band of the "
-             "spectral density of the learned stationary kernel, "
-             "S(f) = Σ<sub>k</sub> a<sub>k</sub>² N(f | ±μ<sub>k</sub>, σ<sub>k</sub>²), in "
-             f"cycles per {_e(unit)} (two-sided, shown for f ≥ 0). A peak is a periodic "
-             "component, its width the inverse of how long the oscillation stays coherent; "
-             "mass at zero frequency is the smooth component. The polynomial trend is not "
-             "part of the spectrum.</p>"]
+    parts = [
+        f"<h2>{_e(name)}: learned spectral density</h2>",
+        _fig_html(ax, "learned spectral density"),
+        "<p class='caption'>Posterior median (line) and pointwise 5–95 % band of the "
+        "spectral density of the learned stationary kernel, "
+        "S(f) = Σ<sub>k</sub> a<sub>k</sub>² N(f | ±μ<sub>k</sub>, σ<sub>k</sub>²), in "
+        f"cycles per {_e(unit)} (two-sided, shown for f ≥ 0). A peak is a periodic "
+        "component, its width the inverse of how long the oscillation stays coherent; "
+        "mass at zero frequency is the smooth component. The polynomial trend is not "
+        "part of the spectrum.</p>",
+    ]
     rows = []
     for c in mixture_components(est.idata_.posterior, est.x_scaler_.scale, band=0.9):
         smooth = c["kind"] == "smooth"
-        rows.append((c["component"], "smooth (zero frequency)" if smooth else "periodic",
-                     "—" if smooth else _interval(c["period"], "{:#.4g}"),
-                     "0" if smooth else _interval(c["frequency"], "{:#.4g}"),
-                     _interval(c["share"], "{:.3f}"), _interval(c["length"], "{:.3g}")))
+        rows.append(
+            (
+                c["component"],
+                "smooth (zero frequency)" if smooth else "periodic",
+                "—" if smooth else _interval(c["period"], "{:#.4g}"),
+                "0" if smooth else _interval(c["frequency"], "{:#.4g}"),
+                _interval(c["share"], "{:.3f}"),
+                _interval(c["length"], "{:.3g}"),
+            )
+        )
     parts.append("<h3>Components found</h3>")
-    parts.append(_table(rows, ["component", "kind", f"period ({unit})",
-                               f"frequency (cycles per {unit})", "share of stationary variance",
-                               f"coherence length ℓ ({unit})"]))
-    parts.append("<p class='muted'>Posterior medians with 90 % intervals. Periodic components "
-                 "are numbered by frequency within each draw. Share: a<sub>k</sub>²/Σ<sub>j"
-                 "</sub> a<sub>j</sub>². Coherence length ℓ = 1/σ<sub>k</sub>, σ<sub>k</sub> "
-                 "the component's spread in radians per unit of the input: its correlation at "
-                 "lag τ is cos(2πτ/period) · exp(−τ²/2ℓ²), so the oscillation keeps its phase "
-                 "over lags of about ℓ; for the smooth component ℓ is its squared-exponential "
-                 "length-scale.</p>")
+    parts.append(
+        _table(
+            rows,
+            [
+                "component",
+                "kind",
+                f"period ({unit})",
+                f"frequency (cycles per {unit})",
+                "share of stationary variance",
+                f"coherence length ℓ ({unit})",
+            ],
+        )
+    )
+    parts.append(
+        "<p class='muted'>Posterior medians with 90 % intervals. Periodic components "
+        "are numbered by frequency within each draw. Share: a<sub>k</sub>²/Σ<sub>j"
+        "</sub> a<sub>j</sub>². Coherence length ℓ = 1/σ<sub>k</sub>, σ<sub>k</sub> "
+        "the component's spread in radians per unit of the input: its correlation at "
+        "lag τ is cos(2πτ/period) · exp(−τ²/2ℓ²), so the oscillation keeps its phase "
+        "over lags of about ℓ; for the smooth component ℓ is its squared-exponential "
+        "length-scale.</p>"
+    )
     return "".join(parts)
 
 
@@ -588,9 +772,18 @@ def _method_html(name, est, x_unit) -> str:
     return "".join(out)
 
 
-def render_compare_report(estimators: dict, *, X_test, y_test, fit_times=None, title=None,
-                          data_name=None, target_name=None, x_unit=None,
-                          held_out=None) -> str:
+def render_compare_report(
+    estimators: dict,
+    *,
+    X_test,
+    y_test,
+    fit_times=None,
+    title=None,
+    data_name=None,
+    target_name=None,
+    x_unit=None,
+    held_out=None,
+) -> str:
     """Return an HTML report comparing fitted regressors on the same held-out data.
 
     Sections: the models compared; held-out metrics side by side
@@ -628,21 +821,28 @@ def render_compare_report(estimators: dict, *, X_test, y_test, fit_times=None, t
     if held_out is None:
         held_out = held_out_predictions(estimators, X, y)
     elif not isinstance(held_out, dict) or list(held_out) != list(estimators):
-        raise ValueError("held_out must be held_out_predictions(estimators, X_test, y_test), "
-                         f"with the names {list(estimators)}")
+        raise ValueError(
+            "held_out must be held_out_predictions(estimators, X_test, y_test), "
+            f"with the names {list(estimators)}"
+        )
     metrics = {name: h.metrics for name, h in held_out.items()}
     with plots.detached():
         title = title or "Model comparison: " + ", ".join(estimators)
-        parts = [f"<h1>{_e(title)}</h1>",
-                 f"<p class='muted'>generated {_e(time.strftime('%Y-%m-%d %H:%M:%S'))} by "
-                 f"bayeskern {_e(_version())}</p>",
-                 "<h2>Models compared</h2>",
-                 _compared_html(estimators, data_name, target_name, len(y)),
-                 "<h2>Held-out accuracy and calibration</h2>", _metrics_html(metrics),
-                 "<h2>Forecasts</h2>", _forecast_html(estimators, held_out, X, y, x_unit,
-                                                         target_name),
-                 "<h2>Leave-one-out cross-validation (PSIS-LOO)</h2>", _loo_html(estimators),
-                 "<h2>Convergence and fit time</h2>", _convergence_html(estimators, times)]
+        parts = [
+            f"<h1>{_e(title)}</h1>",
+            f"<p class='muted'>generated {_e(time.strftime('%Y-%m-%d %H:%M:%S'))} by "
+            f"bayeskern {_e(_version())}</p>",
+            "<h2>Models compared</h2>",
+            _compared_html(estimators, data_name, target_name, len(y)),
+            "<h2>Held-out accuracy and calibration</h2>",
+            _metrics_html(metrics),
+            "<h2>Forecasts</h2>",
+            _forecast_html(estimators, held_out, X, y, x_unit, target_name),
+            "<h2>Leave-one-out cross-validation (PSIS-LOO)</h2>",
+            _loo_html(estimators),
+            "<h2>Convergence and fit time</h2>",
+            _convergence_html(estimators, times),
+        ]
         parts += [_method_html(name, est, x_unit) for name, est in estimators.items()]
     return _page(title, parts)
 
@@ -713,16 +913,26 @@ def export_pdf(html_path, pdf_path, *, timeout: float = 120.0) -> Path:
         raise FileNotFoundError(
             "PDF export needs headless Chromium, which was not found: install it (Debian/"
             "Ubuntu: apt-get install chromium) or set BAYESKERN_CHROMIUM to its executable; "
-            "the HTML report itself was written")
+            "the HTML report itself was written"
+        )
 
     def write(tmp):
         with tempfile.TemporaryDirectory() as profile:
-            cmd = [browser, "--headless", "--no-sandbox", "--disable-gpu", "--no-first-run",
-                   "--disable-background-networking", "--disable-component-update",
-                   "--disable-sync", f"--user-data-dir={profile}", "--no-pdf-header-footer",
-                   f"--print-to-pdf={tmp}", html_path.resolve().as_uri()]
-            res = subprocess.run(cmd, capture_output=True, text=True, timeout=timeout,
-                                 check=False)
+            cmd = [
+                browser,
+                "--headless",
+                "--no-sandbox",
+                "--disable-gpu",
+                "--no-first-run",
+                "--disable-background-networking",
+                "--disable-component-update",
+                "--disable-sync",
+                f"--user-data-dir={profile}",
+                "--no-pdf-header-footer",
+                f"--print-to-pdf={tmp}",
+                html_path.resolve().as_uri(),
+            ]
+            res = subprocess.run(cmd, capture_output=True, text=True, timeout=timeout, check=False)
         if not tmp.is_file() or tmp.stat().st_size == 0 or tmp.read_bytes()[:5] != b"%PDF-":
             last = (res.stderr.strip().splitlines() or ["no message"])[-1]
             raise RuntimeError(f"Chromium did not produce a PDF (exit {res.returncode}): {last}")

@@ -40,12 +40,16 @@ def try_loo(est) -> tuple[LOOCalibration | None, str]:
 
 def _k_warning(cal: LOOCalibration) -> str:
     if not cal.n_bad_k:
-        return (f"<div class='ok'>Pareto k ≤ {PARETO_K_MAX} for every observation: the "
-                "PSIS-LOO estimates are reliable.</div>")
-    return (f"<div class='warn'>{cal.n_bad_k} of {len(cal.pareto_k)} observations have "
-            f"Pareto k > {PARETO_K_MAX}: PSIS-LOO is unreliable for them (their left-out "
-            "posterior differs too much from the full one); hold rows out (command line: "
-            "--holdout 0.2) or use K-fold cross-validation for a dependable check.</div>")
+        return (
+            f"<div class='ok'>Pareto k ≤ {PARETO_K_MAX} for every observation: the "
+            "PSIS-LOO estimates are reliable.</div>"
+        )
+    return (
+        f"<div class='warn'>{cal.n_bad_k} of {len(cal.pareto_k)} observations have "
+        f"Pareto k > {PARETO_K_MAX}: PSIS-LOO is unreliable for them (their left-out "
+        "posterior differs too much from the full one); hold rows out (command line: "
+        "--holdout 0.2) or use K-fold cross-validation for a dependable check.</div>"
+    )
 
 
 def loo_section(cal: LOOCalibration, fig_html, table_html) -> list[str]:
@@ -54,28 +58,34 @@ def loo_section(cal: LOOCalibration, fig_html, table_html) -> list[str]:
     ``fig_html(figure_or_axes, alt)`` and ``table_html(rows, header)`` are the report's
     renderers.
     """
-    parts = [f"<h2>{_e(LOO_HEADING)}</h2>",
-             "<p>No rows were held out, so calibration is judged on the leave-one-out "
-             "predictive of each training row: the posterior re-weighted by Pareto-smoothed "
-             "importance sampling to leave that row out (Vehtari, Gelman &amp; Gabry 2017), "
-             "not the in-sample fit, which would look better calibrated than it is.</p>",
-             _k_warning(cal),
-             table_html([(k, v) for k, v in cal.metrics.items()], ["LOO metric", "value"])]
+    parts = [
+        f"<h2>{_e(LOO_HEADING)}</h2>",
+        "<p>No rows were held out, so calibration is judged on the leave-one-out "
+        "predictive of each training row: the posterior re-weighted by Pareto-smoothed "
+        "importance sampling to leave that row out (Vehtari, Gelman &amp; Gabry 2017), "
+        "not the in-sample fit, which would look better calibrated than it is.</p>",
+        _k_warning(cal),
+        table_html([(k, v) for k, v in cal.metrics.items()], ["LOO metric", "value"]),
+    ]
     if cal.kind == "regression":
         parts.append(fig_html(plot_loo_pit(cal.pit), "LOO-PIT histogram and ECDF"))
-        parts.append("<p class='muted'>LOO-PIT u<sub>i</sub> = Σ<sub>s</sub> w<sub>is</sub> "
-                     "F(y<sub>i</sub> | y<sub>−i</sub>, θ<sub>s</sub>): uniform when the "
-                     "leave-one-out predictive is calibrated; a U shape means intervals too "
-                     "narrow, a hump too wide. Coverage: the share of training rows inside "
-                     "the central 50/90/95 % interval of their leave-one-out predictive.</p>")
+        parts.append(
+            "<p class='muted'>LOO-PIT u<sub>i</sub> = Σ<sub>s</sub> w<sub>is</sub> "
+            "F(y<sub>i</sub> | y<sub>−i</sub>, θ<sub>s</sub>): uniform when the "
+            "leave-one-out predictive is calibrated; a U shape means intervals too "
+            "narrow, a hump too wide. Coverage: the share of training rows inside "
+            "the central 50/90/95 % interval of their leave-one-out predictive.</p>"
+        )
     else:
         ax = plot_reliability_band(cal.y, cal.proba_draws, log_weights=cal.log_weights)
         ax.set_title("reliability (leave-one-out)", fontsize=9)
         parts.append(fig_html(ax, "LOO reliability diagram with posterior bands"))
-        parts.append("<p class='muted'>Points: observed frequency against the mean "
-                     "leave-one-out probability per bin (counts as labels); bars: 90 % "
-                     "interval of the bin's mean probability across the posterior draws, each "
-                     "row's draws re-weighted to leave it out.</p>")
+        parts.append(
+            "<p class='muted'>Points: observed frequency against the mean "
+            "leave-one-out probability per bin (counts as labels); bars: 90 % "
+            "interval of the bin's mean probability across the posterior draws, each "
+            "row's draws re-weighted to leave it out.</p>"
+        )
     return parts
 
 
@@ -109,13 +119,14 @@ def reliability_band_section(est, X, y01, fig_html) -> list[str]:
     """
     P, why = proba_draws(est, X)
     if P is None:
-        return [f"<p class='muted'>No posterior band on the reliability diagram: {_e(why)}."
-                "</p>"]
+        return [f"<p class='muted'>No posterior band on the reliability diagram: {_e(why)}.</p>"]
     ax = plot_reliability_band(y01, P)
     ax.set_title("reliability with posterior band (held-out data)", fontsize=9)
-    return [fig_html(ax, "reliability diagram with posterior bands"),
-            "<p class='muted'>Horizontal bars: 90 % interval, across posterior draws, of the "
-            "bin's mean predicted probability (bins by the posterior-mean probability). Grey "
-            "vertical bars: 90 % posterior-predictive band of the bin's observed frequency "
-            "(outcomes replicated from each draw's probabilities); a calibrated model puts "
-            "about 9 in 10 observed frequencies inside them.</p>"]
+    return [
+        fig_html(ax, "reliability diagram with posterior bands"),
+        "<p class='muted'>Horizontal bars: 90 % interval, across posterior draws, of the "
+        "bin's mean predicted probability (bins by the posterior-mean probability). Grey "
+        "vertical bars: 90 % posterior-predictive band of the bin's observed frequency "
+        "(outcomes replicated from each draw's probabilities); a calibrated model puts "
+        "about 9 in 10 observed frequencies inside them.</p>",
+    ]

@@ -39,8 +39,8 @@ TWINS = {
 }
 _NOTES = {
     "MkRBFClassifier": "mkRBF's per-cluster kernel is the Mahalanobis RBF "
-                       "(bk.GPClassifier(kernel=bk.kernels.MahalanobisRBF()) on one cluster's "
-                       "rows); the cluster-based kernel in one Bayesian model is CkRBF.",
+    "(bk.GPClassifier(kernel=bk.kernels.MahalanobisRBF()) on one cluster's "
+    "rows); the cluster-based kernel in one Bayesian model is CkRBF.",
 }
 _CV_FOLDS = 5
 
@@ -80,8 +80,9 @@ def _describe(v) -> str:
         return f"{len(v)} items"
     if hasattr(v, "get_params"):  # a fitted scikit-learn estimator
         n_sv = getattr(v, "n_support_", None)
-        return type(v).__name__ + ("" if n_sv is None else
-                                   f" ({int(np.sum(n_sv))} support vectors)")
+        return type(v).__name__ + (
+            "" if n_sv is None else f" ({int(np.sum(n_sv))} support vectors)"
+        )
     return type(v).__name__
 
 
@@ -104,8 +105,7 @@ def _scores(est, X):
 
 def _scoring(est, binary: bool) -> dict:
     if not is_classifier(est):
-        return {"R²": "r2", "RMSE": "neg_root_mean_squared_error",
-                "MAE": "neg_mean_absolute_error"}
+        return {"R²": "r2", "RMSE": "neg_root_mean_squared_error", "MAE": "neg_mean_absolute_error"}
     out = {"accuracy": "accuracy", "weighted f1": "f1_weighted"}
     if binary and (hasattr(est, "predict_proba") or hasattr(est, "decision_function")):
         out["ROC AUC"] = "roc_auc"
@@ -130,8 +130,10 @@ def _cv_parts(est, X, y, table) -> list[str]:
         s = np.asarray(res[f"test_{label}"], dtype=float)
         s = -s if scoring[label].startswith("neg_") else s
         rows.append((label, float(s.mean()), float(s.std())))
-    parts = [f"<h2>Cross-validated metrics ({folds}-fold, computed by this report)</h2>",
-             table(rows, ["metric", "mean over folds", "sd over folds"])]
+    parts = [
+        f"<h2>Cross-validated metrics ({folds}-fold, computed by this report)</h2>",
+        table(rows, ["metric", "mean over folds", "sd over folds"]),
+    ]
     if binary and hasattr(est, "predict_proba"):
         p = cross_val_predict(clone(est), X, y, cv=cv, method="predict_proba")[:, 1]
         y01 = (np.asarray(y) == np.unique(y)[1]).astype(int)
@@ -143,19 +145,27 @@ def _calibration_parts(y01, p, where, table) -> list[str]:
     ax = plots.plot_reliability(y01, p)
     ax.set_title(f"reliability ({where})", fontsize=9)
     m = diagnostics.classification_metrics(y01, p)
-    return [f"<h3>Calibration of the {_e(where)}</h3>", table(list(m.items()),
-                                                            ["metric", "value"]), ax]
+    return [
+        f"<h3>Calibration of the {_e(where)}</h3>",
+        table(list(m.items()), ["metric", "value"]),
+        ax,
+    ]
 
 
 def _held_out_parts(est, X, y, table) -> list:
     pred = est.predict(X)
     if not is_classifier(est):
         y = np.asarray(y, dtype=float)
-        rows = [("R²", skm.r2_score(y, pred)), ("RMSE", float(np.sqrt(skm.mean_squared_error(
-            y, pred)))), ("MAE", skm.mean_absolute_error(y, pred))]
+        rows = [
+            ("R²", skm.r2_score(y, pred)),
+            ("RMSE", float(np.sqrt(skm.mean_squared_error(y, pred)))),
+            ("MAE", skm.mean_absolute_error(y, pred)),
+        ]
         return ["<h2>Held-out metrics</h2>", table(rows, ["metric", "value"])]
-    rows = [("accuracy", skm.accuracy_score(y, pred)),
-            ("weighted f1", skm.f1_score(y, pred, average="weighted"))]
+    rows = [
+        ("accuracy", skm.accuracy_score(y, pred)),
+        ("weighted f1", skm.f1_score(y, pred, average="weighted")),
+    ]
     parts = ["<h2>Held-out metrics</h2>"]
     binary = len(est.classes_) == 2
     s = _scores(est, X) if binary else None
@@ -168,14 +178,17 @@ def _held_out_parts(est, X, y, table) -> list:
     if binary and hasattr(est, "predict_proba"):
         parts += _calibration_parts(y01, s, "held-out probabilities", table)
     elif is_classifier(est):
-        parts.append("<p class='muted'>No calibration: this estimator gives decision values, "
-                     "not probabilities (its Bayesian twin gives posterior predictive "
-                     "probabilities).</p>")
+        parts.append(
+            "<p class='muted'>No calibration: this estimator gives decision values, "
+            "not probabilities (its Bayesian twin gives posterior predictive "
+            "probabilities).</p>"
+        )
     return parts
 
 
-def classical_parts(est, *, X_train=None, y_train=None, X_test=None, y_test=None,
-                    table=None) -> list:
+def classical_parts(
+    est, *, X_train=None, y_train=None, X_test=None, y_test=None, table=None
+) -> list:
     """Parts of the report of a classical estimator: HTML strings and figures (axes).
 
     Parameters
@@ -194,31 +207,40 @@ def classical_parts(est, *, X_train=None, y_train=None, X_test=None, y_test=None
     """
     name = type(est).__name__
     twin = bayesian_twin(est)
-    parts = [f"<div class='warn'><b>Not a Bayesian fit.</b> {_e(name)} is fitted by "
-             "optimization as its paper does: it has no posterior, so this report has no "
-             "predictive intervals, no convergence diagnostics and no PSIS-LOO. The Bayesian "
-             f"estimator carrying the same kernel is <code>{_e(twin)}</code>: it samples the "
-             "kernel's hyper-parameters and gives a posterior, predictive intervals and the "
-             f"full uncertainty report. {_e(_NOTES.get(name, ''))}</div>",
-             "<h2>Parameters</h2>",
-             table([(k, repr(v)[:200]) for k, v in est.get_params(deep=False).items()],
-                   ["parameter", "value"]),
-             "<h2>What it learned</h2>",
-             table(_learned_rows(est), ["fitted attribute", "value"])]
+    parts = [
+        f"<div class='warn'><b>Not a Bayesian fit.</b> {_e(name)} is fitted by "
+        "optimization as its paper does: it has no posterior, so this report has no "
+        "predictive intervals, no convergence diagnostics and no PSIS-LOO. The Bayesian "
+        f"estimator carrying the same kernel is <code>{_e(twin)}</code>: it samples the "
+        "kernel's hyper-parameters and gives a posterior, predictive intervals and the "
+        f"full uncertainty report. {_e(_NOTES.get(name, ''))}</div>",
+        "<h2>Parameters</h2>",
+        table(
+            [(k, repr(v)[:200]) for k, v in est.get_params(deep=False).items()],
+            ["parameter", "value"],
+        ),
+        "<h2>What it learned</h2>",
+        table(_learned_rows(est), ["fitted attribute", "value"]),
+    ]
     if X_train is not None and y_train is not None:
         parts += _cv_parts(est, X_train, y_train, table)
     else:
-        parts.append("<p class='muted'>No training data given: pass X_train and y_train for "
-                     "cross-validated metrics.</p>")
+        parts.append(
+            "<p class='muted'>No training data given: pass X_train and y_train for "
+            "cross-validated metrics.</p>"
+        )
     if X_test is not None and y_test is not None:
         parts += _held_out_parts(est, X_test, y_test, table)
     kernel = getattr(est, "kernel_", None)
     if isinstance(kernel, Kernel) and X_train is not None:
-        for heading, fig, *caption in panels.kernel_panels(kernel, np.asarray(X_train, float),
-                                                           np.asarray(y_train)):
-            parts += [f"<h2>{_e(heading)}</h2>", fig] + ([f"<p class='caption'>{_e(caption[0])}"
-                                                           "</p>"] if caption else [])
+        for heading, fig, *caption in panels.kernel_panels(
+            kernel, np.asarray(X_train, float), np.asarray(y_train)
+        ):
+            parts += [f"<h2>{_e(heading)}</h2>", fig] + (
+                [f"<p class='caption'>{_e(caption[0])}</p>"] if caption else []
+            )
     for heading, fig, *caption in panels.estimator_panels(est):
-        parts += [f"<h2>{_e(heading)}</h2>", fig] + ([f"<p class='caption'>{_e(caption[0])}</p>"]
-                                                       if caption else [])
+        parts += [f"<h2>{_e(heading)}</h2>", fig] + (
+            [f"<p class='caption'>{_e(caption[0])}</p>"] if caption else []
+        )
     return parts

@@ -38,16 +38,19 @@ def model_call(est):
     :class:`~bayeskern.GPClassifier` (both inference routes), on the standardized training
     data stored in ``idata_``.
     """
-    if not isinstance(est, (GPRegressor, GPClassifier)) or \
-            "constant_data" not in est.idata_.groups():
+    if (
+        not isinstance(est, (GPRegressor, GPClassifier))
+        or "constant_data" not in est.idata_.groups()
+    ):
         return None
     x_scale = est.x_std_.scale
     X = jnp.asarray(est.x_std_.transform(np.asarray(est.idata_.constant_data["X"])))
     y = np.asarray(est.idata_.observed_data["y"])
     if isinstance(est, GPRegressor):
         if getattr(est, "approximation_", "exact") == "hsgp":
-            return hsgp_regression, dict(stats=est._hsgp_stats, kernel=est.kernel_,
-                                         design=est.hsgp_design_, x_scale=x_scale)
+            return hsgp_regression, dict(
+                stats=est._hsgp_stats, kernel=est.kernel_, design=est.hsgp_design_, x_scale=x_scale
+            )
         model, y = gp_regression, est.y_std_.transform(y)
     elif len(est.classes_) > 2:
         model, y = partial(gp_classification_softmax, n_classes=len(est.classes_)), y.astype(int)
@@ -55,8 +58,13 @@ def model_call(est):
         laplace = getattr(est, "inference", "latent") == "laplace"  # runs saved before it: latent
         model = gp_classification_laplace if laplace else gp_classification
         y = y.astype(float)
-    return model, dict(X=X, y=jnp.asarray(y), kernel=est.kernel_, x_scale=x_scale,
-                       prepared=prepare_kernel(est.kernel_, X, X, x_scale))
+    return model, dict(
+        X=X,
+        y=jnp.asarray(y),
+        kernel=est.kernel_,
+        x_scale=x_scale,
+        prepared=prepare_kernel(est.kernel_, X, X, x_scale),
+    )
 
 
 def latent_sites(model, kwargs) -> dict:
@@ -66,8 +74,11 @@ def latent_sites(model, kwargs) -> dict:
     sites (the likelihood, factors) are left out.
     """
     tr = numpyro.handlers.trace(numpyro.handlers.seed(model, 0)).get_trace(**kwargs)
-    return {name: (site["fn"], tuple(np.shape(site["value"]))) for name, site in tr.items()
-            if site["type"] == "sample" and not site["is_observed"]}
+    return {
+        name: (site["fn"], tuple(np.shape(site["value"])))
+        for name, site in tr.items()
+        if site["type"] == "sample" and not site["is_observed"]
+    }
 
 
 def dist_repr(d) -> str:
@@ -98,9 +109,11 @@ def _kernel_specs(est) -> dict:
     leaves = kernel.leaves() if hasattr(kernel, "leaves") else []
     for leaf in leaves:
         for p, h in leaf.hyperparameters().items():
-            out[leaf._site(p)] = (f"fixed at {h.value} (data units)" if h.value is not None
-                                  else f"{dist_repr(h.prior())}"
-                                  f"{' per input column' if h.ard else ''}")
+            out[leaf._site(p)] = (
+                f"fixed at {h.value} (data units)"
+                if h.value is not None
+                else f"{dist_repr(h.prior())}{' per input column' if h.ard else ''}"
+            )
     return out
 
 
@@ -119,12 +132,19 @@ def prior_rows(est) -> tuple[list[tuple[str, str, str]], str]:
         for name, (d, shape) in latent_sites(*call).items():
             rows.append((name, dist_repr(d), "scalar" if not shape else "×".join(map(str, shape))))
         rows += [(s, v, "—") for s, v in specs.items() if v.startswith("fixed")]
-        return rows, ("read from the model (NumPyro trace of its sample sites), on the "
-                      "standardized scale it samples on")
+        return rows, (
+            "read from the model (NumPyro trace of its sample sites), on the "
+            "standardized scale it samples on"
+        )
     post = est.idata_.posterior
     for v in post.data_vars:
         shape = tuple(post[v].shape[2:])
-        rows.append((v, specs.get(v, "(the model's prior: not traced for this estimator)"),
-                     "scalar" if not shape else "×".join(map(str, shape))))
+        rows.append(
+            (
+                v,
+                specs.get(v, "(the model's prior: not traced for this estimator)"),
+                "scalar" if not shape else "×".join(map(str, shape)),
+            )
+        )
     rows += [(s, v, "—") for s, v in specs.items() if v.startswith("fixed")]
     return rows, "posterior variables of the run; priors from the kernel where it declares them"

@@ -26,8 +26,18 @@ from pathlib import Path
 
 import numpy as np
 
-__all__ = ["save_run", "load_run", "atomic_write", "RunError", "ESTIMATORS", "register_estimator",
-           "predict_table", "check_run_destination", "run_metadata", "RUN_METADATA"]
+__all__ = [
+    "save_run",
+    "load_run",
+    "atomic_write",
+    "RunError",
+    "ESTIMATORS",
+    "register_estimator",
+    "predict_table",
+    "check_run_destination",
+    "run_metadata",
+    "RUN_METADATA",
+]
 
 FILES = ("idata.nc", "config.json", "arrays.npz")
 
@@ -96,10 +106,15 @@ def _versions() -> dict:
 
     from bayeskern._version import __version__
 
-    return {"bayeskern": __version__, "jax": jax.__version__,
-            "numpyro": numpyro.__version__, "arviz": arviz.__version__,
-            "numpy": np.__version__, "scikit-learn": sklearn.__version__,
-            "python": platform.python_version()}
+    return {
+        "bayeskern": __version__,
+        "jax": jax.__version__,
+        "numpyro": numpyro.__version__,
+        "arviz": arviz.__version__,
+        "numpy": np.__version__,
+        "scikit-learn": sklearn.__version__,
+        "python": platform.python_version(),
+    }
 
 
 def _jsonable_params(est) -> dict:
@@ -117,8 +132,9 @@ def _jsonable_params(est) -> dict:
     return out
 
 
-def save_run(est, path, *, extra_meta: dict | None = None,
-             extra_arrays: dict | None = None) -> Path:
+def save_run(
+    est, path, *, extra_meta: dict | None = None, extra_arrays: dict | None = None
+) -> Path:
     """Save a fitted Bayesian estimator to the directory ``path`` (atomically)."""
     from bayeskern import diagnostics
 
@@ -166,10 +182,15 @@ def check_run_destination(path) -> Path:
     mistyped ``--out`` never deletes user files.
     """
     path = _resolved(path)
-    if path.is_symlink() or (path.exists() and not (path / "manifest.json").is_file()
-                             and (not path.is_dir() or any(path.iterdir()))):
-        raise RunError(f"run directory {str(path)!r}: the path exists and is not a run "
-                       "directory; refusing to replace it (choose a new --out)")
+    if path.is_symlink() or (
+        path.exists()
+        and not (path / "manifest.json").is_file()
+        and (not path.is_dir() or any(path.iterdir()))
+    ):
+        raise RunError(
+            f"run directory {str(path)!r}: the path exists and is not a run "
+            "directory; refusing to replace it (choose a new --out)"
+        )
     return path
 
 
@@ -178,8 +199,10 @@ def _plain_array(name, v) -> np.ndarray:
     a = np.asarray(v)
     if a.dtype == object:
         if not all(isinstance(x, str) for x in a.ravel()):
-            raise TypeError(f"cannot save {name!r} without pickle: an object array whose "
-                            "entries are not all strings")
+            raise TypeError(
+                f"cannot save {name!r} without pickle: an object array whose "
+                "entries are not all strings"
+            )
         a = a.astype(str)
     return a
 
@@ -202,16 +225,20 @@ def _verified(path, files=FILES) -> Path:
         raise RunError(f"run directory {str(path)!r} is incomplete: missing {', '.join(missing)}")
     linked = [f for f in FILES + ("manifest.json",) if (path / f).is_symlink()]
     if linked:
-        raise RunError(f"run directory {str(path)!r}: {', '.join(linked)} is a symbolic link; "
-                       "a run's files must be regular files inside it")
+        raise RunError(
+            f"run directory {str(path)!r}: {', '.join(linked)} is a symbolic link; "
+            "a run's files must be regular files inside it"
+        )
     try:
         manifest = json.loads((path / "manifest.json").read_text())
     except (json.JSONDecodeError, UnicodeDecodeError) as e:
         raise RunError(f"run directory {str(path)!r}: manifest.json is unreadable ({e})") from None
     for f in files:
         if manifest.get(f) != _sha256(path / f):
-            raise RunError(f"run directory {str(path)!r}: {f} does not match its checksum in "
-                           "manifest.json (modified or corrupted)")
+            raise RunError(
+                f"run directory {str(path)!r}: {f} does not match its checksum in "
+                "manifest.json (modified or corrupted)"
+            )
     return path
 
 
@@ -225,8 +252,9 @@ def read_run(path) -> tuple[dict, dict, object]:
         with np.load(path / "arrays.npz", allow_pickle=False) as z:
             arrays = {k: z[k] for k in z.files}
     except ValueError as e:  # JSON errors; object (pickled) arrays refused by allow_pickle=False
-        raise RunError(f"run directory {str(path)!r}: unreadable or unsafe content "
-                       f"({str(e).splitlines()[0]})") from None
+        raise RunError(
+            f"run directory {str(path)!r}: unreadable or unsafe content ({str(e).splitlines()[0]})"
+        ) from None
     return config, arrays, diagnostics.load_idata(path / "idata.nc")
 
 
@@ -278,8 +306,16 @@ def load_run(path):
     return est
 
 
-def predict_table(est, X, *, interval: float = 0.9, draws: int = 0, random_state=None,
-                  row_offset: int = 0, class_intervals: bool = False):
+def predict_table(
+    est,
+    X,
+    *,
+    interval: float = 0.9,
+    draws: int = 0,
+    random_state=None,
+    row_offset: int = 0,
+    class_intervals: bool = False,
+):
     """Posterior-predictive summary of a fitted (or loaded) estimator as a ``DataFrame``.
 
     Regression: columns ``mean``, ``sd``, ``lower_<interval>``, ``upper_<interval>`` (the
@@ -308,10 +344,13 @@ def predict_table(est, X, *, interval: float = 0.9, draws: int = 0, random_state
     if hasattr(est, "predict_proba"):
         p = est.predict_proba(X)
         if class_intervals and not hasattr(est, "predict_proba_interval"):
-            raise ValueError(f"interval: {type(est).__name__} gives no class-probability "
-                             "intervals (it has no predict_proba_interval)")
-        lo, hi = (est.predict_proba_interval(X, interval=interval) if class_intervals
-                  else (None, None))
+            raise ValueError(
+                f"interval: {type(est).__name__} gives no class-probability "
+                "intervals (it has no predict_proba_interval)"
+            )
+        lo, hi = (
+            est.predict_proba_interval(X, interval=interval) if class_intervals else (None, None)
+        )
         cols = {"prediction": most_probable_class(est.classes_, p)}  # as est.predict decides
         for j, c in enumerate(est.classes_):
             cols[f"p_{c}"] = p[:, j]
@@ -319,16 +358,25 @@ def predict_table(est, X, *, interval: float = 0.9, draws: int = 0, random_state
                 cols[f"p_{c}_lower_{tag}"], cols[f"p_{c}_upper_{tag}"] = lo[:, j], hi[:, j]
         out = pd.DataFrame(cols)
         if draws:
-            lab = est.sample_posterior_predictive(X, draws, random_state=random_state,
-                                                  row_offset=row_offset)
-            out = pd.concat([out, pd.DataFrame(lab.T, columns=[f"draw_{i}" for i in
-                                                               range(draws)])], axis=1)
+            lab = est.sample_posterior_predictive(
+                X, draws, random_state=random_state, row_offset=row_offset
+            )
+            out = pd.concat(
+                [out, pd.DataFrame(lab.T, columns=[f"draw_{i}" for i in range(draws)])], axis=1
+            )
         return out
     pred = est.predictive(X)
-    out = pd.DataFrame({"mean": pred.mean(), "sd": pred.std(),
-                        f"lower_{tag}": pred.quantile(a), f"upper_{tag}": pred.quantile(1 - a)})
+    out = pd.DataFrame(
+        {
+            "mean": pred.mean(),
+            "sd": pred.std(),
+            f"lower_{tag}": pred.quantile(a),
+            f"upper_{tag}": pred.quantile(1 - a),
+        }
+    )
     if draws:
         d = pred.sample(draws, random_state, row_offset=row_offset)
-        out = pd.concat([out, pd.DataFrame(d.T, columns=[f"draw_{i}" for i in range(draws)])],
-                        axis=1)
+        out = pd.concat(
+            [out, pd.DataFrame(d.T, columns=[f"draw_{i}" for i in range(draws)])], axis=1
+        )
     return out.astype(np.float64)

@@ -58,8 +58,11 @@ def _check_xy(X, y, chunk_size):
         raise ValueError(f"X must be 2-D (n_rows, n_features), got shape {X.shape}")
     if y.shape != (X.shape[0],):
         raise ValueError(f"y must have shape ({X.shape[0]},) to match X, got {y.shape}")
-    if isinstance(chunk_size, bool) or not isinstance(chunk_size, (int, np.integer)) \
-            or chunk_size < 1:
+    if (
+        isinstance(chunk_size, bool)
+        or not isinstance(chunk_size, (int, np.integer))
+        or chunk_size < 1
+    ):
         raise ValueError(f"chunk_size must be a positive integer, got {chunk_size!r}")
     return X, y
 
@@ -132,13 +135,15 @@ def _sharded(X, y, mask, params, featurize, chunk_size, mesh):
         s = _scan_stats(Xl, yl, ml, p, featurize, chunk_size)
         return jax.lax.psum(s, "data")
 
-    f = jax.shard_map(local, mesh=mesh, in_specs=(P("data"), P("data"), P("data"), P()),
-                      out_specs=P())
+    f = jax.shard_map(
+        local, mesh=mesh, in_specs=(P("data"), P("data"), P("data"), P()), out_specs=P()
+    )
     return f(X, y, mask, params)
 
 
-def sharded_feature_stats(X, y, featurize: Callable, params, *, chunk_size: int = 4096,
-                          mesh: Mesh | None = None) -> Stats:
+def sharded_feature_stats(
+    X, y, featurize: Callable, params, *, chunk_size: int = 4096, mesh: Mesh | None = None
+) -> Stats:
     r"""Sufficient statistics summed over row shards on several devices.
 
     The rows are split evenly over the ``"data"`` axis of ``mesh`` (default
@@ -169,8 +174,9 @@ def add_stats(a: Stats, b: Stats) -> Stats:
     return Stats(*(x + y for x, y in zip(a, b, strict=True)))
 
 
-def stream_feature_stats(blocks: Iterable, featurize: Callable, params, *,
-                         chunk_size: int = 4096) -> Stats:
+def stream_feature_stats(
+    blocks: Iterable, featurize: Callable, params, *, chunk_size: int = 4096
+) -> Stats:
     """Return the statistics of blocks ``(X_b, y_b)`` arriving one at a time.
 
     For out-of-core data: the sum over blocks of :func:`chunked_feature_stats`. Only one
@@ -182,7 +188,8 @@ def stream_feature_stats(blocks: Iterable, featurize: Callable, params, *,
             Xb, yb = blk
         except (TypeError, ValueError):
             raise ValueError(
-                f"blocks must yield (X, y) pairs; block {i} is {type(blk)!r}") from None
+                f"blocks must yield (X, y) pairs; block {i} is {type(blk)!r}"
+            ) from None
         s = chunked_feature_stats(Xb, yb, featurize, params, chunk_size=chunk_size)
         total = s if total is None else add_stats(total, s)
     if total is None:
@@ -211,8 +218,11 @@ def predict_in_batches(estimator, X, *, prob: float = 0.9, batch_size: int = 20_
     """
     if not hasattr(estimator, "predictive"):
         raise TypeError(f"estimator {type(estimator).__name__} has no predictive(X) method")
-    if isinstance(batch_size, bool) or not isinstance(batch_size, (int, np.integer)) \
-            or batch_size < 1:
+    if (
+        isinstance(batch_size, bool)
+        or not isinstance(batch_size, (int, np.integer))
+        or batch_size < 1
+    ):
         raise ValueError(f"batch_size must be a positive integer, got {batch_size!r}")
     if not 0.0 < prob < 1.0:
         raise ValueError(f"prob must be in (0, 1), got {prob}")

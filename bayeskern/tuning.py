@@ -45,8 +45,9 @@ __all__ = [
 ]
 
 
-def grid_scores(estimator, X, y, param_grid: dict, *, cv=10, scoring="accuracy", n_jobs=None,
-                error_score=np.nan) -> pd.DataFrame:
+def grid_scores(
+    estimator, X, y, param_grid: dict, *, cv=10, scoring="accuracy", n_jobs=None, error_score=np.nan
+) -> pd.DataFrame:
     """Cross-validated score of ``estimator`` at every point of ``param_grid``.
 
     A thin layer over :class:`~sklearn.model_selection.GridSearchCV` with ``refit=False``.
@@ -68,8 +69,15 @@ def grid_scores(estimator, X, y, param_grid: dict, *, cv=10, scoring="accuracy",
     """
     if not isinstance(param_grid, dict) or not param_grid:
         raise ValueError("param_grid must be a non-empty dict of parameter lists")
-    search = GridSearchCV(clone(estimator), param_grid, cv=cv, scoring=scoring, n_jobs=n_jobs,
-                          refit=False, error_score=error_score)
+    search = GridSearchCV(
+        clone(estimator),
+        param_grid,
+        cv=cv,
+        scoring=scoring,
+        n_jobs=n_jobs,
+        refit=False,
+        error_score=error_score,
+    )
     search.fit(X, y)
     res = search.cv_results_
     df = pd.DataFrame(list(res["params"]))
@@ -88,13 +96,26 @@ def _fit_score(ltr, qtr, lte, qte, ytr, yte, C, gamma, scorer, svc_params, error
     except (ValueError, FloatingPointError) as e:
         if isinstance(error_score, str) and error_score == "raise":
             raise
-        warnings.warn(f"SVC fit failed at C={C:g}, gamma={gamma:g}: {e}; scored "
-                      f"{error_score}", FitFailedWarning, stacklevel=2)
+        warnings.warn(
+            f"SVC fit failed at C={C:g}, gamma={gamma:g}: {e}; scored {error_score}",
+            FitFailedWarning,
+            stacklevel=2,
+        )
         return error_score
 
 
-def precomputed_grid_scores(factors, y, Cs, gammas, *, cv=10, scoring="accuracy", n_jobs=None,
-                            error_score=np.nan, **svc_params) -> pd.DataFrame:
+def precomputed_grid_scores(
+    factors,
+    y,
+    Cs,
+    gammas,
+    *,
+    cv=10,
+    scoring="accuracy",
+    n_jobs=None,
+    error_score=np.nan,
+    **svc_params,
+) -> pd.DataFrame:
     r"""Grid scores of ``SVC(kernel="precomputed")`` on :math:`K_\gamma = \exp(\ell - \gamma q)`.
 
     The :math:`\gamma`-free factors are computed once (per fold, or once for all inputs)
@@ -129,8 +150,9 @@ def precomputed_grid_scores(factors, y, Cs, gammas, *, cv=10, scoring="accuracy"
     if not callable(factors):
         ell, q = (np.asarray(f, dtype=float) for f in factors)
         if q.shape != (n, n):
-            raise ValueError(f"factors must be (n, n) arrays with n = len(y) = {n}, "
-                             f"got q of shape {q.shape}")
+            raise ValueError(
+                f"factors must be (n, n) arrays with n = len(y) = {n}, got q of shape {q.shape}"
+            )
         ell = np.broadcast_to(ell, q.shape)
     for name, vals in (("Cs", Cs), ("gammas", gammas)):
         if len(vals) == 0 or not all(isinstance(v, numbers.Real) and v > 0 for v in vals):
@@ -147,8 +169,9 @@ def precomputed_grid_scores(factors, y, Cs, gammas, *, cv=10, scoring="accuracy"
             ltr, qtr = ell[np.ix_(tr, tr)], q[np.ix_(tr, tr)]
             lte, qte = ell[np.ix_(te, tr)], q[np.ix_(te, tr)]
         scores[:, f] = Parallel(n_jobs=n_jobs)(
-            delayed(_fit_score)(ltr, qtr, lte, qte, y[tr], y[te], C, g, scorer, svc_params,
-                                error_score)
+            delayed(_fit_score)(
+                ltr, qtr, lte, qte, y[tr], y[te], C, g, scorer, svc_params, error_score
+            )
             for C, g in grid
         )
     df = pd.DataFrame(grid, columns=["C", "gamma"])
@@ -188,8 +211,9 @@ def pf_curve(scores, alphas=None) -> tuple[np.ndarray, np.ndarray]:
     return alphas, (s[None, :] >= alphas[:, None]).mean(axis=1)
 
 
-def pf_auc(scores, alpha_min: float | None = None, alpha_max: float = 1.0,
-           normalize: bool = False) -> float:
+def pf_auc(
+    scores, alpha_min: float | None = None, alpha_max: float = 1.0, normalize: bool = False
+) -> float:
     r"""Area under :math:`\hat P_f(\alpha)` for :math:`\alpha \in [\alpha_{\min}, \alpha_{\max}]`.
 
     Exact for the step function: :math:`\int_{a}^{b} \hat P_f(\alpha)\,d\alpha =
@@ -210,8 +234,12 @@ def pf_auc(scores, alpha_min: float | None = None, alpha_max: float = 1.0,
     return area / (b - a) if normalize else area
 
 
-def pf_table(named_scores: dict, alpha_min: float | None = None, alpha_max: float = 1.0,
-             normalize: bool = False) -> pd.DataFrame:
+def pf_table(
+    named_scores: dict,
+    alpha_min: float | None = None,
+    alpha_max: float = 1.0,
+    normalize: bool = False,
+) -> pd.DataFrame:
     r"""Best score and :math:`P_f` AUC of several models over a common :math:`\alpha` range.
 
     ``alpha_min`` defaults to the worst score of all models, as in the seed's Table 6.
@@ -221,21 +249,29 @@ def pf_table(named_scores: dict, alpha_min: float | None = None, alpha_max: floa
     if not s:
         raise ValueError("named_scores is empty")
     a = min(np.nanmin(v) for v in s.values()) if alpha_min is None else float(alpha_min)
-    return pd.DataFrame(
-        {"best": {k: np.nanmax(v) for k, v in s.items()},
-         "failed": {k: int(np.isnan(v).sum()) for k, v in s.items()},
-         "pf_auc": {k: pf_auc(v, a, alpha_max, normalize) for k, v in s.items()}}
-    ).rename_axis("model").assign(alpha_min=a)
+    return (
+        pd.DataFrame(
+            {
+                "best": {k: np.nanmax(v) for k, v in s.items()},
+                "failed": {k: int(np.isnan(v).sum()) for k, v in s.items()},
+                "pf_auc": {k: pf_auc(v, a, alpha_max, normalize) for k, v in s.items()},
+            }
+        )
+        .rename_axis("model")
+        .assign(alpha_min=a)
+    )
 
 
-def window_wins(scores_a: pd.DataFrame, scores_b: pd.DataFrame, *, C: float = 1.0,
-                window: int = 3) -> float:
+def window_wins(
+    scores_a: pd.DataFrame, scores_b: pd.DataFrame, *, C: float = 1.0, window: int = 3
+) -> float:
     r"""Fraction of :math:`\gamma`-windows where model A's best score beats model B's.
 
     With ``C`` fixed, every run of ``window`` consecutive grid values of :math:`\gamma`
     (the seed's Table 5: :math:`\{10^i, 10^{i+1}, 10^{i+2}\}`) is a small search; A wins a
     window when its best score there is strictly higher than B's.
     """
+
     def best_by_gamma(df):
         sub = df[np.isclose(df["C"], C)]
         if sub.empty:
@@ -247,6 +283,8 @@ def window_wins(scores_a: pd.DataFrame, scores_b: pd.DataFrame, *, C: float = 1.
         raise ValueError("the two grids have different gamma values")
     if len(a) < window:
         raise ValueError(f"the grid has {len(a)} gamma values, fewer than window={window}")
-    wins = [a.iloc[i:i + window].max() > b.iloc[i:i + window].max()
-            for i in range(len(a) - window + 1)]
+    wins = [
+        a.iloc[i : i + window].max() > b.iloc[i : i + window].max()
+        for i in range(len(a) - window + 1)
+    ]
     return float(np.mean(wins))

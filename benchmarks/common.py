@@ -38,7 +38,8 @@ OPEN_CLOSE = ("<!-- {} -->", "<!-- /{} -->")
 
 PEERS_HEADER = (
     "# Peer benchmarks\n\nWritten by `benchmarks/peers/peer_*.py` (one process per benchmark, "
-    "interleaved repeats, medians). Ratios are bayeskern time / peer time unless stated.\n")
+    "interleaved repeats, medians). Ratios are bayeskern time / peer time unless stated.\n"
+)
 
 VSK_HEADER = """\
 # VSK (variably scaled kernels) — reproduction of Campi, Marchetti & Perracchione (2021)
@@ -47,7 +48,6 @@ Seed: `../shared/seeds/000_5b352147a932b0e0.txt`. Every section below is written
 script named in it; rerun that command to reproduce it. Paper numbers are copied from the
 seed's Fig. 1 and Tables 1-5.
 """
-
 
 
 # ----------------------------------------------------------------------------- results files
@@ -61,8 +61,9 @@ def write_text(path: str | Path, text: str) -> Path:
     return path
 
 
-def write_section(path: str | Path, name: str, body: str, header: str = "",
-                  markers: tuple[str, str] = START_END) -> None:
+def write_section(
+    path: str | Path, name: str, body: str, header: str = "", markers: tuple[str, str] = START_END
+) -> None:
     """Replace (or append) the section ``name`` of the Markdown file ``path``.
 
     The section is the text between the two ``markers`` (formatted with ``name``); the rest
@@ -147,7 +148,8 @@ def interleaved_medians(fns: dict, repeats: int) -> dict:
 
 def command() -> str:
     return "timeout 3600 .venv/bin/python " + " ".join(
-        [os.path.relpath(sys.argv[0])] + sys.argv[1:])
+        [os.path.relpath(sys.argv[0])] + sys.argv[1:]
+    )
 
 
 # ----------------------------------------------------------------------------- data

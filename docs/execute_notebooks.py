@@ -51,19 +51,26 @@ def execute(path: Path, timeout: int = 7200) -> float:
         nb = nbformat.read(path, as_version=4)
         t0 = time.perf_counter()
         with tempfile.TemporaryDirectory() as tmp:  # files the notebook writes stay out of git
-            nbclient.NotebookClient(nb, timeout=timeout, kernel_name="python3",
-                                    resources={"metadata": {"path": tmp}}).execute()
+            nbclient.NotebookClient(
+                nb, timeout=timeout, kernel_name="python3", resources={"metadata": {"path": tmp}}
+            ).execute()
         seconds = time.perf_counter() - t0
     finally:
         if env_quick is not None:
             os.environ["BAYESKERN_QUICK"] = env_quick
-    commit = subprocess.run(["git", "-C", str(ROOT), "rev-parse", "--short", "HEAD"],
-                            capture_output=True, text=True).stdout.strip()
+    commit = subprocess.run(
+        ["git", "-C", str(ROOT), "rev-parse", "--short", "HEAD"], capture_output=True, text=True
+    ).stdout.strip()
     nb.metadata["bayeskern_executed"] = {
         "date": datetime.datetime.now(datetime.UTC).strftime("%Y-%m-%d %H:%M UTC"),
-        "machine": machine(), "bayeskern": bayeskern.__version__, "commit": commit,
-        "seconds": round(seconds, 1), "load": open("/proc/loadavg").read().split()[:3]
-        if os.path.exists("/proc/loadavg") else None}
+        "machine": machine(),
+        "bayeskern": bayeskern.__version__,
+        "commit": commit,
+        "seconds": round(seconds, 1),
+        "load": open("/proc/loadavg").read().split()[:3]
+        if os.path.exists("/proc/loadavg")
+        else None,
+    }
     tmp = path.with_suffix(".ipynb.tmp")
     nbformat.write(nb, tmp)
     tmp.replace(path)  # nothing half-written

@@ -166,13 +166,25 @@ class SpectralSpec(NamedTuple):
     sigma_scale: float = 1.5
 
 
-def make_spec(key, d, *, n_components=4, n_per_component=16, locally_stationary=False,
-              n_components_v=2, n_per_component_v=4, mu_scale=None) -> SpectralSpec:
+def make_spec(
+    key,
+    d,
+    *,
+    n_components=4,
+    n_per_component=16,
+    locally_stationary=False,
+    n_components_v=2,
+    n_per_component_v=4,
+    mu_scale=None,
+) -> SpectralSpec:
     """Draw the fixed base draws :math:`\\varepsilon` and assemble a :class:`SpectralSpec`."""
     k1, k2 = jax.random.split(jax.random.PRNGKey(key) if isinstance(key, int) else key)
     eps = jax.random.normal(k1, (n_components, n_per_component, d))
-    eps_v = (jax.random.normal(k2, (n_components_v, n_per_component_v, d))
-             if locally_stationary else None)
+    eps_v = (
+        jax.random.normal(k2, (n_components_v, n_per_component_v, d))
+        if locally_stationary
+        else None
+    )
     mu_scale = jnp.ones(d) if mu_scale is None else jnp.asarray(mu_scale, dtype=float)
     return SpectralSpec(eps, eps_v, mu_scale, d == 1)
 
@@ -259,8 +271,14 @@ def nig_log_marginal_diag(stats: Stats, precision: jax.Array, a0=A0, b0=B0):
     post = nig_posterior(stats, precision, a0, b0)
     logdet_N = 2.0 * jnp.sum(jnp.log(jnp.diagonal(post.L)))
     logdet_0 = jnp.sum(jnp.log(precision))
-    lm = (-0.5 * stats.n * jnp.log(2 * jnp.pi) + 0.5 * (logdet_0 - logdet_N)
-          + a0 * jnp.log(b0) - post.a * jnp.log(post.b) + gammaln(post.a) - gammaln(a0))
+    lm = (
+        -0.5 * stats.n * jnp.log(2 * jnp.pi)
+        + 0.5 * (logdet_0 - logdet_N)
+        + a0 * jnp.log(b0)
+        - post.a * jnp.log(post.b)
+        + gammaln(post.a)
+        - gammaln(a0)
+    )
     return lm, post
 
 
@@ -298,8 +316,9 @@ def design_stats(X, y, params, spec, mean_basis=None, chunk_size=None) -> Stats:
     seed 003 eq. (10) is unchanged (sums split over rows).
     """
     rows = (X,) if mean_basis is None else (X, mean_basis)
-    return scan_feature_stats(lambda *r: _design(r[0], params, spec, r[1] if len(r) > 1
-                                                 else None), rows, y, chunk_size)
+    return scan_feature_stats(
+        lambda *r: _design(r[0], params, spec, r[1] if len(r) > 1 else None), rows, y, chunk_size
+    )
 
 
 def trend_precision(n_trend: int, d: int) -> np.ndarray:
@@ -316,18 +335,23 @@ def trend_precision(n_trend: int, d: int) -> np.ndarray:
     """
     prec = np.full(n_trend, TREND_PRECISION)
     if n_trend == 1 + 2 * d:
-        prec[1 + d:] = QUADRATIC_PRECISION
+        prec[1 + d :] = QUADRATIC_PRECISION
     return prec
 
 
 def _precision(n_fourier, n_trend, snr, dtype, d):
-    return jnp.concatenate([jnp.asarray(trend_precision(n_trend, d), dtype),
-                            jnp.full((n_fourier,), 1.0, dtype) / snr**2])
+    return jnp.concatenate(
+        [
+            jnp.asarray(trend_precision(n_trend, d), dtype),
+            jnp.full((n_fourier,), 1.0, dtype) / snr**2,
+        ]
+    )
 
 
 # --------------------------------------------------------------------------- models
-def gabasr_regression(X, y=None, *, spec: SpectralSpec, mean_basis=None, probe=None,
-                      chunk_size=None):
+def gabasr_regression(
+    X, y=None, *, spec: SpectralSpec, mean_basis=None, probe=None, chunk_size=None
+):
     """GaBaSR regression with the weights and noise integrated out (seed 003 eq. 10).
 
     Parameters
@@ -361,8 +385,9 @@ def gabasr_regression(X, y=None, *, spec: SpectralSpec, mean_basis=None, probe=N
         numpyro.deterministic("f_probe", _design(probe[0], params, spec, probe[1]) @ post.w)
 
 
-def gabasr_classification(X, y=None, *, spec: SpectralSpec, mean_basis=None, probe=None,
-                          features: tuple | None = None):
+def gabasr_classification(
+    X, y=None, *, spec: SpectralSpec, mean_basis=None, probe=None, features: tuple | None = None
+):
     """GaBaSR binary classification, Bernoulli-logit on the features (seed 003 eq. 11).
 
     :math:`\\eta = B\\beta_0 + a\\,\\Phi z`, :math:`z \\sim N(0, I_{2M})`,
@@ -386,7 +411,8 @@ def gabasr_classification(X, y=None, *, spec: SpectralSpec, mean_basis=None, pro
     beta0 = None
     if mean_basis is not None:
         beta0 = numpyro.sample(
-            "beta0", dist.Normal(0.0, 2.5).expand([mean_basis.shape[1]]).to_event(1))
+            "beta0", dist.Normal(0.0, 2.5).expand([mean_basis.shape[1]]).to_event(1)
+        )
         logits = logits + mean_basis @ beta0
     lik = dist.Bernoulli(logits=logits)
     if y is not None:
@@ -403,13 +429,15 @@ def gabasr_classification(X, y=None, *, spec: SpectralSpec, mean_basis=None, pro
 # --------------------------------------------------------------------------- prediction
 def draw_params(draw: dict, spec: SpectralSpec) -> dict:
     """Spectral parameters of one posterior draw (``weights`` from the deterministic site)."""
-    keys = ["weights", "mu", "sigma"] + (["v_weights", "v_mu", "v_sigma"]
-                                         if spec.eps_v is not None else [])
+    keys = ["weights", "mu", "sigma"] + (
+        ["v_weights", "v_mu", "v_sigma"] if spec.eps_v is not None else []
+    )
     return {k: draw[k] for k in keys}
 
 
-def regression_posterior(draw: dict, X, y, *, spec, mean_basis=None, params=None,
-                         chunk_size=None) -> NIGPosterior:
+def regression_posterior(
+    draw: dict, X, y, *, spec, mean_basis=None, params=None, chunk_size=None
+) -> NIGPosterior:
     r"""NIG posterior :math:`(w_N, L_N, a_N, b_N)` of the weights and noise given one draw.
 
     Seed 003 eq. (10) with the draw's features :math:`\Phi = [B \mid \phi(X)]` and prior
@@ -424,8 +452,19 @@ def regression_posterior(draw: dict, X, y, *, spec, mean_basis=None, params=None
     return nig_posterior(stats, prec, A0, B0)
 
 
-def regression_predictive(draw: dict, X, y, Xnew, *, spec, mean_basis=None, mean_new=None,
-                          params=None, chunk_size=None, post: NIGPosterior | None = None):
+def regression_predictive(
+    draw: dict,
+    X,
+    y,
+    Xnew,
+    *,
+    spec,
+    mean_basis=None,
+    mean_new=None,
+    params=None,
+    chunk_size=None,
+    post: NIGPosterior | None = None,
+):
     """Student-t predictive ``(loc, scale, df)`` at ``Xnew`` for one posterior draw.
 
     The NIG posterior of the weights given the draw's features (seed 003 eq. 10's
@@ -437,8 +476,9 @@ def regression_predictive(draw: dict, X, y, Xnew, *, spec, mean_basis=None, mean
     """
     params = draw_params(draw, spec) if params is None else params
     if post is None:
-        post = regression_posterior(draw, X, y, spec=spec, mean_basis=mean_basis,
-                                    params=params, chunk_size=chunk_size)
+        post = regression_posterior(
+            draw, X, y, spec=spec, mean_basis=mean_basis, params=params, chunk_size=chunk_size
+        )
     return nig_predictive(post, _design(Xnew, params, spec, mean_new))
 
 
@@ -536,8 +576,9 @@ class GibbsPrior(NamedTuple):
     lam_step_size: float = 0.5
 
 
-def gabasr_crp_regression(X, y=None, *, n_features: int, psi0, mean_basis=None,
-                          prior: GibbsPrior | None = None):
+def gabasr_crp_regression(
+    X, y=None, *, n_features: int, psi0, mean_basis=None, prior: GibbsPrior | None = None
+):
     r"""Sample the paper's GaBaSR regression: free frequencies under a CRP mixture (seed 003).
 
     What :class:`bayeskern.inference.gabasr_gibbs.GaBaSRGibbs` samples (section 3.2), as a
@@ -591,13 +632,18 @@ def gabasr_crp_regression(X, y=None, *, n_features: int, psi0, mean_basis=None,
         counts = counts.at[z].add(1.0)
         zs.append(z)
     z = jnp.stack(zs)
-    Lam = numpyro.sample("precision", dist.Wishart(
-        d + prior.nu_offset, scale_matrix=jnp.linalg.inv(jnp.asarray(psi0))).expand([M])
-        .to_event(1))
-    mu = numpyro.sample("mu", dist.MultivariateNormal(
-        jnp.zeros(d), precision_matrix=prior.kappa0 * Lam).to_event(1))
-    omega = numpyro.sample("omega", dist.MultivariateNormal(
-        mu[z], precision_matrix=Lam[z]).to_event(1))
+    Lam = numpyro.sample(
+        "precision",
+        dist.Wishart(d + prior.nu_offset, scale_matrix=jnp.linalg.inv(jnp.asarray(psi0)))
+        .expand([M])
+        .to_event(1),
+    )
+    mu = numpyro.sample(
+        "mu", dist.MultivariateNormal(jnp.zeros(d), precision_matrix=prior.kappa0 * Lam).to_event(1)
+    )
+    omega = numpyro.sample(
+        "omega", dist.MultivariateNormal(mu[z], precision_matrix=Lam[z]).to_event(1)
+    )
     lam0 = prior.prior_precision
     if lam0 is None:
         lam0 = numpyro.sample("prior_precision", dist.Gamma(prior.lam_shape, prior.lam_rate))
@@ -605,8 +651,9 @@ def gabasr_crp_regression(X, y=None, *, n_features: int, psi0, mean_basis=None,
     if mean_basis is not None:
         Phi = jnp.concatenate([Phi, jnp.asarray(mean_basis, Phi.dtype)], axis=1)
     if y is not None:
-        numpyro.factor("evidence", nig_log_marginal(feature_stats(Phi, y), lam0, prior.a0,
-                                                    prior.b0))
+        numpyro.factor(
+            "evidence", nig_log_marginal(feature_stats(Phi, y), lam0, prior.a0, prior.b0)
+        )
 
 
 # =========================================================================== exact model
@@ -615,8 +662,16 @@ def gabasr_crp_regression(X, y=None, *, n_features: int, psi0, mean_basis=None,
 # the exact Gaussian marginal. Used for N up to a few thousand rows (the default there).
 
 
-def significant_peaks(x: np.ndarray, r: np.ndarray, *, w_min: float, w_max: float,
-                      max_peaks: int = 3, fap: float = 1e-3, n_grid: int = 4000) -> np.ndarray:
+def significant_peaks(
+    x: np.ndarray,
+    r: np.ndarray,
+    *,
+    w_min: float,
+    w_max: float,
+    max_peaks: int = 3,
+    fap: float = 1e-3,
+    n_grid: int = 4000,
+) -> np.ndarray:
     r"""Significant spectral lines of a residual series by iterative pre-whitening.
 
     At each step the periodogram of the current residual :math:`r`,
@@ -765,8 +820,9 @@ def spectral_mixture_terms(tau, params: dict) -> jax.Array:
     k = a2[0] * jnp.exp(-0.5 * jnp.sum((params["sigma0"] * tau) ** 2, axis=-1))
     if "mu" in params and params["mu"].shape[-1]:
         t = tau[..., :1]
-        k = k + jnp.sum(a2[1:] * jnp.exp(-0.5 * (params["sigma"] * t) ** 2)
-                        * jnp.cos(params["mu"] * t), axis=-1)
+        k = k + jnp.sum(
+            a2[1:] * jnp.exp(-0.5 * (params["sigma"] * t) ** 2) * jnp.cos(params["mu"] * t), axis=-1
+        )
     return k
 
 
@@ -783,13 +839,15 @@ def sample_exact(spec: ExactSpec, d: int, q: int) -> dict:
     params = {
         "trend_amp": numpyro.sample("trend_amp", dist.HalfNormal(1.0).expand([q]).to_event(1)),
         "amplitude": numpyro.sample("amplitude", dist.HalfNormal(1.0).expand([K]).to_event(1)),
-        "sigma0": numpyro.sample("sigma0",
-                                 dist.LogNormal(spec.log_sigma0, SIGMA0_PRIOR_SD).to_event(1)),
+        "sigma0": numpyro.sample(
+            "sigma0", dist.LogNormal(spec.log_sigma0, SIGMA0_PRIOR_SD).to_event(1)
+        ),
     }
     if K > 1:  # no sites of size zero (no significant line: the smooth component only)
         params["mu"] = numpyro.sample("mu", dist.Normal(spec.peaks, res).to_event(1))
         params["sigma"] = numpyro.sample(
-            "sigma", dist.LogNormal(jnp.full(K - 1, np.log(res)), SIGMA_PRIOR_SD).to_event(1))
+            "sigma", dist.LogNormal(jnp.full(K - 1, np.log(res)), SIGMA_PRIOR_SD).to_event(1)
+        )
     params["noise"] = numpyro.sample("noise", dist.HalfNormal(1.0))
     return params
 
@@ -808,8 +866,7 @@ def exact_covariance(params: dict, prepared: ExactPrepared) -> jax.Array:
     return K + Bc @ Bc.T + (params["noise"] ** 2 + JITTER) * jnp.eye(K.shape[0])
 
 
-def gabasr_exact_regression(X, y=None, *, spec: ExactSpec, prepared: ExactPrepared,
-                            probe=None):
+def gabasr_exact_regression(X, y=None, *, spec: ExactSpec, prepared: ExactPrepared, probe=None):
     r"""GaBaSR regression, exact form: the spectral-mixture GP with a polynomial trend.
 
     The random-feature kernel of :func:`gabasr_regression` has expectation (over its base
@@ -855,8 +912,10 @@ def gabasr_exact_regression(X, y=None, *, spec: ExactSpec, prepared: ExactPrepar
 
 def exact_cross(params: dict, X, B, Xnew, Bnew):
     """Cross-covariance ``(n, m)`` and prior variance ``(m,)`` at new inputs (no noise)."""
-    Ks = spectral_mixture_terms(X[:, None, :] - Xnew[None, :, :], params) \
+    Ks = (
+        spectral_mixture_terms(X[:, None, :] - Xnew[None, :, :], params)
         + (B * params["trend_amp"] ** 2) @ Bnew.T
+    )
     kss = jnp.sum(params["amplitude"] ** 2) + (Bnew**2) @ params["trend_amp"] ** 2
     return Ks, kss
 

@@ -50,9 +50,19 @@ from scipy.stats import norm
 from bayeskern.blr import Stats, scan_feature_stats
 from bayeskern.hsgp import FAMILY_RULES, MAX_COLUMNS, Basis
 
-__all__ = ["mixture_density", "binned_density", "choose_mixture_basis", "features",
-           "prior_variances", "gabasr_hsgp_regression", "mixture_factors", "mixture_stats",
-           "mass_beyond", "BOUNDARY_FACTOR", "BASIS_QUANTILE"]
+__all__ = [
+    "mixture_density",
+    "binned_density",
+    "choose_mixture_basis",
+    "features",
+    "prior_variances",
+    "gabasr_hsgp_regression",
+    "mixture_factors",
+    "mixture_stats",
+    "mass_beyond",
+    "BOUNDARY_FACTOR",
+    "BASIS_QUANTILE",
+]
 
 #: half-width of the box as a multiple of the inputs' half-range, :math:`L = cS`: the basis
 #: holds inside the box only, so :math:`c = 2` leaves half the training range on each side
@@ -81,18 +91,31 @@ def mixture_density(omega, params: dict) -> jax.Array:
     a2 = params["amplitude"] ** 2
     s0 = params["sigma0"]
     d = s0.shape[-1]
-    dens = a2[0] * (2 * jnp.pi) ** (d / 2) / jnp.prod(s0) \
+    dens = (
+        a2[0]
+        * (2 * jnp.pi) ** (d / 2)
+        / jnp.prod(s0)
         * jnp.exp(-0.5 * jnp.sum((omega / s0) ** 2, axis=-1))
+    )
     if "mu" in params and params["mu"].shape[-1]:
         w, mu, sg = omega[:, :1], params["mu"], params["sigma"]
-        dens = dens + jnp.sum(a2[1:] * jnp.sqrt(2 * jnp.pi) / (2 * sg) * (
-            jnp.exp(-0.5 * ((w - mu) / sg) ** 2) + jnp.exp(-0.5 * ((w + mu) / sg) ** 2)), axis=1)
+        dens = dens + jnp.sum(
+            a2[1:]
+            * jnp.sqrt(2 * jnp.pi)
+            / (2 * sg)
+            * (jnp.exp(-0.5 * ((w - mu) / sg) ** 2) + jnp.exp(-0.5 * ((w + mu) / sg) ** 2)),
+            axis=1,
+        )
     return dens
 
 
-def choose_mixture_basis(Z: np.ndarray, spec: ExactSpec, *,
-                         boundary_factor: float = BOUNDARY_FACTOR,
-                         quantile: float = BASIS_QUANTILE) -> Basis:
+def choose_mixture_basis(
+    Z: np.ndarray,
+    spec: ExactSpec,
+    *,
+    boundary_factor: float = BOUNDARY_FACTOR,
+    quantile: float = BASIS_QUANTILE,
+) -> Basis:
     r"""Box and basis size that resolve the spectral-mixture prior of ``spec``.
 
     Per column, :math:`L_j = c\,S_j` (``boundary_factor``, :math:`S_j` the half-range of the
@@ -124,8 +147,9 @@ def choose_mixture_basis(Z: np.ndarray, spec: ExactSpec, *,
     Z = np.asarray(Z, dtype=float)
     d = Z.shape[1]
     if d > MAX_COLUMNS:
-        raise ValueError(f"the Hilbert-space basis is built for at most {MAX_COLUMNS} input "
-                         f"columns, got {d}")
+        raise ValueError(
+            f"the Hilbert-space basis is built for at most {MAX_COLUMNS} input columns, got {d}"
+        )
     lo, hi = Z.min(axis=0), Z.max(axis=0)
     S = np.maximum(0.5 * (hi - lo), 0.5)
     L = boundary_factor * S
@@ -146,14 +170,17 @@ def features(Z, basis: Basis, degree: int) -> jax.Array:
     The trend columns are :func:`bayeskern.models.gabasr.polynomial_basis`'s.
     """
     Z = jnp.asarray(Z)
-    return jnp.concatenate([basis(Z), jnp.ones((Z.shape[0], 1), Z.dtype)]
-                           + [Z**p for p in range(1, degree + 1)], axis=1)
+    return jnp.concatenate(
+        [basis(Z), jnp.ones((Z.shape[0], 1), Z.dtype)] + [Z**p for p in range(1, degree + 1)],
+        axis=1,
+    )
 
 
 def mixture_stats(Z, y, basis: Basis, degree: int, chunk_size: int | None) -> Stats:
     """Sufficient statistics of ``y`` on :func:`features`, summed over row chunks."""
-    return scan_feature_stats(lambda z: features(z, basis, degree), (jnp.asarray(Z),),
-                              jnp.asarray(y), chunk_size)
+    return scan_feature_stats(
+        lambda z: features(z, basis, degree), (jnp.asarray(Z),), jnp.asarray(y), chunk_size
+    )
 
 
 def _bin_mass(lo, hi, mean, sd):
@@ -192,8 +219,9 @@ def binned_density(params: dict, basis: Basis) -> jax.Array:
     mass = a2[0] * (2 * jnp.pi) ** s0.shape[-1] * jnp.prod(_bin_mass(lo, hi, 0.0, s0), axis=1)
     if "mu" in params and params["mu"].shape[-1]:
         l1, h1, mu, sg = lo[:, :1], hi[:, :1], params["mu"], params["sigma"]
-        mass = mass + jnp.pi * jnp.sum(a2[1:] * (_bin_mass(l1, h1, mu, sg)
-                                                 + _bin_mass(l1, h1, -mu, sg)), axis=1)
+        mass = mass + jnp.pi * jnp.sum(
+            a2[1:] * (_bin_mass(l1, h1, mu, sg) + _bin_mass(l1, h1, -mu, sg)), axis=1
+        )
     return mass / jnp.prod(delta)
 
 
@@ -206,8 +234,7 @@ def prior_variances(params: dict, basis: Basis) -> jax.Array:
     return jnp.concatenate([binned_density(params, basis), params["trend_amp"] ** 2])
 
 
-def gabasr_hsgp_regression(stats: Stats, *, spec: ExactSpec, basis: Basis,
-                           degree: int):
+def gabasr_hsgp_regression(stats: Stats, *, spec: ExactSpec, basis: Basis, degree: int):
     r"""GaBaSR regression on a Hilbert-space basis (the module docstring), for NUTS.
 
     .. math:: y = \phi(x)^\top w + b(x)^\top\beta + \varepsilon,\quad
@@ -230,8 +257,7 @@ def gabasr_hsgp_regression(stats: Stats, *, spec: ExactSpec, basis: Basis,
     """
     params = sample_exact(spec, basis.dim, 1 + basis.dim * degree)
     noise_var = params["noise"] ** 2 + JITTER
-    numpyro.factor("y", collapsed_log_marginal(stats, prior_variances(params, basis),
-                                               noise_var))
+    numpyro.factor("y", collapsed_log_marginal(stats, prior_variances(params, basis), noise_var))
 
 
 def mixture_factors(draw: dict, basis: Basis, stats: Stats):
@@ -259,6 +285,7 @@ def mass_beyond(draws: dict, basis: Basis) -> np.ndarray:
     out = a2[:, 0] * np.max(2 * norm.sf(Om / s0), axis=1)
     if "mu" in draws and np.asarray(draws["mu"]).shape[-1]:
         mu, sg = np.abs(np.asarray(draws["mu"])), np.asarray(draws["sigma"])
-        out = out + np.sum(a2[:, 1:] * (norm.sf((Om[0] - mu) / sg)
-                                        + norm.sf((Om[0] + mu) / sg)), axis=1)
+        out = out + np.sum(
+            a2[:, 1:] * (norm.sf((Om[0] - mu) / sg) + norm.sf((Om[0] + mu) / sg)), axis=1
+        )
     return out / np.sum(a2, axis=1)

@@ -24,9 +24,20 @@ import numpy as np
 
 from . import gabasr as G
 
-__all__ = ["RobustScaler1", "mean_basis", "frequency_scale", "feature_spec", "probe_points",
-           "initial_values", "classification_initial_values", "exact_setup",
-           "add_mixture_weights", "spec_arrays", "spec_from_arrays", "MEAN_FUNCTIONS"]
+__all__ = [
+    "RobustScaler1",
+    "mean_basis",
+    "frequency_scale",
+    "feature_spec",
+    "probe_points",
+    "initial_values",
+    "classification_initial_values",
+    "exact_setup",
+    "add_mixture_weights",
+    "spec_arrays",
+    "spec_from_arrays",
+    "MEAN_FUNCTIONS",
+]
 
 #: the mean functions of :func:`mean_basis`
 MEAN_FUNCTIONS = ("zero", "constant", "linear", "poly2")
@@ -96,8 +107,9 @@ def frequency_scale(Z: np.ndarray) -> np.ndarray:
     return np.asarray(out)
 
 
-def feature_spec(key, Z: np.ndarray, *, n_features: int, n_components: int,
-                 locally_stationary: bool) -> tuple[G.SpectralSpec, np.ndarray]:
+def feature_spec(
+    key, Z: np.ndarray, *, n_features: int, n_components: int, locally_stationary: bool
+) -> tuple[G.SpectralSpec, np.ndarray]:
     """Return the fixed ingredients of the random-feature model for standardized inputs ``Z``.
 
     Stationary: :math:`K` components of :math:`J = \\max(1, \\lfloor M/K\\rfloor)` base
@@ -132,9 +144,15 @@ def feature_spec(key, Z: np.ndarray, *, n_features: int, n_components: int,
         # M1 omega frequencies times M2 = 4 envelope frequencies give n_features pairs
         m2 = 4 if n_features >= 4 * K else 1
         J = max(1, n_features // (m2 * K))
-        spec = G.make_spec(key, d, n_components=K, n_per_component=J,
-                           locally_stationary=True, n_components_v=min(2, m2),
-                           n_per_component_v=max(1, m2 // 2))
+        spec = G.make_spec(
+            key,
+            d,
+            n_components=K,
+            n_per_component=J,
+            locally_stationary=True,
+            n_components_v=min(2, m2),
+            n_per_component_v=max(1, m2 // 2),
+        )
     else:
         J = max(1, n_features // K)
         spec = G.make_spec(key, d, n_components=K, n_per_component=J)
@@ -170,8 +188,13 @@ def probe_points(Z: np.ndarray, mean_function: str):
     return jnp.asarray(P), (None if Bp is None else jnp.asarray(Bp))
 
 
-def initial_values(Z: np.ndarray, target: np.ndarray, B: np.ndarray | None,
-                   spec: G.SpectralSpec, freq_scale: np.ndarray) -> dict:
+def initial_values(
+    Z: np.ndarray,
+    target: np.ndarray,
+    B: np.ndarray | None,
+    spec: G.SpectralSpec,
+    freq_scale: np.ndarray,
+) -> dict:
     """Return initial spectral parameters: periodogram peaks (d = 1) or a ladder of spreads.
 
     With :math:`w_0 = 2\\pi/\\mathrm{span}` (span of the first column): for one input column,
@@ -210,12 +233,13 @@ def initial_values(Z: np.ndarray, target: np.ndarray, B: np.ndarray | None,
         r = target - (B @ np.linalg.lstsq(B, target, rcond=None)[0] if B is not None else 0)
         peaks = G.periodogram_peaks(Z[:, 0], r, K - 1, 2 * w_min, float(freq_scale[0]))
         mu = np.zeros((K, 1))
-        mu[1:1 + len(peaks), 0] = peaks
+        mu[1 : 1 + len(peaks), 0] = peaks
         sigma = np.full((K, 1), w_min)
         sigma[0] = 2 * w_min  # the smooth component: length-scale ~ span / 4π
         # unused slots (fewer peaks than components) become wider smooth components
-        sigma[1 + len(peaks):] = np.geomspace(0.3, 3.0, max(K - 1 - len(peaks), 1))[
-            : K - 1 - len(peaks), None]
+        sigma[1 + len(peaks) :] = np.geomspace(0.3, 3.0, max(K - 1 - len(peaks), 1))[
+            : K - 1 - len(peaks), None
+        ]
         mu = np.abs(mu) + 1e-3
     else:
         mu = np.zeros((K, d))
@@ -225,16 +249,25 @@ def initial_values(Z: np.ndarray, target: np.ndarray, B: np.ndarray | None,
         init["stick"] = jnp.full(K - 1, 0.5)
     if spec.eps_v is not None:
         K2 = spec.eps_v.shape[0]
-        init.update({"v_alpha": jnp.asarray(1.0),
-                     "v_mu": jnp.full((K2, d), 1e-3),
-                     "v_sigma": jnp.full((K2, d), 0.5)})
+        init.update(
+            {
+                "v_alpha": jnp.asarray(1.0),
+                "v_mu": jnp.full((K2, d), 1e-3),
+                "v_sigma": jnp.full((K2, d), 0.5),
+            }
+        )
         if K2 > 1:
             init["v_stick"] = jnp.full(K2 - 1, 0.5)
     return init
 
 
-def classification_initial_values(Z: np.ndarray, y01: np.ndarray, B: np.ndarray | None,
-                                  spec: G.SpectralSpec, freq_scale: np.ndarray) -> dict:
+def classification_initial_values(
+    Z: np.ndarray,
+    y01: np.ndarray,
+    B: np.ndarray | None,
+    spec: G.SpectralSpec,
+    freq_scale: np.ndarray,
+) -> dict:
     """Return initial values of :func:`bayeskern.models.gabasr.gabasr_classification`.
 
     The spectral part of :func:`initial_values` on the centred labels :math:`y - \\bar y`,
@@ -256,8 +289,12 @@ def classification_initial_values(Z: np.ndarray, y01: np.ndarray, B: np.ndarray 
     dict
     """
     init = initial_values(Z, y01 - y01.mean(), B, spec, freq_scale)
-    n_weights = (2 * spec.eps.shape[0] * spec.eps.shape[1]
-                 * (1 if spec.eps_v is None else spec.eps_v.shape[0] * spec.eps_v.shape[1]))
+    n_weights = (
+        2
+        * spec.eps.shape[0]
+        * spec.eps.shape[1]
+        * (1 if spec.eps_v is None else spec.eps_v.shape[0] * spec.eps_v.shape[1])
+    )
     init.update(amp=jnp.asarray(1.0), z=jnp.zeros(n_weights))
     if B is not None:
         init["beta0"] = jnp.zeros(B.shape[1])
@@ -268,8 +305,9 @@ def classification_initial_values(Z: np.ndarray, y01: np.ndarray, B: np.ndarray 
 PERIODOGRAM_ROWS = 20_000
 
 
-def exact_setup(Z: np.ndarray, ys: np.ndarray, *, trend_degree, n_components,
-                freq_scale: np.ndarray) -> tuple[np.ndarray, G.ExactSpec, int]:
+def exact_setup(
+    Z: np.ndarray, ys: np.ndarray, *, trend_degree, n_components, freq_scale: np.ndarray
+) -> tuple[np.ndarray, G.ExactSpec, int]:
     """Return the trend basis and the anchored component means of the exact model.
 
     The trend degree is 3 for one input column and 1 for several (``"auto"``). For one
@@ -315,11 +353,16 @@ def exact_setup(Z: np.ndarray, ys: np.ndarray, *, trend_degree, n_components,
         rows = np.arange(n)
         if n > PERIODOGRAM_ROWS:
             rows = np.argsort(Z[:, 0], kind="stable")[
-                np.linspace(0, n - 1, PERIODOGRAM_ROWS).round().astype(int)]
+                np.linspace(0, n - 1, PERIODOGRAM_ROWS).round().astype(int)
+            ]
         peaks = G.significant_peaks(
-            Z[rows, 0], r[rows], w_min=2 * res, w_max=float(freq_scale[0]),
+            Z[rows, 0],
+            r[rows],
+            w_min=2 * res,
+            w_max=float(freq_scale[0]),
             max_peaks=3 if auto else int(n_components) - 1,
-            fap=1e-3 if auto else 1.0)
+            fap=1e-3 if auto else 1.0,
+        )
     spec = G.ExactSpec(jnp.asarray(peaks), float(res), jnp.full(d, -0.5 * np.log(d)))
     return B, spec, degree
 
@@ -347,8 +390,9 @@ def add_mixture_weights(values: dict, spec: G.SpectralSpec) -> dict:
         if eps is None:
             continue
         K = eps.shape[0]
-        out[f"{prefix}weights"] = (G.stick_breaking(jnp.asarray(values[f"{prefix}stick"]))
-                                   if K > 1 else jnp.ones(1))
+        out[f"{prefix}weights"] = (
+            G.stick_breaking(jnp.asarray(values[f"{prefix}stick"])) if K > 1 else jnp.ones(1)
+        )
     return out
 
 
@@ -384,6 +428,9 @@ def spec_from_arrays(arrays: dict, none: list[str]) -> G.SpectralSpec:
     SpectralSpec
     """
     spec = {f: None if f in none else arrays[f"spec/{f}"] for f in G.SpectralSpec._fields}
-    return G.SpectralSpec(**{f: v if v is None else (v.item() if v.ndim == 0 else
-                                                      jnp.asarray(v))
-                             for f, v in spec.items()})
+    return G.SpectralSpec(
+        **{
+            f: v if v is None else (v.item() if v.ndim == 0 else jnp.asarray(v))
+            for f, v in spec.items()
+        }
+    )

@@ -32,8 +32,7 @@ __all__ = [
 ]
 
 
-def posterior_mixture_draws(post: Mapping, x_scale) -> tuple[np.ndarray, np.ndarray,
-                                                             np.ndarray]:
+def posterior_mixture_draws(post: Mapping, x_scale) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
     """Return the spectral mixture of every posterior draw, in the units of the inputs.
 
     * Exact model (:func:`bayeskern.models.gabasr.gabasr_exact_regression`, sites
@@ -106,9 +105,11 @@ def _exact_draws(post: Mapping) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.
     angular units.
     """
     if "amplitude" not in post or "sigma0" not in post or "weights" in post:
-        raise ValueError("post must be the posterior of GaBaSR's exact model (sites "
-                         "'amplitude', 'sigma0', 'mu', 'sigma'); got variables "
-                         f"{sorted(post)}")
+        raise ValueError(
+            "post must be the posterior of GaBaSR's exact model (sites "
+            "'amplitude', 'sigma0', 'mu', 'sigma'); got variables "
+            f"{sorted(post)}"
+        )
     a = np.asarray(post["amplitude"], dtype=float)
     a = a.reshape(-1, a.shape[-1])
     s0 = np.asarray(post["sigma0"], dtype=float)
@@ -134,8 +135,9 @@ def _cycles(sigma0, mu, sigma, x_scale) -> tuple[np.ndarray, np.ndarray]:
     return locs, sds
 
 
-def exact_spectral_density(frequency, amplitude, sigma0, mu, sigma, *, x_scale,
-                           y_scale=1.0) -> np.ndarray:
+def exact_spectral_density(
+    frequency, amplitude, sigma0, mu, sigma, *, x_scale, y_scale=1.0
+) -> np.ndarray:
     """Spectral density of exact-model draws along input column 0, in variance units.
 
     The stationary part of the exact GaBaSR kernel (Pena-Llamas et al. 2023), the
@@ -179,13 +181,15 @@ def exact_spectral_density(frequency, amplitude, sigma0, mu, sigma, *, x_scale,
     a2 = np.atleast_2d(np.asarray(amplitude, dtype=float)) ** 2 * sy2
     locs, sds = _cycles(sigma0, mu, sigma, x_scale)
     if locs.shape != a2.shape:
-        raise ValueError(f"amplitude has {a2.shape[1]} components but mu has "
-                         f"{locs.shape[1] - 1} periodic ones (expected {a2.shape[1] - 1})")
+        raise ValueError(
+            f"amplitude has {a2.shape[1]} components but mu has "
+            f"{locs.shape[1] - 1} periodic ones (expected {a2.shape[1] - 1})"
+        )
     out = np.zeros((len(a2), f.size))
     for k in range(a2.shape[1]):  # K is small; (S, F) per component
-        m, s = locs[:, k:k + 1], sds[:, k:k + 1]
+        m, s = locs[:, k : k + 1], sds[:, k : k + 1]
         both = np.exp(-0.5 * ((f - m) / s) ** 2) + np.exp(-0.5 * ((f + m) / s) ** 2)
-        out += a2[:, k:k + 1] * both / (2 * np.sqrt(2 * np.pi) * s)
+        out += a2[:, k : k + 1] * both / (2 * np.sqrt(2 * np.pi) * s)
     return out
 
 
@@ -242,8 +246,9 @@ class DensityBand(NamedTuple):
     band: float
 
 
-def spectral_density_band(post: Mapping, x_scale, frequency=None, *, y_scale=1.0,
-                          band: float = 0.9, n_grid: int = 400) -> DensityBand:
+def spectral_density_band(
+    post: Mapping, x_scale, frequency=None, *, y_scale=1.0, band: float = 0.9, n_grid: int = 400
+) -> DensityBand:
     """Median and central ``band`` of the exact model's spectral density over the draws.
 
     Every posterior draw gives a density :math:`S^{(s)}(f)`
@@ -330,12 +335,25 @@ def mixture_components(post: Mapping, x_scale, *, band: float = 0.9) -> list[dic
     a2 = np.column_stack([a2[:, :1], np.take_along_axis(a2[:, 1:], order, axis=1)])
     share = a2 / a2.sum(axis=1, keepdims=True)
     nan = (float("nan"),) * 3
-    out = [{"component": 0, "kind": "smooth", "frequency": (0.0, 0.0, 0.0), "period": nan,
-            "share": _quantiles(share[:, 0], band), "length": _quantiles(sx / s0, band)}]
+    out = [
+        {
+            "component": 0,
+            "kind": "smooth",
+            "frequency": (0.0, 0.0, 0.0),
+            "period": nan,
+            "share": _quantiles(share[:, 0], band),
+            "length": _quantiles(sx / s0, band),
+        }
+    ]
     for k in range(mu.shape[1]):
-        out.append({"component": k + 1, "kind": "periodic",
-                    "frequency": _quantiles(mu[:, k] / (2 * np.pi * sx), band),
-                    "period": _quantiles(2 * np.pi * sx / mu[:, k], band),
-                    "share": _quantiles(share[:, k + 1], band),
-                    "length": _quantiles(sx / sg[:, k], band)})
+        out.append(
+            {
+                "component": k + 1,
+                "kind": "periodic",
+                "frequency": _quantiles(mu[:, k] / (2 * np.pi * sx), band),
+                "period": _quantiles(2 * np.pi * sx / mu[:, k], band),
+                "share": _quantiles(share[:, k + 1], band),
+                "length": _quantiles(sx / sg[:, k], band),
+            }
+        )
     return out

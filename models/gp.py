@@ -107,8 +107,11 @@ def sample_kernel_hyperparameters(kernel: Kernel, x_scale) -> dict:
     return theta
 
 
-@partial(jax.tree_util.register_dataclass, data_fields=["caches", "rows", "cols", "index"],
-         meta_fields=["pairwise"])
+@partial(
+    jax.tree_util.register_dataclass,
+    data_fields=["caches", "rows", "cols", "index"],
+    meta_fields=["pairwise"],
+)
 @dataclass(frozen=True)
 class PackedGram:
     """What a symmetric Gram matrix ``K(X, X)`` needs per additive term, computed once per fit.
@@ -182,8 +185,9 @@ def _unpack_bwd(res, W):
 _unpack.defvjp(_unpack_fwd, _unpack_bwd)
 
 
-def kernel_matrix(kernel: Kernel, theta: dict, amplitude, X1=None, X2=None, *,
-                  prepared=None) -> jax.Array:
+def kernel_matrix(
+    kernel: Kernel, theta: dict, amplitude, X1=None, X2=None, *, prepared=None
+) -> jax.Array:
     r""":math:`K = \sum_t a_t^2\, k_t(X_1, X_2)` over the additive terms :math:`k_t`.
 
     With ``prepared`` (from :func:`prepare_kernel` on the same inputs) the terms start from
@@ -192,8 +196,7 @@ def kernel_matrix(kernel: Kernel, theta: dict, amplitude, X1=None, X2=None, *,
     terms = kernel.terms()
     if isinstance(prepared, PackedGram):
         packed = 0.0
-        for a, t, c, pw in zip(amplitude, terms, prepared.caches, prepared.pairwise,
-                               strict=True):
+        for a, t, c, pw in zip(amplitude, terms, prepared.caches, prepared.pairwise, strict=True):
             g = t.gram_prepared(theta, c)
             packed = packed + a**2 * (g if pw else g[prepared.rows, prepared.cols])
         return _unpack(packed, prepared.rows, prepared.cols, prepared.index)
@@ -219,8 +222,9 @@ class ZeroMeanGaussian(dist.Distribution):
 
     def __init__(self, covariance_matrix, *, validate_args=None):
         self.covariance_matrix = covariance_matrix
-        super().__init__(batch_shape=(), event_shape=covariance_matrix.shape[-1:],
-                         validate_args=validate_args)
+        super().__init__(
+            batch_shape=(), event_shape=covariance_matrix.shape[-1:], validate_args=validate_args
+        )
 
     def sample(self, key, sample_shape=()):
         """Draw from :math:`N(0, K)` through the Cholesky factor of :math:`K`."""
@@ -300,8 +304,9 @@ class LaplaceBernoulliGP(dist.Distribution):
     def __init__(self, covariance_matrix, *, newton_start=None, validate_args=None):
         self.covariance_matrix = covariance_matrix
         self.newton_start = newton_start
-        super().__init__(batch_shape=(), event_shape=covariance_matrix.shape[-1:],
-                         validate_args=validate_args)
+        super().__init__(
+            batch_shape=(), event_shape=covariance_matrix.shape[-1:], validate_args=validate_args
+        )
 
     def sample(self, key, sample_shape=()):
         """Draw labels exactly: :math:`f \\sim N(0, K)`, then Bernoulli-logit labels."""
@@ -318,8 +323,7 @@ class LaplaceBernoulliGP(dist.Distribution):
 BIAS_SD = 1.5
 
 
-def classification_covariance(kernel: Kernel, theta, amplitude, X1=None, X2=None, *,
-                              prepared=None):
+def classification_covariance(kernel: Kernel, theta, amplitude, X1=None, X2=None, *, prepared=None):
     """Return the prior covariance of the classifier's latent function, bias integrated out.
 
     It is :math:`K + 1.5^2\\,\\mathbf 1\\mathbf 1^\\top` (a ``Normal(0, 1.5)`` constant mean).
@@ -327,8 +331,9 @@ def classification_covariance(kernel: Kernel, theta, amplitude, X1=None, X2=None
     return kernel_matrix(kernel, theta, amplitude, X1, X2, prepared=prepared) + BIAS_SD**2
 
 
-def gp_classification_laplace(X, y=None, *, kernel: Kernel, x_scale, prepared=None,
-                              newton_start=None):
+def gp_classification_laplace(
+    X, y=None, *, kernel: Kernel, x_scale, prepared=None, newton_start=None
+):
     """Binary GP classification with the latent function integrated out (embedded Laplace).
 
     .. math:: y \\mid \\theta \\sim \\int \\prod_i \\mathrm{Bernoulli}(y_i \\mid \\sigma(f_i))
@@ -398,8 +403,9 @@ def regression_factors(kernel: Kernel, draw: dict, X, y, x_scale):
     products per batch of new points.
     """
     theta = theta_from_draw(kernel, draw, x_scale)
-    K = kernel_matrix(kernel, theta, draw["amplitude"], X, X) \
-        + (draw["noise"] ** 2 + JITTER) * jnp.eye(X.shape[0])
+    K = kernel_matrix(kernel, theta, draw["amplitude"], X, X) + (
+        draw["noise"] ** 2 + JITTER
+    ) * jnp.eye(X.shape[0])
     L, jitter = safe_cholesky(K)
     Linv = triangular_inverse(L)
     return Linv, Linv.T @ (Linv @ y), jitter
@@ -488,8 +494,9 @@ def softmax_covariances(kernel: Kernel, theta, amplitude, X1=None, X2=None, *, p
     and each class has its own ``Normal(0, 1.5)`` constant mean, integrated out.
     """
     # vmap over the amplitudes only: the terms' Gram matrices are computed once
-    return jax.vmap(lambda a: classification_covariance(kernel, theta, a, X1, X2,
-                                                        prepared=prepared))(amplitude)
+    return jax.vmap(
+        lambda a: classification_covariance(kernel, theta, a, X1, X2, prepared=prepared)
+    )(amplitude)
 
 
 class LaplaceSoftmaxGP(dist.Distribution):
@@ -515,8 +522,9 @@ class LaplaceSoftmaxGP(dist.Distribution):
         self.covariance_matrix = covariance_matrix
         self.newton_start = newton_start
         self.n_classes = covariance_matrix.shape[0]
-        super().__init__(batch_shape=(), event_shape=covariance_matrix.shape[-1:],
-                         validate_args=validate_args)
+        super().__init__(
+            batch_shape=(), event_shape=covariance_matrix.shape[-1:], validate_args=validate_args
+        )
 
     @property
     def support(self):
@@ -526,8 +534,13 @@ class LaplaceSoftmaxGP(dist.Distribution):
     def sample(self, key, sample_shape=()):
         r"""Draw labels exactly: :math:`f_c \sim N(0, K_c)`, then categorical labels."""
         keys = jax.random.split(key, self.n_classes + 1)
-        f = jnp.stack([ZeroMeanGaussian(self.covariance_matrix[c]).sample(keys[c], sample_shape)
-                       for c in range(self.n_classes)], axis=-1)
+        f = jnp.stack(
+            [
+                ZeroMeanGaussian(self.covariance_matrix[c]).sample(keys[c], sample_shape)
+                for c in range(self.n_classes)
+            ],
+            axis=-1,
+        )
         return dist.Categorical(logits=f).sample(keys[-1])
 
     def log_prob(self, value):
@@ -536,8 +549,9 @@ class LaplaceSoftmaxGP(dist.Distribution):
         return softmax_log_marginal(self.covariance_matrix, Y, self.newton_start)
 
 
-def gp_classification_softmax(X, y=None, *, kernel: Kernel, x_scale, n_classes: int,
-                              prepared=None, newton_start=None):
+def gp_classification_softmax(
+    X, y=None, *, kernel: Kernel, x_scale, n_classes: int, prepared=None, newton_start=None
+):
     r"""Multi-class GP classification, softmax likelihood, latent functions integrated out.
 
     .. math:: y \mid \theta \sim \int \prod_i \mathrm{Categorical}(y_i \mid
@@ -560,7 +574,8 @@ def gp_classification_softmax(X, y=None, *, kernel: Kernel, x_scale, n_classes: 
     """
     theta = sample_kernel_hyperparameters(kernel, x_scale)
     amplitude = numpyro.sample(
-        "amplitude", dist.HalfNormal(1.0).expand([n_classes, len(kernel.terms())]).to_event(2))
+        "amplitude", dist.HalfNormal(1.0).expand([n_classes, len(kernel.terms())]).to_event(2)
+    )
     n = X.shape[0]
     K = softmax_covariances(kernel, theta, amplitude, X, X, prepared=prepared)
     K = K + JITTER * jnp.eye(n)

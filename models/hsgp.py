@@ -36,8 +36,16 @@ from bayeskern.blr import Stats
 from bayeskern.hsgp import HSGPDesign
 from bayeskern.kernels.base import Kernel
 
-__all__ = ["hsgp_regression", "collapsed_log_marginal", "hsgp_factors", "hsgp_predict",
-           "hsgp_loo", "hsgp_loo_and_fitted", "collapsed_factors", "VARIANCE_FLOOR"]
+__all__ = [
+    "hsgp_regression",
+    "collapsed_log_marginal",
+    "hsgp_factors",
+    "hsgp_predict",
+    "hsgp_loo",
+    "hsgp_loo_and_fitted",
+    "collapsed_factors",
+    "VARIANCE_FLOOR",
+]
 
 #: floor of the weights' prior variances: a spectral density that underflows to zero at high
 #: frequencies would give :math:`\sqrt{s}` an infinite derivative (NaN gradients)
@@ -69,8 +77,9 @@ def collapsed_log_marginal(stats: Stats, s, noise_var) -> jax.Array:
     """
     r = jnp.sqrt(jnp.maximum(s, VARIANCE_FLOOR))
     t = jnp.asarray(noise_var, r.dtype)
-    return _collapsed(r, t, stats.PtP, stats.Pty, jnp.asarray(stats.yty, r.dtype),
-                      jnp.asarray(stats.n, r.dtype))
+    return _collapsed(
+        r, t, stats.PtP, stats.Pty, jnp.asarray(stats.yty, r.dtype), jnp.asarray(stats.n, r.dtype)
+    )
 
 
 @jax.custom_vjp
@@ -132,8 +141,9 @@ def _collapsed_bwd(res, g):
 _collapsed.defvjp(_collapsed_fwd, _collapsed_bwd)
 
 
-def hsgp_regression(stats: Stats | None = None, X=None, y=None, *, kernel: Kernel,
-                    design: HSGPDesign, x_scale):
+def hsgp_regression(
+    stats: Stats | None = None, X=None, y=None, *, kernel: Kernel, design: HSGPDesign, x_scale
+):
     """GP regression on a Hilbert-space basis with the weights integrated out.
 
     Parameters
@@ -225,6 +235,7 @@ def hsgp_loo_and_fitted(R, w, noise_var, Phi, y):
     """
     mean, var = hsgp_predict(R, w, Phi)
     one_minus_h = jnp.maximum(1.0 - var / noise_var, 1e-12)
-    ll = jax.scipy.stats.norm.logpdf((y - mean) / one_minus_h, 0.0,
-                                     jnp.sqrt(noise_var / one_minus_h))
+    ll = jax.scipy.stats.norm.logpdf(
+        (y - mean) / one_minus_h, 0.0, jnp.sqrt(noise_var / one_minus_h)
+    )
     return ll, mean, var

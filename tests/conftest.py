@@ -25,9 +25,11 @@ if "JAX_COMPILATION_CACHE_DIR" not in os.environ and not os.environ.get("PYTEST_
 # compiled. Without XLA's newer fusion emitters and LLVM's optimization passes the programs
 # compile about 3x faster; they compute the same operations, in ways that may differ in the
 # last bits, which no test depends on. Set before JAX starts; a caller's own XLA_FLAGS stay.
-FAST_COMPILE_FLAGS = ("--xla_cpu_use_fusion_emitters=false --xla_backend_optimization_level=0 "
-                      "--xla_llvm_disable_expensive_passes=true "
-                      "--xla_cpu_parallel_codegen_split_count=1")
+FAST_COMPILE_FLAGS = (
+    "--xla_cpu_use_fusion_emitters=false --xla_backend_optimization_level=0 "
+    "--xla_llvm_disable_expensive_passes=true "
+    "--xla_cpu_parallel_codegen_split_count=1"
+)
 if "xla_cpu_use_fusion_emitters" not in os.environ.get("XLA_FLAGS", ""):
     os.environ["XLA_FLAGS"] = f"{os.environ.get('XLA_FLAGS', '')} {FAST_COMPILE_FLAGS}".strip()
 
@@ -68,9 +70,19 @@ def _release_compiled_programs():
 
 #: the slowest test files run first, so that with `pytest -n 2 --dist loadfile` the other worker
 #: works through the many short files meanwhile instead of waiting for them at the end
-FIRST = ("test_notebooks.py", "test_runs_cli.py", "test_gp.py", "test_report_methods.py",
-         "test_estimator_checks.py", "test_bad_input.py", "test_vsk.py", "test_gabasr_gibbs.py",
-         "test_kernel_properties.py", "test_ckrbf.py", "test_conformal.py")
+FIRST = (
+    "test_notebooks.py",
+    "test_runs_cli.py",
+    "test_gp.py",
+    "test_report_methods.py",
+    "test_estimator_checks.py",
+    "test_bad_input.py",
+    "test_vsk.py",
+    "test_gabasr_gibbs.py",
+    "test_kernel_properties.py",
+    "test_ckrbf.py",
+    "test_conformal.py",
+)
 
 
 def pytest_collection_modifyitems(items):
@@ -106,9 +118,28 @@ def tiny_gp_run(tmp_path_factory):
     df.to_csv(d / DATA_NAME, index=False)
     df.to_csv(d / "train.csv", index=False)
     df.drop(columns="y").iloc[:5].to_csv(d / "new.csv", index=False)
-    assert main(["fit", str(d / DATA_NAME), "--target", "y", "--out", str(d / "run"),
-                 "--num-warmup", "10", "--num-samples", "10", "--num-chains", "1", "--quiet",
-                 "--holdout", "0.2"]) == 0
+    assert (
+        main(
+            [
+                "fit",
+                str(d / DATA_NAME),
+                "--target",
+                "y",
+                "--out",
+                str(d / "run"),
+                "--num-warmup",
+                "10",
+                "--num-samples",
+                "10",
+                "--num-chains",
+                "1",
+                "--quiet",
+                "--holdout",
+                "0.2",
+            ]
+        )
+        == 0
+    )
     return d
 
 

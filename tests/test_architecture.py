@@ -34,19 +34,47 @@ ROOT = Path(__file__).resolve().parents[1]
 
 #: (layer name, module prefixes), bottom first
 LAYERS = [
-    ("foundation", ["bayeskern._version", "bayeskern.devices", "bayeskern.linalg",
-                    "bayeskern.batching", "bayeskern.datasets", "bayeskern.random"]),
+    (
+        "foundation",
+        [
+            "bayeskern._version",
+            "bayeskern.devices",
+            "bayeskern.linalg",
+            "bayeskern.batching",
+            "bayeskern.datasets",
+            "bayeskern.random",
+        ],
+    ),
     ("kernels", ["bayeskern.kernels"]),
-    ("features/learning", ["bayeskern.features", "bayeskern.blr", "bayeskern.laplace",
-                           "bayeskern.tuning", "bayeskern.learning", "bayeskern.hsgp"]),
+    (
+        "features/learning",
+        [
+            "bayeskern.features",
+            "bayeskern.blr",
+            "bayeskern.laplace",
+            "bayeskern.tuning",
+            "bayeskern.learning",
+            "bayeskern.hsgp",
+        ],
+    ),
     ("models", ["bayeskern.models"]),
     ("diagnostics", ["bayeskern.diagnostics"]),
-    ("inference", ["bayeskern.inference", "bayeskern.predictive",
-                   "bayeskern.sharding", "bayeskern.runs"]),
+    (
+        "inference",
+        ["bayeskern.inference", "bayeskern.predictive", "bayeskern.sharding", "bayeskern.runs"],
+    ),
     ("estimators", ["bayeskern.estimators"]),
-    ("plots/report", ["bayeskern.plots", "bayeskern.report", "bayeskern.report_calibration",
-                      "bayeskern.report_classical", "bayeskern.report_priors",
-                      "bayeskern.loo_calibration"]),
+    (
+        "plots/report",
+        [
+            "bayeskern.plots",
+            "bayeskern.report",
+            "bayeskern.report_calibration",
+            "bayeskern.report_classical",
+            "bayeskern.report_priors",
+            "bayeskern.loo_calibration",
+        ],
+    ),
     ("api/cli", ["bayeskern.cli"]),
 ]
 TOP = len(LAYERS) - 1  # the package __init__ (the public API) sits with the CLI
@@ -88,7 +116,7 @@ def import_edges(mods=None) -> list[tuple[str, str, str]]:
             elif isinstance(node, ast.ImportFrom):
                 if node.level:
                     base = mod.split(".") if is_pkg else mod.split(".")[:-1]
-                    base = base[:len(base) - (node.level - 1)]
+                    base = base[: len(base) - (node.level - 1)]
                     base = ".".join(base + ([node.module] if node.module else []))
                 else:
                     base = node.module
@@ -141,7 +169,7 @@ def import_cycles(edges) -> list[str]:
         stack.append(node)
         for nxt, where in graph.get(node, []):
             if state.get(nxt) == "open":
-                loop = stack[stack.index(nxt):] + [nxt]
+                loop = stack[stack.index(nxt) :] + [nxt]
                 cycles.append(" -> ".join(loop) + f" (closing edge at {where})")
             elif nxt not in state:
                 visit(nxt)
@@ -170,19 +198,24 @@ def test_no_import_cycle():
 
 
 def test_checks_name_the_offending_edge():
-    edges = [("bayeskern.kernels.vsk", "bayeskern.plots.vsk", "k.py:3"),
-             ("bayeskern.plots.vsk", "bayeskern.kernels.vsk", "p.py:5")]
+    edges = [
+        ("bayeskern.kernels.vsk", "bayeskern.plots.vsk", "k.py:3"),
+        ("bayeskern.plots.vsk", "bayeskern.kernels.vsk", "p.py:5"),
+    ]
     assert upward_imports(edges) == [
-        "bayeskern.kernels.vsk (kernels) imports bayeskern.plots.vsk (plots/report) at k.py:3"]
+        "bayeskern.kernels.vsk (kernels) imports bayeskern.plots.vsk (plots/report) at k.py:3"
+    ]
     assert import_cycles(edges) == [
         "bayeskern.kernels.vsk -> bayeskern.plots.vsk -> bayeskern.kernels.vsk "
-        "(closing edge at p.py:5)"]
+        "(closing edge at p.py:5)"
+    ]
 
 
 def test_edges_include_lazy_and_relative_imports():
     edges = {(a, b) for a, b, _ in import_edges()}
     assert ("bayeskern.kernels.ckrbf", "bayeskern.kernels.base") in edges  # from .base import
     assert ("bayeskern.cli", "bayeskern.report") in edges  # inside a function
+
 
 _PROBE = """
 import json, matplotlib, scipy.linalg, threadpoolctl
@@ -199,11 +232,21 @@ print(json.dumps({"before": before, "after": (matplotlib.get_backend(), blas())}
 
 @pytest.mark.parametrize("backend", ["svg", "pdf"])
 def test_import_keeps_matplotlib_backend_and_blas_threads(backend):
-    env = {**os.environ, "MPLBACKEND": backend, "OPENBLAS_NUM_THREADS": "2",
-           "BAYESKERN_CPU_DEVICES": "0"}
+    env = {
+        **os.environ,
+        "MPLBACKEND": backend,
+        "OPENBLAS_NUM_THREADS": "2",
+        "BAYESKERN_CPU_DEVICES": "0",
+    }
     env.pop("BAYESKERN_BLAS_THREADS", None)
-    out = subprocess.run([sys.executable, "-c", _PROBE], env=env, capture_output=True,
-                         text=True, timeout=300, check=True)
+    out = subprocess.run(
+        [sys.executable, "-c", _PROBE],
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=300,
+        check=True,
+    )
     res = json.loads(out.stdout.strip().splitlines()[-1])
     assert res["before"][0] == backend
     assert res["after"] == res["before"], "import bayeskern changed the backend or BLAS threads"
@@ -215,8 +258,9 @@ def test_limit_blas_scopes_the_limit():
     from bayeskern.devices import limit_blas
 
     def blas():
-        return [i["num_threads"] for i in threadpoolctl.threadpool_info()
-                if i["user_api"] == "blas"]
+        return [
+            i["num_threads"] for i in threadpoolctl.threadpool_info() if i["user_api"] == "blas"
+        ]
 
     with threadpoolctl.threadpool_limits(2, user_api="blas"):
         outside = blas()
@@ -230,9 +274,12 @@ def test_every_package_is_installed():
     install) holds the whole library (``bayeskern.learning`` was once missing)."""
     import tomllib
 
-    listed = set(tomllib.loads((ROOT / "pyproject.toml").read_text())["tool"]["setuptools"]
-                 ["packages"])
-    found = {".".join(("bayeskern", *p.parent.relative_to(ROOT / "bayeskern").parts))
-             for p in (ROOT / "bayeskern").rglob("__init__.py")} | {"bayeskern.models"}
+    listed = set(
+        tomllib.loads((ROOT / "pyproject.toml").read_text())["tool"]["setuptools"]["packages"]
+    )
+    found = {
+        ".".join(("bayeskern", *p.parent.relative_to(ROOT / "bayeskern").parts))
+        for p in (ROOT / "bayeskern").rglob("__init__.py")
+    } | {"bayeskern.models"}
     found = {f.rstrip(".") for f in found}
     assert found - listed == set(), f"packages missing from pyproject.toml: {found - listed}"

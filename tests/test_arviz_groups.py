@@ -35,18 +35,28 @@ def _fit_all():
     yc = np.where(y > 0, "up", "down")  # text labels: observed and replicated as 0/1 codes
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")
-        return X, y, {
-            "gp": bk.GPRegressor(approximation="exact", random_state=0, **SMALL).fit(X, y),
-            "hsgp": bk.GPRegressor(approximation="hsgp", random_state=0, **SMALL).fit(X, y),
-            "gabasr": bk.GaBaSRRegressor(n_features=8, random_state=0, **SMALL).fit(X, y),
-            "gpc": bk.GPClassifier(random_state=0, **SMALL).fit(X, yc),
-            "gabasrc": bk.GaBaSRClassifier(n_features=8, random_state=0, **SMALL).fit(X, yc),
-            "labrbf": bk.LABRBFRegressor(max_support=10, num_samples=20, num_chains=2,
-                                         progress_bar=False, random_state=0).fit(X, y),
-            "labrbf2": bk.LABRBFRegressor(max_support=10, num_samples=20, num_chains=2,
-                                          alpha=1e-2, progress_bar=False,
-                                          random_state=0).fit(X, y),
-        }
+        return (
+            X,
+            y,
+            {
+                "gp": bk.GPRegressor(approximation="exact", random_state=0, **SMALL).fit(X, y),
+                "hsgp": bk.GPRegressor(approximation="hsgp", random_state=0, **SMALL).fit(X, y),
+                "gabasr": bk.GaBaSRRegressor(n_features=8, random_state=0, **SMALL).fit(X, y),
+                "gpc": bk.GPClassifier(random_state=0, **SMALL).fit(X, yc),
+                "gabasrc": bk.GaBaSRClassifier(n_features=8, random_state=0, **SMALL).fit(X, yc),
+                "labrbf": bk.LABRBFRegressor(
+                    max_support=10, num_samples=20, num_chains=2, progress_bar=False, random_state=0
+                ).fit(X, y),
+                "labrbf2": bk.LABRBFRegressor(
+                    max_support=10,
+                    num_samples=20,
+                    num_chains=2,
+                    alpha=1e-2,
+                    progress_bar=False,
+                    random_state=0,
+                ).fit(X, y),
+            },
+        )
 
 
 @pytest.fixture(scope="module")
@@ -61,8 +71,11 @@ BAYESIAN = ["gp", "hsgp", "gabasr", "gpc", "gabasrc", "labrbf"]
 def test_posterior_predictive_group(fitted, name):
     X, _, ests = fitted
     idata = ests[name].idata_
-    pp, obs, ll = idata.posterior_predictive["y"], idata.observed_data["y"], \
-        idata.log_likelihood["y"]
+    pp, obs, ll = (
+        idata.posterior_predictive["y"],
+        idata.observed_data["y"],
+        idata.log_likelihood["y"],
+    )
     assert pp.dims == ("chain", "draw", "obs")
     assert pp.sizes["chain"] == idata.posterior.sizes["chain"] == 2
     assert pp.sizes["draw"] == idata.posterior.sizes["draw"] == 20
@@ -86,8 +99,9 @@ def test_arviz_plots_run(fitted, name):
     plt.close("all")
 
 
-@pytest.mark.parametrize("names", [("gp", "hsgp", "gabasr"), ("gpc", "gabasrc"),
-                                   ("labrbf", "labrbf2")])
+@pytest.mark.parametrize(
+    "names", [("gp", "hsgp", "gabasr"), ("gpc", "gabasrc"), ("labrbf", "labrbf2")]
+)
 def test_compare_runs(fitted, names):
     ests = fitted[2]
     with warnings.catch_warnings():
@@ -140,8 +154,9 @@ def test_gp_replicates_from_the_loo_factorization_match_the_generic_path(fitted,
     post = est.idata_.posterior
     draws = np.arange(post.sizes["chain"] * post.sizes["draw"])
     generic = est._predictive_group(X, draws, est._seed(), stream=2)
-    np.testing.assert_allclose(np.asarray(est.idata_.posterior_predictive["y"]), generic,
-                               rtol=1e-6, atol=1e-6)
+    np.testing.assert_allclose(
+        np.asarray(est.idata_.posterior_predictive["y"]), generic, rtol=1e-6, atol=1e-6
+    )
     if name == "hsgp":  # the factors' predictive is the one handed over, not the fallback
         ec = copy.deepcopy(est)
         handed = ec._add_hsgp_loo(ec.x_std_.transform(X), ec.y_std_.transform(fitted[1]))
@@ -151,8 +166,9 @@ def test_gp_replicates_from_the_loo_factorization_match_the_generic_path(fitted,
 def test_posterior_predictive_same_seed_same_draws(fitted):
     X, y, ests = fitted
     again = bk.GPRegressor(approximation="exact", random_state=0, **SMALL).fit(X, y)
-    np.testing.assert_array_equal(again.idata_.posterior_predictive["y"],
-                                  ests["gp"].idata_.posterior_predictive["y"])
+    np.testing.assert_array_equal(
+        again.idata_.posterior_predictive["y"], ests["gp"].idata_.posterior_predictive["y"]
+    )
 
 
 def test_thin_draws_bounds_the_stored_values():
@@ -160,8 +176,7 @@ def test_thin_draws_bounds_the_stored_values():
     keep = thin_draws(4, 1000, 10_000, max_values=10**6)  # 100 draws: 25 per chain
     assert len(keep) == 100 and len(keep) * 10_000 <= 10**6
     per_chain = keep.reshape(4, -1) % 1000
-    assert np.all(per_chain == per_chain[0]) and per_chain[0, 0] == 0 \
-        and per_chain[0, -1] == 999
+    assert np.all(per_chain == per_chain[0]) and per_chain[0, 0] == 0 and per_chain[0, -1] == 999
     assert len(thin_draws(4, 1000, 10**9, max_values=10**6)) == 4  # at least one per chain
     assert len(thin_draws(2, 50, 3, n_draws=10)) == 10
 
@@ -182,8 +197,11 @@ def test_posterior_predictive_thinned_when_large(fitted, monkeypatch):
 def _one_draw(est):
     """Make every posterior draw equal to the first: the mixture is one GP conditional."""
     post = est.idata_.posterior
-    est.idata_.posterior = post = post.copy(data={
-        v: np.broadcast_to(post[v].values[0, 0], post[v].shape).copy() for v in post.data_vars})
+    est.idata_.posterior = post = post.copy(
+        data={
+            v: np.broadcast_to(post[v].values[0, 0], post[v].shape).copy() for v in post.data_vars
+        }
+    )
     est.__dict__.pop("_cache", None)
     return {v: np.asarray(post[v].values[0, 0]) for v in post.data_vars}
 
@@ -193,10 +211,12 @@ def test_return_cov_is_the_exact_conditional():
     est = bk.GPRegressor(approximation="exact", random_state=0, **TINY).fit(X, y)
     d = _one_draw(est)
     sx, sy = float(est.x_std_.scale[0]), float(est.y_std_.scale)
-    kernel = ConstantKernel(float(d["amplitude"][0]) ** 2, "fixed") \
-        * SkRBF(float(d["rbf_lengthscale"]) * sx, "fixed")
-    ref = GaussianProcessRegressor(kernel, alpha=float(d["noise"]) ** 2 + 1e-6,
-                                   normalize_y=True, optimizer=None).fit(X, y)
+    kernel = ConstantKernel(float(d["amplitude"][0]) ** 2, "fixed") * SkRBF(
+        float(d["rbf_lengthscale"]) * sx, "fixed"
+    )
+    ref = GaussianProcessRegressor(
+        kernel, alpha=float(d["noise"]) ** 2 + 1e-6, normalize_y=True, optimizer=None
+    ).fit(X, y)
     Xn = np.linspace(-1, 6, 9)[:, None]
     mean, cov = est.predict(Xn, return_cov=True)
     ref_mean, ref_cov = ref.predict(Xn, return_cov=True)
@@ -223,15 +243,17 @@ def test_return_cov_diagonal_and_sample_y(fitted, name):
     # std includes the noise, cov is of the latent f: the gap is the mean noise variance
     # (plus the models' 1e-6 jitter in standardized units)
     noise2 = float((est.idata_.posterior["noise_data_units"] ** 2).mean())
-    np.testing.assert_allclose(np.diag(cov) + noise2, std**2,
-                               atol=2e-6 * float(est.y_std_.scale) ** 2)
+    np.testing.assert_allclose(
+        np.diag(cov) + noise2, std**2, atol=2e-6 * float(est.y_std_.scale) ** 2
+    )
     # joint sample paths integrate over the draws: their moments are the mixture's
     F = est.sample_y(Xn, 20_000, random_state=1)
     scale = np.sqrt(np.diag(cov)).max()
     np.testing.assert_allclose(F.mean(axis=1), mean, atol=0.05 * scale)
     np.testing.assert_allclose(np.cov(F), cov, atol=0.05 * scale**2)
-    np.testing.assert_array_equal(est.sample_y(Xn, 3, random_state=2),
-                                  est.sample_y(Xn, 3, random_state=2))
+    np.testing.assert_array_equal(
+        est.sample_y(Xn, 3, random_state=2), est.sample_y(Xn, 3, random_state=2)
+    )
     with pytest.raises(ValueError, match="return_std and return_cov"):
         est.predict(Xn, return_std=True, return_cov=True)
     with pytest.raises(ValueError, match="n_samples"):
@@ -250,17 +272,22 @@ def test_data_unit_variables_scale_with_the_data():
     pa, pb = a.idata_.posterior, b.idata_.posterior
     # the sampler sees the same standardized data: same draws, data units rescaled
     np.testing.assert_allclose(pb["rbf_lengthscale"], pa["rbf_lengthscale"], rtol=1e-6)
-    np.testing.assert_allclose(pb["rbf_lengthscale_data_units"],
-                               10 * pa["rbf_lengthscale_data_units"], rtol=1e-6)
-    np.testing.assert_allclose(pa["rbf_lengthscale_data_units"].sel(feature="x0"),
-                               pa["rbf_lengthscale"] * X.std(), rtol=1e-12)
+    np.testing.assert_allclose(
+        pb["rbf_lengthscale_data_units"], 10 * pa["rbf_lengthscale_data_units"], rtol=1e-6
+    )
+    np.testing.assert_allclose(
+        pa["rbf_lengthscale_data_units"].sel(feature="x0"),
+        pa["rbf_lengthscale"] * X.std(),
+        rtol=1e-12,
+    )
     for v in ("amplitude_data_units", "noise_data_units"):
         np.testing.assert_allclose(pb[v], 3 * pa[v], rtol=1e-6)
     summary = b.summary(["rbf_lengthscale_data_units", "noise_data_units"])
     assert len(summary) == 2
     qa, qb = ga.idata_.posterior, gb.idata_.posterior
-    np.testing.assert_allclose(qb["lengthscale_data_units"], 10 * qa["lengthscale_data_units"],
-                               rtol=1e-6)
+    np.testing.assert_allclose(
+        qb["lengthscale_data_units"], 10 * qa["lengthscale_data_units"], rtol=1e-6
+    )
     np.testing.assert_allclose(qb["noise_data_units"], 3 * qa["noise_data_units"], rtol=1e-6)
     # restatements are not judged twice by the convergence report
     assert not any(v.endswith("_data_units") for v in a.convergence_.table.index)

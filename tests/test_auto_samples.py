@@ -20,8 +20,16 @@ Y = jnp.asarray(np.random.default_rng(0).normal(1.0, 2.0, 40))
 
 
 def _run(**kw):
-    kw = dict(model_kwargs={"y": Y}, rng_key=1, num_warmup=100, progress_bar=False,
-              chain_method="sequential") | kw
+    kw = (
+        dict(
+            model_kwargs={"y": Y},
+            rng_key=1,
+            num_warmup=100,
+            progress_bar=False,
+            chain_method="sequential",
+        )
+        | kw
+    )
     return run_nuts(_model, **kw)[0]
 
 
@@ -49,8 +57,9 @@ def test_auto_continues_the_chains_and_stops_at_the_cap():
     assert auto.posterior.sizes["draw"] == AUTO_BLOCK + 50
     assert auto.posterior.attrs["num_samples_capped"] == 1
     # the first block is the fixed-length run, draw for draw; the next block continues it
-    np.testing.assert_array_equal(auto.posterior["mu"].values[:, :AUTO_BLOCK],
-                                  fixed.posterior["mu"].values)
+    np.testing.assert_array_equal(
+        auto.posterior["mu"].values[:, :AUTO_BLOCK], fixed.posterior["mu"].values
+    )
     tail = auto.posterior["mu"].values[0, AUTO_BLOCK:]
     assert len(np.unique(tail)) > 10 and not np.isin(tail, fixed.posterior["mu"].values).all()
     assert not bk.diagnostics.convergence_report(auto, warn=False).ok
@@ -79,10 +88,18 @@ def test_data_at_mode_hands_the_chains_values_computed_at_the_posterior_mode():
     """``data_at_mode`` (used by the classifiers to start every draw's Newton iterations at the
     mode's latent values): the chains run on the values it computes from the posterior mode,
     here the mode's ``mu`` itself, instead of the ``model_kwargs`` given."""
-    idata = run_nuts(_model_with_start, model_kwargs={"y": Y, "start": jnp.zeros(())}, rng_key=1,
-                     num_warmup=30, num_samples=30, num_chains=2, progress_bar=False,
-                     chain_method="sequential", init="map",
-                     data_at_mode=lambda v: {"start": v["mu"]})[0]
+    idata = run_nuts(
+        _model_with_start,
+        model_kwargs={"y": Y, "start": jnp.zeros(())},
+        rng_key=1,
+        num_warmup=30,
+        num_samples=30,
+        num_chains=2,
+        progress_bar=False,
+        chain_method="sequential",
+        init="map",
+        data_at_mode=lambda v: {"start": v["mu"]},
+    )[0]
     seen = idata.posterior["start_seen"].values
     assert np.ptp(seen) == 0.0  # one value for every draw of every chain
     assert abs(float(seen.flat[0]) - float(Y.mean())) < 0.1  # the mode of mu (flat-ish prior)
@@ -94,12 +111,15 @@ def test_gp_classifier_takes_auto_samples():
     rng = np.random.default_rng(3)
     X = rng.uniform(-2, 2, (40, 1))
     y = (X[:, 0] + 0.5 * rng.standard_normal(40) > 0).astype(int)
-    est = bk.GPClassifier(num_warmup=100, num_samples="auto", num_chains=2, progress_bar=False,
-                          random_state=0).fit(X, y)
+    est = bk.GPClassifier(
+        num_warmup=100, num_samples="auto", num_chains=2, progress_bar=False, random_state=0
+    ).fit(X, y)
     attrs = est.idata_.posterior.attrs
     assert est.num_samples_ % AUTO_BLOCK == 0 and attrs["num_samples"] == est.num_samples_
     assert attrs["num_samples_requested"] == "auto"
-    assert (attrs["num_samples_capped"] == 1
-            or bk.diagnostics.convergence_report(est.idata_, warn=False).mixed)
+    assert (
+        attrs["num_samples_capped"] == 1
+        or bk.diagnostics.convergence_report(est.idata_, warn=False).mixed
+    )
     with pytest.raises(ValueError, match="num_samples must be a positive integer or 'auto'"):
         bk.GPClassifier(num_samples="many").fit(X, y)

@@ -21,21 +21,43 @@ S = dict(num_warmup=10, num_samples=10, num_chains=1, progress_bar=False, random
 ESTIMATORS = {
     "GPRegressor": (lambda: bk.GPRegressor(**S), False, False, True),
     "GPClassifier": (lambda: bk.GPClassifier(**S), True, False, True),
-    "GaBaSRRegressor": (lambda: bk.GaBaSRRegressor(n_features=8, n_components=2, map_steps=5,
-                                                   **S), False, False, True),
-    "GaBaSRClassifier": (lambda: bk.GaBaSRClassifier(n_features=8, n_components=2, map_steps=5,
-                                                     **S), True, True, True),
-    "LABRBFRegressor": (lambda: bk.LABRBFRegressor(
-        max_support=8, n_iter_round=10, n_iter_final=10, num_samples=10, num_chains=1,
-        progress_bar=False, random_state=0), False, False, True),
+    "GaBaSRRegressor": (
+        lambda: bk.GaBaSRRegressor(n_features=8, n_components=2, map_steps=5, **S),
+        False,
+        False,
+        True,
+    ),
+    "GaBaSRClassifier": (
+        lambda: bk.GaBaSRClassifier(n_features=8, n_components=2, map_steps=5, **S),
+        True,
+        True,
+        True,
+    ),
+    "LABRBFRegressor": (
+        lambda: bk.LABRBFRegressor(
+            max_support=8,
+            n_iter_round=10,
+            n_iter_final=10,
+            num_samples=10,
+            num_chains=1,
+            progress_bar=False,
+            random_state=0,
+        ),
+        False,
+        False,
+        True,
+    ),
     "VSKRegressor": (lambda: bk.VSKRegressor(), False, False, False),
     "VSKClassifier": (lambda: bk.VSKClassifier(), True, True, False),
     "CkRBFClassifier": (lambda: bk.CkRBFClassifier(random_state=0), True, False, False),
     "MkRBFClassifier": (lambda: bk.MkRBFClassifier(random_state=0), True, False, False),
-    "ConformalKernelClassifier": (lambda: bk.ConformalKernelClassifier(random_state=0, n_iter=20),
-                                  True, False, False),
-    "KernelSVC": (lambda: bk.KernelSVC(kernel=bk.kernels.RBF(lengthscale=1.0)), True, False,
-                  False),
+    "ConformalKernelClassifier": (
+        lambda: bk.ConformalKernelClassifier(random_state=0, n_iter=20),
+        True,
+        False,
+        False,
+    ),
+    "KernelSVC": (lambda: bk.KernelSVC(kernel=bk.kernels.RBF(lengthscale=1.0)), True, False, False),
 }
 #: fitted in the slow suite only (GPClassifier covers the GP fit path here; the shared tiny run
 #: of conftest, fitted through the CLI from a DataFrame with hostile names, covers GPRegressor)
@@ -61,10 +83,16 @@ def _with(X, i, j, v):
 VALIDATION = {
     "nan_in_X": (_with(X, 3, 1, np.nan), None, "Input X contains NaN"),
     "inf_in_X": (_with(X, 3, 1, np.inf), None, "Input X contains infinity"),
-    "str_column": (np.array([[1.0, "b"]] * 24, dtype=object), None,
-                   r"X contains a non-numeric value \('b'\)"),
-    "str_dataframe_column": (pd.DataFrame({"dose": X[:, 0], "site": ["a", "b"] * 12}), None,
-                             r"X has non-numeric column\(s\) \['site'\]"),
+    "str_column": (
+        np.array([[1.0, "b"]] * 24, dtype=object),
+        None,
+        r"X contains a non-numeric value \('b'\)",
+    ),
+    "str_dataframe_column": (
+        pd.DataFrame({"dose": X[:, 0], "site": ["a", "b"] * 12}),
+        None,
+        r"X has non-numeric column\(s\) \['site'\]",
+    ),
     "1d_X": (X[:, 0], None, "Expected 2D array"),
     "empty": (X[:0], "empty", r"0 sample\(s\)"),
     "one_sample": (X[:1], "one", r"1 sample\(s\)"),
@@ -77,8 +105,11 @@ VALIDATION = {
 def test_invalid_input_gives_a_clear_error(name, case):
     Xc, yspec, msg = VALIDATION[case]
     y = _y(name)
-    y = {"empty": y[:0], "one": y[:1], "nan": np.where(np.arange(24) == 2, np.nan, y)}.get(
-        yspec, y) if isinstance(yspec, str) else y
+    y = (
+        {"empty": y[:0], "one": y[:1], "nan": np.where(np.arange(24) == 2, np.nan, y)}.get(yspec, y)
+        if isinstance(yspec, str)
+        else y
+    )
     with pytest.raises(ValueError, match=msg):
         ESTIMATORS[name][0]().fit(Xc, y)
 
@@ -138,8 +169,9 @@ def _fit_hostile(name):
     return est, df, y
 
 
-@pytest.mark.parametrize("name", [
-    pytest.param(n, marks=pytest.mark.slow) if n in SLOW_FIT else n for n in ESTIMATORS])
+@pytest.mark.parametrize(
+    "name", [pytest.param(n, marks=pytest.mark.slow) if n in SLOW_FIT else n for n in ESTIMATORS]
+)
 def test_constant_feature_duplicates_string_labels_pandas_names(name):
     est, df, y = _fit_hostile(name)
     pred = est.predict(df.iloc[:5])
@@ -158,8 +190,11 @@ def test_constant_feature_duplicates_string_labels_pandas_names(name):
     # its last layer (its "feature" coords are intercept, sv0, ...): "input_feature" there
     if hasattr(est, "idata_"):
         dim = "input_feature" if name == "LABRBFRegressor" else "feature"
-        feats = [list(map(str, g.coords[dim].values)) for g in
-                 (getattr(est.idata_, k) for k in est.idata_.groups()) if dim in g.coords]
+        feats = [
+            list(map(str, g.coords[dim].values))
+            for g in (getattr(est.idata_, k) for k in est.idata_.groups())
+            if dim in g.coords
+        ]
         assert feats and all(f == list(df.columns) for f in feats)
 
 
@@ -169,8 +204,10 @@ def gp_regressor(tiny_gp_run):
 
 
 def test_predict_on_200k_rows_is_batched_and_finite(gp_regressor):
-    Xbig = pd.DataFrame(np.random.default_rng(1).normal(size=(200_000, 2)),
-                        columns=list(gp_regressor.feature_names_in_))
+    Xbig = pd.DataFrame(
+        np.random.default_rng(1).normal(size=(200_000, 2)),
+        columns=list(gp_regressor.feature_names_in_),
+    )
     pred = gp_regressor.predictive(Xbig)
     m, s = pred.mean(), pred.std()
     assert m.shape == s.shape == (200_000,)
@@ -186,9 +223,13 @@ def _ill_conditioned():
     return Xi, np.repeat(Y_REG[:8], 3), np.repeat(Y_CLF[:8], 3)
 
 
-@pytest.mark.parametrize("name", [  # the GP's ill-conditioning: tests/test_numerics.py
-    pytest.param(n, marks=pytest.mark.slow) if n in SLOW_FIT | {"GPClassifier"} else n
-    for n in ESTIMATORS])
+@pytest.mark.parametrize(
+    "name",
+    [  # the GP's ill-conditioning: tests/test_numerics.py
+        pytest.param(n, marks=pytest.mark.slow) if n in SLOW_FIT | {"GPClassifier"} else n
+        for n in ESTIMATORS
+    ],
+)
 def test_ill_conditioned_inputs_predict_finite_or_raise(name):
     """No silent NaN: an ill-conditioned problem gives finite predictions or a clear error."""
     Xi, yr, yc = _ill_conditioned()

@@ -28,7 +28,6 @@ def test_equals_lax_map_on_pytrees(n_items, batch):
         np.testing.assert_allclose(np.asarray(g), np.asarray(w), rtol=1e-14)
 
 
-
 @pytest.mark.parametrize("n_rows, block", [(25, 10), (30, 10), (4, 10)])
 def test_blocks_equal_one_call(n_rows, block):
     rng = np.random.default_rng(n_rows)
@@ -46,8 +45,10 @@ def test_blocks_equal_one_call(n_rows, block):
 def test_row_slices_cover_the_rows_once():
     assert row_slices(0, 3) == []
     assert row_slices(7, 3) == [slice(0, 3), slice(3, 6), slice(6, 7)]
-    assert np.array_equal(np.concatenate([np.arange(10)[s] for s in row_slices(10, 4)]),
-                          np.arange(10))
+    assert np.array_equal(
+        np.concatenate([np.arange(10)[s] for s in row_slices(10, 4)]), np.arange(10)
+    )
+
 
 def test_lu_body_with_a_remainder_batch_does_not_hang():
     """Regression: 20 items in batches of 16 through ``jnp.linalg.inv`` of 100x100 matrices.
@@ -73,6 +74,5 @@ def test_lu_body_with_a_remainder_batch_does_not_hang():
         np.testing.assert_allclose(out[0] @ np.asarray(S[0] + 0.299), np.eye(100), atol=1e-8)
         print("done")
     """)
-    proc = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
-                          timeout=240)
+    proc = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=240)
     assert proc.returncode == 0 and proc.stdout.strip() == "done", proc.stderr[-2000:]

@@ -72,8 +72,13 @@ def test_theorem_3_1_is_l2_inner_product_of_gaussians(gamma):
     """Theorem 3.1: K̂_γ(x, y) = ∫ N(x, Σx/2γ) N(y, Σy/2γ), checked by quadrature (d = 1, 2)."""
     x, y, sx, sy = 0.3, -0.5, 0.7, 1.9
     integral = integrate.quad(
-        lambda t: stats.norm.pdf(t, x, np.sqrt(sx / (2 * gamma)))
-        * stats.norm.pdf(t, y, np.sqrt(sy / (2 * gamma))), -30, 30)[0]
+        lambda t: (
+            stats.norm.pdf(t, x, np.sqrt(sx / (2 * gamma)))
+            * stats.norm.pdf(t, y, np.sqrt(sy / (2 * gamma)))
+        ),
+        -30,
+        30,
+    )[0]
     khat = (np.pi / gamma) ** -0.5 * (sx + sy) ** -0.5 * np.exp(-gamma * (x - y) ** 2 / (sx + sy))
     np.testing.assert_allclose(integral, khat, rtol=1e-8)
 
@@ -88,8 +93,11 @@ def test_theorem_3_1_is_l2_inner_product_of_gaussians(gamma):
     integral = np.trapezoid(np.trapezoid(px * py, g, axis=1), g)
     S = Sx + Sy
     dv = x2 - y2
-    khat = (np.pi / gamma) ** -1 * np.linalg.det(S) ** -0.5 * np.exp(
-        -gamma * dv @ np.linalg.solve(S, dv))
+    khat = (
+        (np.pi / gamma) ** -1
+        * np.linalg.det(S) ** -0.5
+        * np.exp(-gamma * dv @ np.linalg.solve(S, dv))
+    )
     np.testing.assert_allclose(integral, khat, rtol=1e-6)
 
 
@@ -117,8 +125,7 @@ def test_matches_pointwise_formula_and_cells(partition):
     for a in range(k.n_cells_):
         np.testing.assert_allclose(k.cell_means_[a], X[cells == a].mean(axis=0))
     Xn = np.random.default_rng(5).normal(size=(7, 2)) * 3
-    np.testing.assert_allclose(_gram(k, Xn, X, gamma=0.7), _brute_force(k, Xn, X, 0.7),
-                               rtol=1e-9)
+    np.testing.assert_allclose(_gram(k, Xn, X, gamma=0.7), _brute_force(k, Xn, X, 0.7), rtol=1e-9)
     assert k.log_norms_.shape == (k.n_cells_, k.n_cells_)
     assert k.precisions_.shape == (k.n_cells_, k.n_cells_, 2, 2)
 
@@ -128,12 +135,13 @@ def test_reduces_to_rbf_with_identity_covariances():
     rng = np.random.default_rng(6)
     X1, X2 = rng.normal(size=(9, 3)), rng.normal(size=(5, 3))
     ell_n, prec = pair_factors(np.stack([np.eye(3)] * 2))
-    q, ell = ckrbf_exponent(X1, X2, np.arange(9) % 2, np.arange(5) % 2, ell_n, prec,
-                            np.zeros((2, 3)))
+    q, ell = ckrbf_exponent(
+        X1, X2, np.arange(9) % 2, np.arange(5) % 2, ell_n, prec, np.zeros((2, 3))
+    )
     lengthscale = 0.8
     K = np.exp(np.asarray(ell) - np.asarray(q) / lengthscale**2)
     K_rbf = np.asarray(RBF(lengthscale=lengthscale)(X1, X2))
-    np.testing.assert_allclose(K, 2.0 ** -1.5 * K_rbf, rtol=1e-10)
+    np.testing.assert_allclose(K, 2.0**-1.5 * K_rbf, rtol=1e-10)
 
 
 def test_k1_is_mahalanobis_rbf():
@@ -174,18 +182,20 @@ def test_cross_gram_consistent_with_joint_gram():
     k = CkRBF(n_clusters=2).fit(X)
     Z = np.vstack([X[:10], np.random.default_rng(0).normal(size=(6, 2))])
     full = _gram(k, np.vstack([X, Z]))
-    np.testing.assert_allclose(_gram(k, X, Z), full[: len(X), len(X):], rtol=1e-12)
-    np.testing.assert_allclose(np.diag(full)[len(X):], np.diag(_gram(k, Z)), rtol=1e-12)
+    np.testing.assert_allclose(_gram(k, X, Z), full[: len(X), len(X) :], rtol=1e-12)
+    np.testing.assert_allclose(np.diag(full)[len(X) :], np.diag(_gram(k, Z)), rtol=1e-12)
 
 
 def test_diag_matches_gram():
     X = _blobs(30, 2, seed=10)
     k = name_leaves(CkRBF(n_clusters=2, normalize=False).fit(X))
     theta = {"ckrbf_gamma": 0.4}
-    np.testing.assert_allclose(np.asarray(k.diag(theta, X)),
-                               np.diag(np.asarray(k.gram(theta, X, X))), rtol=1e-12)
-    np.testing.assert_allclose(float(k.evaluate(theta, X[0], X[3])),
-                               np.asarray(k.gram(theta, X, X))[0, 3], rtol=1e-12)
+    np.testing.assert_allclose(
+        np.asarray(k.diag(theta, X)), np.diag(np.asarray(k.gram(theta, X, X))), rtol=1e-12
+    )
+    np.testing.assert_allclose(
+        float(k.evaluate(theta, X[0], X[3])), np.asarray(k.gram(theta, X, X))[0, 3], rtol=1e-12
+    )
 
 
 def test_radial_covariances_are_isotropic():
@@ -238,14 +248,17 @@ def test_dpgmm_drops_empty_components():
 
 
 # --------------------------------------------------------------------------- errors, saving
-@pytest.mark.parametrize("kwargs, match", [
-    ({"n_clusters": 0}, "n_clusters"),
-    ({"n_clusters": 2.5}, "n_clusters"),
-    ({"partition": "spectral"}, "partition"),
-    ({"eps": 0.0}, "eps"),
-    ({"gamma": -1.0}, "gamma"),
-    ({"n_clusters": 100}, "at least as many points"),
-])
+@pytest.mark.parametrize(
+    "kwargs, match",
+    [
+        ({"n_clusters": 0}, "n_clusters"),
+        ({"n_clusters": 2.5}, "n_clusters"),
+        ({"partition": "spectral"}, "partition"),
+        ({"eps": 0.0}, "eps"),
+        ({"gamma": -1.0}, "gamma"),
+        ({"n_clusters": 100}, "at least as many points"),
+    ],
+)
 def test_kernel_bad_parameters(kwargs, match):
     with pytest.raises(ValueError, match=match):
         CkRBF(**kwargs).fit(_blobs(20, 2))
@@ -357,8 +370,14 @@ def test_bayesian_ckrbf_gp_classifier():
     from bayeskern.estimators.gp import GPClassifier
 
     X, y = _two_geometries()
-    gp = GPClassifier(kernel=CkRBF(n_clusters=2), num_warmup=20, num_samples=20, num_chains=1,
-                      random_state=0, progress_bar=False).fit(X, y)
+    gp = GPClassifier(
+        kernel=CkRBF(n_clusters=2),
+        num_warmup=20,
+        num_samples=20,
+        num_chains=1,
+        random_state=0,
+        progress_bar=False,
+    ).fit(X, y)
     g = np.asarray(gp.idata_.posterior["ckrbf_gamma"])
     assert g.shape == (1, 20) and np.all(g > 0) and np.unique(g).size > 1
     p = gp.predict_proba(X[:5])
@@ -376,8 +395,15 @@ def test_bayesian_ckrbf_loo_against_rbf_and_mahalanobis():
     """
     X, y = _two_geometries(120, seed=23)
     table, fitted = loo_against_baselines(
-        X, y, n_clusters=2, num_warmup=300, num_samples=300, num_chains=2, random_state=0,
-        progress_bar=False)
+        X,
+        y,
+        n_clusters=2,
+        num_warmup=300,
+        num_samples=300,
+        num_chains=2,
+        random_state=0,
+        progress_bar=False,
+    )
     assert set(table.index) == {"C2RBF", "RBF", "MahalanobisRBF"}
     assert np.all(np.isfinite(table["elpd_loo"]))
     for est in fitted.values():
@@ -389,7 +415,7 @@ def test_gamma_auto_picks_the_best_internal_cv_candidate():
     from bayeskern.estimators.ckrbf import GAMMA_FACTORS
 
     X = _blobs(90, 3, seed=23)
-    y = (X[:, 0] + 0.3 * np.random.default_rng(23).normal(size=90) > np.median(X[:, 0]))
+    y = X[:, 0] + 0.3 * np.random.default_rng(23).normal(size=90) > np.median(X[:, 0])
     clf = CkRBFClassifier(random_state=0).fit(X, y.astype(int))
     d = X.shape[1]
     assert set(clf.gamma_scores_) == {f / d for f in GAMMA_FACTORS}

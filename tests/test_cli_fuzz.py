@@ -23,9 +23,12 @@ from hypothesis import strategies as st
 from bayeskern.cli import main
 
 N_FUZZ = int(os.environ.get("BAYESKERN_FUZZ_EXAMPLES", "25"))
-FUZZ = settings(max_examples=N_FUZZ, deadline=None, derandomize=N_FUZZ <= 25,
-                suppress_health_check=[HealthCheck.function_scoped_fixture,
-                                       HealthCheck.too_slow])
+FUZZ = settings(
+    max_examples=N_FUZZ,
+    deadline=None,
+    derandomize=N_FUZZ <= 25,
+    suppress_health_check=[HealthCheck.function_scoped_fixture, HealthCheck.too_slow],
+)
 TINY = ["--num-warmup", "10", "--num-samples", "10", "--num-chains", "1", "--quiet"]
 
 GOOD = f"x1,{SCRIPT},y\n" + "".join(f"{0.1 * i},{(7 * i) % 5},{np.sin(i)}\n" for i in range(20))
@@ -49,15 +52,24 @@ MALFORMED = {
     "nonexistent.csv": "missing",
 }
 #: expected words in the message, per file
-WHY = {"ragged.csv": "Expected 3 fields", "semicolon.csv": "--target column 'y' is not in",
-       "latin1.csv": "not UTF-8", "missing_target.csv": "--target column 'y'",
-       "target_nan.csv": "missing values", "zero_bytes.csv": "No columns to parse",
-       "header_only.csv": "has no rows", "binary_junk.csv": "not UTF-8",
-       "nul_byte.csv": "non-numeric", "huge_field.csv": "non-numeric",
-       "duplicate_columns.csv": "duplicate column names ['x1']",
-       "unclosed_quote.csv": "EOF inside string", "text_feature.csv": "non-numeric",
-       "inf_feature.csv": "non-finite", "dir.csv": "not a regular file",
-       "nonexistent.csv": "does not exist"}
+WHY = {
+    "ragged.csv": "Expected 3 fields",
+    "semicolon.csv": "--target column 'y' is not in",
+    "latin1.csv": "not UTF-8",
+    "missing_target.csv": "--target column 'y'",
+    "target_nan.csv": "missing values",
+    "zero_bytes.csv": "No columns to parse",
+    "header_only.csv": "has no rows",
+    "binary_junk.csv": "not UTF-8",
+    "nul_byte.csv": "non-numeric",
+    "huge_field.csv": "non-numeric",
+    "duplicate_columns.csv": "duplicate column names ['x1']",
+    "unclosed_quote.csv": "EOF inside string",
+    "text_feature.csv": "non-numeric",
+    "inf_feature.csv": "non-finite",
+    "dir.csv": "not a regular file",
+    "nonexistent.csv": "does not exist",
+}
 
 
 @pytest.fixture(scope="module")
@@ -93,26 +105,32 @@ def run_cli(argv, out_dir):
 
 @pytest.mark.parametrize("name", list(MALFORMED))
 def test_fit_refuses_malformed_csv(files, tmp_path, name):
-    rc, err = run_cli(["fit", files / name, "--target", "y", "--out", tmp_path / "run", *TINY],
-                      tmp_path)
+    rc, err = run_cli(
+        ["fit", files / name, "--target", "y", "--out", tmp_path / "run", *TINY], tmp_path
+    )
     assert rc == 2 and WHY[name] in err
 
 
-@pytest.mark.parametrize("name", [n for n in MALFORMED if n not in (
-    "missing_target.csv", "target_nan.csv", "semicolon.csv")] + ["semicolon_features.csv"])
+@pytest.mark.parametrize(
+    "name",
+    [n for n in MALFORMED if n not in ("missing_target.csv", "target_nan.csv", "semicolon.csv")]
+    + ["semicolon_features.csv"],
+)
 def test_predict_refuses_malformed_csv(files, tmp_path, name):
     if name == "semicolon_features.csv":  # wrong delimiter: the feature columns are not found
         (files / name).write_text("x1;x2\n1;2\n")
-    rc, err = run_cli(["predict", files / "run", files / name, "--out", tmp_path / "p.csv"],
-                      tmp_path)
+    rc, err = run_cli(
+        ["predict", files / "run", files / name, "--out", tmp_path / "p.csv"], tmp_path
+    )
     why = "lacks the feature columns" if name == "semicolon_features.csv" else WHY[name]
     assert rc == 2 and why in err
 
 
 def test_bom_is_accepted(files, tmp_path):
     """A UTF-8 byte-order mark (Excel's "CSV UTF-8") is not part of the first column name."""
-    rc, _ = run_cli(["predict", files / "run", files / "bom.csv", "--out", tmp_path / "p.csv"],
-                    tmp_path)
+    rc, _ = run_cli(
+        ["predict", files / "run", files / "bom.csv", "--out", tmp_path / "p.csv"], tmp_path
+    )
     assert rc == 0 and len(pd.read_csv(tmp_path / "p.csv")) == 20
 
 
@@ -121,8 +139,9 @@ def test_bad_row_in_a_later_batch_leaves_no_partial_output(files, tmp_path):
     written (the output goes to a temporary file that is removed)."""
     bad = files / "late_bad.csv"
     bad.write_text(f"x1,{SCRIPT}\n" + "1,2\n" * 30 + "1,oops\n")
-    rc, err = run_cli(["predict", files / "run", bad, "--out", tmp_path / "p.csv",
-                       "--batch-size", "7"], tmp_path)
+    rc, err = run_cli(
+        ["predict", files / "run", bad, "--out", tmp_path / "p.csv", "--batch-size", "7"], tmp_path
+    )
     assert rc == 2 and "non-numeric" in err
 
 
@@ -136,8 +155,10 @@ def test_report_and_predict_refuse_non_runs(files, tmp_path, what):
     elif what == "incomplete":
         run.mkdir()
         (run / "config.json").write_text("{}")
-    for argv in (["report", run, "--out", tmp_path / "r.html"],
-                 ["predict", run, files / "good.csv", "--out", tmp_path / "p.csv"]):
+    for argv in (
+        ["report", run, "--out", tmp_path / "r.html"],
+        ["predict", run, files / "good.csv", "--out", tmp_path / "p.csv"],
+    ):
         rc, err = run_cli(argv, tmp_path)
         assert rc == 2 and ("does not exist" in err or "incomplete" in err)
 
@@ -147,18 +168,41 @@ def test_fit_refuses_to_replace_a_directory_that_is_not_a_run(files, tmp_path):
     precious = tmp_path / "mine"
     precious.mkdir()
     (precious / "thesis.tex").write_text("keep me")
-    rc, err = run_cli(["fit", files / "good.csv", "--target", "y", "--out", precious, *TINY],
-                      tmp_path)
+    rc, err = run_cli(
+        ["fit", files / "good.csv", "--target", "y", "--out", precious, *TINY], tmp_path
+    )
     assert rc == 2 and "not a run directory" in err
     assert (precious / "thesis.tex").read_text() == "keep me"
 
 
 # --------------------------------------------------------------------------- hypothesis
 csv_text = st.lists(
-    st.lists(st.one_of(st.sampled_from(["x1", "x2", "y", "1", "-2.5", "nan", "inf", "", '"',
-                                        "1e308", "1e999", "\ufeff", "é"]),
-                       st.text(max_size=6)), min_size=0, max_size=5),
-    max_size=8).map(lambda rows: "\n".join(",".join(r) for r in rows))
+    st.lists(
+        st.one_of(
+            st.sampled_from(
+                [
+                    "x1",
+                    "x2",
+                    "y",
+                    "1",
+                    "-2.5",
+                    "nan",
+                    "inf",
+                    "",
+                    '"',
+                    "1e308",
+                    "1e999",
+                    "\ufeff",
+                    "é",
+                ]
+            ),
+            st.text(max_size=6),
+        ),
+        min_size=0,
+        max_size=5,
+    ),
+    max_size=8,
+).map(lambda rows: "\n".join(",".join(r) for r in rows))
 
 
 @FUZZ
@@ -181,18 +225,35 @@ def test_fuzz_fit(tmp_path_factory, content):
     (d / "in.csv").write_bytes(content)
     (d / "o").mkdir()
     # --num-samples 0: whatever parses ends in the sampler-count error instead of a fit
-    rc, _ = run_cli(["fit", d / "in.csv", "--target", "y", "--out", d / "o" / "run",
-                     "--num-samples", "0", "--quiet"], d / "o")
+    rc, _ = run_cli(
+        [
+            "fit",
+            d / "in.csv",
+            "--target",
+            "y",
+            "--out",
+            d / "o" / "run",
+            "--num-samples",
+            "0",
+            "--quiet",
+        ],
+        d / "o",
+    )
     assert rc == 2
 
 
 # --------------------------------------------------------------------------- real processes
 def test_real_process_prints_one_line_and_no_traceback(files, tmp_path):
-    for argv in (["predict", files / "run", files / "ragged.csv", "--out", tmp_path / "p.csv"],
-                 ["fit", files / "binary_junk.csv", "--target", "y", "--out", tmp_path / "r"]
-                 )[:None if os.environ.get("BAYESKERN_FUZZ_EXAMPLES") else 1]:
-        r = subprocess.run([sys.executable, "-m", "bayeskern.cli", *map(str, argv)],
-                           capture_output=True, text=True, timeout=300)
+    for argv in (
+        ["predict", files / "run", files / "ragged.csv", "--out", tmp_path / "p.csv"],
+        ["fit", files / "binary_junk.csv", "--target", "y", "--out", tmp_path / "r"],
+    )[: None if os.environ.get("BAYESKERN_FUZZ_EXAMPLES") else 1]:
+        r = subprocess.run(
+            [sys.executable, "-m", "bayeskern.cli", *map(str, argv)],
+            capture_output=True,
+            text=True,
+            timeout=300,
+        )
         assert r.returncode == 2, r.stderr
         assert r.stderr.count("\n") == 1 and r.stderr.startswith("bayeskern: error:")
         assert "Traceback" not in r.stderr and r.stdout == ""
@@ -226,13 +287,30 @@ def test_one_gigabyte_file_is_streamed(files, tmp_path):
     assert big.stat().st_size >= 1 << 30
     peaks = {}
     for name, path in (("small", files / "good.csv"), ("big", big)):
-        r = subprocess.run([sys.executable, "-c", PEAK_RSS, "predict", str(files / "run"),
-                            str(path), "--out", str(tmp_path / f"pred_{name}.csv"), "--quiet",
-                            "--batch-size", "5000"], capture_output=True, text=True, timeout=1800)
+        r = subprocess.run(
+            [
+                sys.executable,
+                "-c",
+                PEAK_RSS,
+                "predict",
+                str(files / "run"),
+                str(path),
+                "--out",
+                str(tmp_path / f"pred_{name}.csv"),
+                "--quiet",
+                "--batch-size",
+                "5000",
+            ],
+            capture_output=True,
+            text=True,
+            timeout=1800,
+        )
         rc, peaks[name] = map(int, r.stdout.split())
         assert rc == 0, r.stderr
-    print(f"predict peak RSS: {peaks['small'] / 1024:.0f} MiB on 20 rows, "
-          f"{peaks['big'] / 1024:.0f} MiB on the {big.stat().st_size / 2**20:.0f} MiB file")
+    print(
+        f"predict peak RSS: {peaks['small'] / 1024:.0f} MiB on 20 rows, "
+        f"{peaks['big'] / 1024:.0f} MiB on the {big.stat().st_size / 2**20:.0f} MiB file"
+    )
     # the 1 GiB file adds far less than its size: it is streamed, not held (let alone twice)
     assert peaks["big"] - peaks["small"] < 256 * 1024
     n = sum(1 for _ in open(tmp_path / "pred_big.csv")) - 1

@@ -53,11 +53,20 @@ def test_a_second_data_set_of_the_same_shape_compiles_nothing(tmp_path):
     is found in JAX's persistent compilation cache when only the data's values change."""
     for init in ("map", "prior"):
         cache = tmp_path / init
-        env = {**os.environ, "JAX_COMPILATION_CACHE_DIR": str(cache), "JAX_PLATFORMS": "cpu",
-               "JAX_PERSISTENT_CACHE_MIN_COMPILE_TIME_SECS": "0",
-               "JAX_PERSISTENT_CACHE_MIN_ENTRY_SIZE_BYTES": "0"}
-        out = subprocess.run([sys.executable, "-c", SCRIPT, init], env=env, capture_output=True,
-                             text=True, timeout=300)
+        env = {
+            **os.environ,
+            "JAX_COMPILATION_CACHE_DIR": str(cache),
+            "JAX_PLATFORMS": "cpu",
+            "JAX_PERSISTENT_CACHE_MIN_COMPILE_TIME_SECS": "0",
+            "JAX_PERSISTENT_CACHE_MIN_ENTRY_SIZE_BYTES": "0",
+        }
+        out = subprocess.run(
+            [sys.executable, "-c", SCRIPT, init],
+            env=env,
+            capture_output=True,
+            text=True,
+            timeout=300,
+        )
         assert out.returncode == 0, out.stderr
         first, second = map(int, out.stdout.split()[-2:])
         assert first > 0

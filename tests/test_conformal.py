@@ -47,15 +47,17 @@ def test_gram_is_Q_K0_Q(optimizer):
     theta = {"rbf_lengthscale": 0.7}
     q = np.asarray(k.factor(X))
     K0 = np.asarray(k._base.gram(theta, X, X))
-    np.testing.assert_allclose(np.asarray(k.gram(theta, X, X)), q[:, None] * K0 * q[None, :],
-                               rtol=1e-12, atol=1e-12)
+    np.testing.assert_allclose(
+        np.asarray(k.gram(theta, X, X)), q[:, None] * K0 * q[None, :], rtol=1e-12, atol=1e-12
+    )
     # the matrix form agrees with the point-pair form, also between new and training points
     Xn = X[:5] + 0.3
     ev = jax.jit(k.evaluate)
     pair = np.array([[float(ev(theta, a, b)) for b in X[:8]] for a in Xn])
     np.testing.assert_allclose(np.asarray(k.gram(theta, Xn, X[:8])), pair, rtol=1e-10)
-    np.testing.assert_allclose(np.asarray(k.diag(theta, Xn)),
-                               [float(ev(theta, a, a)) for a in Xn], rtol=1e-10)
+    np.testing.assert_allclose(
+        np.asarray(k.diag(theta, Xn)), [float(ev(theta, a, a)) for a in Xn], rtol=1e-10
+    )
     # q(x) = alpha_0 + sum_j alpha_j K1(x, e_j), eq. 53
     _, K1 = design(X, k)
     np.testing.assert_allclose(q, K1 @ k.alpha_, rtol=1e-12)
@@ -75,9 +77,12 @@ def test_psd_when_base_is_psd(optimizer):
 
 def test_square_exponential_equals_rbf():
     X, _ = blobs()
-    np.testing.assert_allclose(np.asarray(SquaredExponential(lengthscale=1.3)(X, X[:7])),
-                               np.asarray(RBF(lengthscale=1.3)(X, X[:7])), rtol=1e-10,
-                               atol=1e-13)
+    np.testing.assert_allclose(
+        np.asarray(SquaredExponential(lengthscale=1.3)(X, X[:7])),
+        np.asarray(RBF(lengthscale=1.3)(X, X[:7])),
+        rtol=1e-10,
+        atol=1e-13,
+    )
 
 
 # ------------------------------------------------------------------------ scatter matrices
@@ -227,12 +232,15 @@ def test_expansion_subsample_is_seeded():
 
 
 # ------------------------------------------------------------------------ bad input
-@pytest.mark.parametrize("y, msg", [
-    (np.zeros(10, int), "single class"),
-    (np.r_[np.zeros(9, int), 1], "fewer than 2 points"),
-    (None, "y is required"),
-    (np.zeros(7, int), "1-d array of 10"),
-])
+@pytest.mark.parametrize(
+    "y, msg",
+    [
+        (np.zeros(10, int), "single class"),
+        (np.r_[np.zeros(9, int), 1], "fewer than 2 points"),
+        (None, "y is required"),
+        (np.zeros(7, int), "1-d array of 10"),
+    ],
+)
 def test_bad_labels(y, msg):
     X = np.random.default_rng(0).standard_normal((10, 2))
     with pytest.raises(ValueError, match=msg):
@@ -242,10 +250,17 @@ def test_bad_labels(y, msg):
             ConformalKernelClassifier().fit(X, y)
 
 
-@pytest.mark.parametrize("kw, msg", [
-    ({"optimizer": "newton"}, "optimizer"), ({"mu": -1.0}, "mu"), ({"gamma1": 0.0}, "gamma1"),
-    ({"n_expansion": 0}, "n_expansion"), ({"eta0": 0.0}, "eta0"), ({"n_iter": 0}, "n_iter"),
-])
+@pytest.mark.parametrize(
+    "kw, msg",
+    [
+        ({"optimizer": "newton"}, "optimizer"),
+        ({"mu": -1.0}, "mu"),
+        ({"gamma1": 0.0}, "gamma1"),
+        ({"n_expansion": 0}, "n_expansion"),
+        ({"eta0": 0.0}, "eta0"),
+        ({"n_iter": 0}, "n_iter"),
+    ],
+)
 def test_bad_kernel_parameters(kw, msg):
     X, y = blobs(n=10)
     with pytest.raises(ValueError, match=msg):
@@ -274,8 +289,9 @@ def test_classifier_uses_test_vs_train_gram():
     X, y = blobs(seed=5, shift=3.0)
     Xte, yte = blobs(seed=6, shift=3.0)
     # the seed's setup: K1 shares gamma with K0 (gamma1=None), a fixed mu
-    est = ConformalKernelClassifier(C=1.0, gamma=0.2, gamma1=None, mu=1e-3,
-                                    random_state=0).fit(X, y)
+    est = ConformalKernelClassifier(C=1.0, gamma=0.2, gamma1=None, mu=1e-3, random_state=0).fit(
+        X, y
+    )
     assert est.gamma_ == 0.2 and est.gamma1_ == 0.2
     Ktr = kernel_gram(est.kernel_, X)
     Kte = kernel_gram(est.kernel_, Xte, X)
@@ -317,8 +333,7 @@ def test_sklearn_compatible(estimator, check):
 # ------------------------------------------------------------------------ Bayesian use
 def test_gp_classifier_with_conformal_kernel_and_loo():
     X, y = blobs(n=24, d=2, seed=9, shift=1.2)
-    settings = dict(num_warmup=15, num_samples=15, num_chains=1, progress_bar=False,
-                    random_state=0)
+    settings = dict(num_warmup=15, num_samples=15, num_chains=1, progress_bar=False, random_state=0)
     gp_c = bk.GPClassifier(kernel=Conformal(), **settings).fit(X, y)
     gp_b = bk.GPClassifier(kernel=RBF(), **settings).fit(X, y)
     post = gp_c.idata_.posterior

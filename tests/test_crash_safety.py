@@ -76,10 +76,26 @@ def test_sigterm_during_fit_exits_cleanly_without_output(d, tmp_path):
     temporary directory left behind."""
     out = tmp_path / "run"
     proc = subprocess.Popen(
-        [sys.executable, "-m", "bayeskern.cli", "fit", str(d / DATA_NAME), "--target", "y",
-         "--out", str(out), "--num-warmup", "20000", "--num-samples", "20000",
-         "--num-chains", "1"],  # progress bar on (hidden in a log): steps return to Python
-        stdout=subprocess.PIPE, stderr=subprocess.STDOUT)
+        [
+            sys.executable,
+            "-m",
+            "bayeskern.cli",
+            "fit",
+            str(d / DATA_NAME),
+            "--target",
+            "y",
+            "--out",
+            str(out),
+            "--num-warmup",
+            "20000",
+            "--num-samples",
+            "20000",
+            "--num-chains",
+            "1",
+        ],  # progress bar on (hidden in a log): steps return to Python
+        stdout=subprocess.PIPE,
+        stderr=subprocess.STDOUT,
+    )
     seen = []
 
     def read():
@@ -99,7 +115,8 @@ def test_sigterm_during_fit_exits_cleanly_without_output(d, tmp_path):
     err = b"".join(seen).decode(errors="replace")
     assert proc.returncode == 143, err[-500:]
     assert err.rstrip().splitlines()[-1].split("\r")[-1] == (
-        "bayeskern: terminated; no partial output was written")
+        "bayeskern: terminated; no partial output was written"
+    )
     assert "Traceback" not in err
     assert not out.exists() and list(tmp_path.iterdir()) == []
 
@@ -130,8 +147,10 @@ def test_tampered_run_files_are_refused(d, tmp_path, target):
     run = copy_run(d, tmp_path)
     with open(run / target, "ab") as f:
         f.write(b" ")
-    for argv in (["predict", run, d / "new.csv", "--out", tmp_path / "p.csv"],
-                 ["report", run, "--out", tmp_path / "r.html"]):
+    for argv in (
+        ["predict", run, d / "new.csv", "--out", tmp_path / "p.csv"],
+        ["report", run, "--out", tmp_path / "r.html"],
+    ):
         rc, err = cli(argv)
         assert rc == 2 and err.count("\n") == 1
         assert f"{target} does not match its checksum" in err
@@ -179,8 +198,9 @@ def test_hostile_column_and_data_names_render_as_text(d, tmp_path):
 
     assert "<script" not in html.lower()
     imgs = re.findall(r"<img[^>]*>", html, flags=re.I)  # only the report's own figures
-    assert imgs and all(re.fullmatch(r'<img alt="[^"<>]*" src="data:image/png;base64,[^"]*">', t)
-                        for t in imgs)
+    assert imgs and all(
+        re.fullmatch(r'<img alt="[^"<>]*" src="data:image/png;base64,[^"]*">', t) for t in imgs
+    )
     assert "&lt;script&gt;alert(1)&lt;/script&gt;" in html
     assert "&lt;img src=x onerror=alert(2)&gt;" in html
     assert "default-src 'none'" in html  # Content-Security-Policy: nothing runs or loads

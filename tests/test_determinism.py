@@ -70,8 +70,9 @@ np.savez(sys.argv[1], **out)
 def test_same_seed_bit_identical_across_fresh_processes(tmp_path):
     paths = [tmp_path / "a.npz", tmp_path / "b.npz"]
     for p in paths:
-        r = subprocess.run([sys.executable, "-c", SCRIPT, str(p)], capture_output=True,
-                           text=True, timeout=1500)
+        r = subprocess.run(
+            [sys.executable, "-c", SCRIPT, str(p)], capture_output=True, text=True, timeout=1500
+        )
         assert r.returncode == 0, r.stderr[-3000:]
     with np.load(paths[0]) as a, np.load(paths[1]) as b:
         assert a.files == b.files
@@ -80,5 +81,6 @@ def test_same_seed_bit_identical_across_fresh_processes(tmp_path):
         differ = [k for k in a.files if not np.array_equal(a[k], b[k])]
         assert differ == [], f"not bit-identical across processes: {differ}"
         # and the seed matters: another estimator's draws are not all equal by accident
-        assert not np.array_equal(a["GPRegressor/posterior/noise"][0],
-                                  a["GPRegressor/posterior/noise"][1])
+        assert not np.array_equal(
+            a["GPRegressor/posterior/noise"][0], a["GPRegressor/posterior/noise"][1]
+        )

@@ -62,14 +62,14 @@ def test_loo_compare_differences_to_the_best(rng):
     assert list(tab.index) == ["good", "bad"]
     assert tab.loc["good", "elpd_diff"] == 0 and tab.loc["good", "se_diff"] == 0
     assert tab.loc["bad", "elpd_diff"] == pytest.approx(
-        tab.loc["good", "elpd_loo"] - tab.loc["bad", "elpd_loo"])
+        tab.loc["good", "elpd_loo"] - tab.loc["bad", "elpd_loo"]
+    )
     assert tab.loc["bad", "elpd_diff"] == pytest.approx(0.5 * 40, rel=0.1)
     pointwise = [np.asarray(diagnostics.loo(m).loo_i) for m in (good, bad)]
     diff = pointwise[0] - pointwise[1]
     assert tab.loc["bad", "se_diff"] == pytest.approx(np.sqrt(diff.size * np.var(diff)))
     assert tab.loc["bad", "se"] == pytest.approx(float(diagnostics.loo(bad).se))
-    assert set(tab.columns) == {"elpd_loo", "se", "p_loo", "elpd_diff", "se_diff",
-                                "n_pareto_k_bad"}
+    assert set(tab.columns) == {"elpd_loo", "se", "p_loo", "elpd_diff", "se_diff", "n_pareto_k_bad"}
 
 
 def test_loo_compare_bad_input(rng):

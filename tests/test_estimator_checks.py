@@ -23,24 +23,38 @@ EXPECTED_FAILED = {
 }
 
 FAST = {
-    "check_no_attributes_set_in_init", "check_parameters_default_constructible",
-    "check_get_params_invariance", "check_set_params", "check_estimators_unfitted",
-    "check_do_not_raise_errors_in_init_or_set_params", "check_mixin_order",
-    "check_estimator_cloneable", "check_estimator_repr", "check_estimator_tags_renamed",
-    "check_valid_tag_types", "check_estimators_empty_data_messages", "check_complex_data",
-    "check_estimators_nan_inf", "check_fit2d_1sample", "check_classifiers_one_label",
-    "check_fit2d_predict1d", "check_fit1d", "check_estimators_fit_returns_self",
+    "check_no_attributes_set_in_init",
+    "check_parameters_default_constructible",
+    "check_get_params_invariance",
+    "check_set_params",
+    "check_estimators_unfitted",
+    "check_do_not_raise_errors_in_init_or_set_params",
+    "check_mixin_order",
+    "check_estimator_cloneable",
+    "check_estimator_repr",
+    "check_estimator_tags_renamed",
+    "check_valid_tag_types",
+    "check_estimators_empty_data_messages",
+    "check_complex_data",
+    "check_estimators_nan_inf",
+    "check_fit2d_1sample",
+    "check_classifiers_one_label",
+    "check_fit2d_predict1d",
+    "check_fit1d",
+    "check_estimators_fit_returns_self",
 }
 
 
 def _params():
     out = []
     for est in (bk.GPRegressor(**TINY), bk.GPClassifier(**TINY)):
-        for item in estimator_checks_generator(est, legacy=True, mark="xfail",
-                                               expected_failed_checks=EXPECTED_FAILED):
+        for item in estimator_checks_generator(
+            est, legacy=True, mark="xfail", expected_failed_checks=EXPECTED_FAILED
+        ):
             # expected failures come wrapped as pytest.param(..., marks=xfail)
-            (e, check), marks = (item.values, list(item.marks)) if hasattr(item, "values") \
-                else (item, [])
+            (e, check), marks = (
+                (item.values, list(item.marks)) if hasattr(item, "values") else (item, [])
+            )
             name = getattr(check, "func", check).__name__
             marks += [] if name in FAST else [pytest.mark.slow]
             out.append(pytest.param(e, check, marks=marks, id=f"{type(est).__name__}-{name}"))

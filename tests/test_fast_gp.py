@@ -58,8 +58,9 @@ def test_gaussian_logpdf_value_and_gradient_match_jax():
             D = rng.normal(size=(n, n))
             D = jnp.asarray(D + D.T)
             np.testing.assert_allclose(jnp.sum(fg * D), jnp.sum(rg * D), rtol=1e-8)
-        np.testing.assert_allclose(jax.jit(jax.grad(gaussian_logpdf))(y, K),
-                                   jax.jit(jax.grad(ref, 1))(K, y), rtol=1e-8)
+        np.testing.assert_allclose(
+            jax.jit(jax.grad(gaussian_logpdf))(y, K), jax.jit(jax.grad(ref, 1))(K, y), rtol=1e-8
+        )
 
 
 def test_triangular_and_cholesky_inverse():
@@ -67,10 +68,10 @@ def test_triangular_and_cholesky_inverse():
     for n in (3, 64, 150):
         K = _random_spd(rng, n)
         L = np.linalg.cholesky(K)
-        np.testing.assert_allclose(triangular_inverse(jnp.asarray(L)) @ L, np.eye(n),
-                                   atol=1e-10)
-        np.testing.assert_allclose(cholesky_inverse(jnp.asarray(L)), np.linalg.inv(K),
-                                   rtol=1e-8, atol=1e-10)
+        np.testing.assert_allclose(triangular_inverse(jnp.asarray(L)) @ L, np.eye(n), atol=1e-10)
+        np.testing.assert_allclose(
+            cholesky_inverse(jnp.asarray(L)), np.linalg.inv(K), rtol=1e-8, atol=1e-10
+        )
 
 
 def test_distinct_pairs_expand_to_the_kernel_matrix_with_its_gradient():
@@ -98,8 +99,9 @@ def test_distinct_pairs_expand_to_the_kernel_matrix_with_its_gradient():
 
         grad = jax.jit(jax.grad(logp), static_argnums=1)  # compiled once per X and path
         for ell in (0.3, 1.7):
-            np.testing.assert_allclose(expand_pairs(k(pairs.tau, ell), pairs), k(tau, ell),
-                                       rtol=1e-13, atol=1e-15)
+            np.testing.assert_allclose(
+                expand_pairs(k(pairs.tau, ell), pairs), k(tau, ell), rtol=1e-13, atol=1e-15
+            )
             np.testing.assert_allclose(grad(ell, False), grad(ell, True), rtol=1e-9)
 
 
@@ -125,9 +127,22 @@ def _labels(y):
     return (y > np.median(y)).astype(int)
 
 
-@pytest.mark.parametrize("name", ["rbf", "rbf_ard", "laplacian", "linear+periodic",
-                                  "periodic_free", "mahalanobis", "product", "spectral", "vsk",
-                                  "ckrbf", "conformal"])
+@pytest.mark.parametrize(
+    "name",
+    [
+        "rbf",
+        "rbf_ard",
+        "laplacian",
+        "linear+periodic",
+        "periodic_free",
+        "mahalanobis",
+        "product",
+        "spectral",
+        "vsk",
+        "ckrbf",
+        "conformal",
+    ],
+)
 def test_fast_log_density_and_gradient_equal_plain_cholesky(name):
     """gp_regression with the per-fit caches and the custom VJP equals jax.grad of the plain
     Cholesky likelihood of the Gram computed from X, at random parameter values, to 1e-8."""
@@ -146,13 +161,15 @@ def test_fast_log_density_and_gradient_equal_plain_cholesky(name):
         noise = numpyro.sample("noise", dist.HalfNormal(1.0))
         K = kernel_matrix(kernel, theta, amplitude, X, X)  # from the raw inputs
         K = K + (noise**2 + JITTER) * jnp.eye(X.shape[0])
-        numpyro.sample("y", dist.MultivariateNormal(jnp.zeros(X.shape[0]),
-                                                    covariance_matrix=K), obs=y)
+        numpyro.sample(
+            "y", dist.MultivariateNormal(jnp.zeros(X.shape[0]), covariance_matrix=K), obs=y
+        )
 
     from numpyro import handlers
 
     tr = handlers.trace(handlers.seed(gp_regression, 0)).get_trace(
-        Xj, yj, kernel=kernel, x_scale=x_scale, prepared=prepared)
+        Xj, yj, kernel=kernel, x_scale=x_scale, prepared=prepared
+    )
     sites = {k: v for k, v in tr.items() if v["type"] == "sample" and not v["is_observed"]}
     for trial in range(3):
         key = jax.random.PRNGKey(trial)
@@ -165,8 +182,7 @@ def test_fast_log_density_and_gradient_equal_plain_cholesky(name):
             params[k] = t(u)
 
         def lp(p, model, **kw):
-            return log_density(model, (Xj, yj), dict(kernel=kernel, x_scale=x_scale, **kw),
-                               p)[0]
+            return log_density(model, (Xj, yj), dict(kernel=kernel, x_scale=x_scale, **kw), p)[0]
 
         fast_v, fast_g = jax.value_and_grad(lp)(params, gp_regression, prepared=prepared)
         ref_v, ref_g = jax.value_and_grad(lp)(params, plain)
@@ -189,8 +205,11 @@ def test_prepared_gram_equals_gram_for_cross_and_symmetric_inputs():
             prep = prepare_kernel(kernel, Aj, Bj, jnp.ones(2))
             np.testing.assert_allclose(
                 kernel_matrix(kernel, theta, amp, Aj, Bj, prepared=prep),
-                kernel_matrix(kernel, theta, amp, Aj, Bj), rtol=1e-12, atol=1e-12,
-                err_msg=name)
+                kernel_matrix(kernel, theta, amp, Aj, Bj),
+                rtol=1e-12,
+                atol=1e-12,
+                err_msg=name,
+            )
 
 
 def test_laplace_marginal_gradient_matches_finite_differences():
@@ -202,8 +221,7 @@ def test_laplace_marginal_gradient_matches_finite_differences():
 
     def K_of(log_l, log_a):
         d2 = (X - X.T) ** 2
-        return jnp.exp(2 * log_a) * jnp.exp(-0.5 * d2 / jnp.exp(2 * log_l)) \
-            + 1e-6 * jnp.eye(n)
+        return jnp.exp(2 * log_a) * jnp.exp(-0.5 * d2 / jnp.exp(2 * log_l)) + 1e-6 * jnp.eye(n)
 
     def f(p):
         return laplace_log_marginal(K_of(p[0], p[1]), y)
@@ -218,28 +236,40 @@ def test_laplace_marginal_gradient_matches_finite_differences():
 
     assert abs(float(f(p) - f_converged(p))) < 1e-7
     h = 1e-5
-    fd = jnp.array([(f_converged(p + h * e) - f_converged(p - h * e)) / (2 * h)
-                    for e in jnp.eye(2)])
+    fd = jnp.array(
+        [(f_converged(p + h * e) - f_converged(p - h * e)) / (2 * h) for e in jnp.eye(2)]
+    )
     np.testing.assert_allclose(g, fd, rtol=1e-6)
     mode = laplace_mode(K_of(*p), y)
     assert bool(mode.converged)
 
 
 def test_import_gives_one_cpu_device_per_chain_and_says_so():
-    code = ("import json, bayeskern as bk, jax; print(json.dumps({'n': jax.local_device_count(),"
-            " 'status': bk.devices.cpu_device_status()}))")
+    code = (
+        "import json, bayeskern as bk, jax; print(json.dumps({'n': jax.local_device_count(),"
+        " 'status': bk.devices.cpu_device_status()}))"
+    )
     out = {}
     for env in ({}, {"BAYESKERN_CPU_DEVICES": "3"}):
-        r = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
-                           timeout=300, env={**__import__("os").environ, **env})
+        r = subprocess.run(
+            [sys.executable, "-c", code],
+            capture_output=True,
+            text=True,
+            timeout=300,
+            env={**__import__("os").environ, **env},
+        )
         assert r.returncode == 0, r.stderr[-2000:]
         out[json.dumps(env)] = json.loads(r.stdout.strip().splitlines()[-1])
     default = out["{}"]
     assert default["n"] >= 4 and "CPU devices" in default["status"]
     assert out['{"BAYESKERN_CPU_DEVICES": "3"}']["n"] == 3
     # JAX initialized first: bayeskern cannot change the device count, and says so
-    r = subprocess.run([sys.executable, "-c", "import jax; jax.devices(); " + code],
-                       capture_output=True, text=True, timeout=300)
+    r = subprocess.run(
+        [sys.executable, "-c", "import jax; jax.devices(); " + code],
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
     late = json.loads(r.stdout.strip().splitlines()[-1])
     assert late["n"] == 1 and "initialized before bayeskern" in late["status"]
 
@@ -258,6 +288,5 @@ for _ in range(3):
     est.predictive(rng.uniform(-2, 2, size=(2000, 1)))
 print("ok", est.idata_.log_likelihood["y"].shape)
 """
-    r = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
-                       timeout=600)
+    r = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=600)
     assert r.returncode == 0 and "ok" in r.stdout, r.stderr[-2000:]

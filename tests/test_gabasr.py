@@ -23,8 +23,16 @@ from bayeskern.estimators.gabasr import (
 )
 from bayeskern.kernels.spectral import SpectralMixture, mixture_density, spectral_mixture_kernel
 
-TINY = dict(n_features=8, n_components=2, num_warmup=15, num_samples=15, num_chains=1,
-            map_steps=5, progress_bar=False, random_state=0)
+TINY = dict(
+    n_features=8,
+    n_components=2,
+    num_warmup=15,
+    num_samples=15,
+    num_chains=1,
+    map_steps=5,
+    progress_bar=False,
+    random_state=0,
+)
 
 
 def _mixture(d=2):
@@ -58,10 +66,23 @@ def test_locally_stationary_features_symmetrized_kernel():
     """ψ = (φ+φ⁻)/2 has E[ψψᵀ] = ½[κ1((x+x')/2) + κ1((x-x')/2)]κ2(x-x') (PSD per draw)."""
     rng = np.random.default_rng(1)
     X = jnp.asarray(rng.normal(size=(25, 1)))
-    spec = G.make_spec(2, 1, n_components=1, n_per_component=3000, locally_stationary=True,
-                       n_components_v=1, n_per_component_v=60)
-    params = {"weights": jnp.ones(1), "mu": jnp.zeros((1, 1)), "sigma": jnp.full((1, 1), 1.5),
-              "v_weights": jnp.ones(1), "v_mu": jnp.zeros((1, 1)), "v_sigma": jnp.full((1, 1), 0.4)}
+    spec = G.make_spec(
+        2,
+        1,
+        n_components=1,
+        n_per_component=3000,
+        locally_stationary=True,
+        n_components_v=1,
+        n_per_component_v=60,
+    )
+    params = {
+        "weights": jnp.ones(1),
+        "mu": jnp.zeros((1, 1)),
+        "sigma": jnp.full((1, 1), 1.5),
+        "v_weights": jnp.ones(1),
+        "v_mu": jnp.zeros((1, 1)),
+        "v_sigma": jnp.full((1, 1), 0.4),
+    }
     Psi = G.spectral_features(X, params, spec)
     x = np.asarray(X[:, 0])
     k1 = lambda u: np.exp(-0.5 * (0.4 * u) ** 2)  # noqa: E731
@@ -103,7 +124,7 @@ def test_trend_precision_quadratic_columns_unit_normal():
     p_lin, p_quad = mean_basis(Z, "linear").shape[1], mean_basis(Z, "poly2").shape[1]
     assert np.all(G.trend_precision(p_lin, d) == G.TREND_PRECISION)
     prec = G.trend_precision(p_quad, d)
-    assert np.all(prec[: 1 + d] == G.TREND_PRECISION) and np.all(prec[1 + d:] == 1.0)
+    assert np.all(prec[: 1 + d] == G.TREND_PRECISION) and np.all(prec[1 + d :] == 1.0)
     assert GaBaSRRegressor().mean_function == "poly2"
     assert GaBaSRClassifier().mean_function == "linear"
 
@@ -143,8 +164,11 @@ def test_spectral_mixture_kernel_properties():
     assert np.isclose(np.trapezoid(dens, grid), 1.0, atol=1e-6)
     # Bochner: the density's cosine transform is the kernel
     tau = 0.8
-    assert np.isclose(np.trapezoid(dens * np.cos(grid * tau), grid),
-                      float(spectral_mixture_kernel(jnp.array([tau]), w, mu, sig)), atol=1e-6)
+    assert np.isclose(
+        np.trapezoid(dens * np.cos(grid * tau), grid),
+        float(spectral_mixture_kernel(jnp.array([tau]), w, mu, sig)),
+        atol=1e-6,
+    )
 
 
 @pytest.mark.slow
@@ -154,8 +178,14 @@ def test_spectral_mixture_in_gp_regressor():
     rng = np.random.default_rng(4)
     X = np.sort(rng.uniform(0, 10, 40))[:, None]
     y = np.sin(2 * np.pi * X[:, 0] / 2.5) + 0.1 * rng.normal(size=40)
-    gp = GPRegressor(kernel=SpectralMixture(2), num_warmup=20, num_samples=20, num_chains=1,
-                     progress_bar=False, random_state=0).fit(X, y)
+    gp = GPRegressor(
+        kernel=SpectralMixture(2),
+        num_warmup=20,
+        num_samples=20,
+        num_chains=1,
+        progress_bar=False,
+        random_state=0,
+    ).fit(X, y)
     assert np.sqrt(np.mean((gp.predict(X) - y) ** 2)) < 0.5
 
 
@@ -169,19 +199,22 @@ def test_robust_scaler_and_frequency_scale():
     assert np.isclose(f[0], 2 * np.pi)
 
 
-@pytest.mark.parametrize("kw, msg", [
-    (dict(n_features=0), "n_features"),
-    (dict(n_components=0), "n_components"),
-    (dict(sampler="hmc"), "sampler"),
-    (dict(mean_function="cubic"), "mean_function"),
-    (dict(model="gp"), "model"),
-    (dict(trend_degree=-1), "trend_degree"),
-    (dict(num_map_starts=0), "num_map_starts"),
-    (dict(model="exact", sampler="gibbs"), "model='exact'"),
-    (dict(sampler="gibbs", chain_method="vectorized"), "chain_method='vectorized'"),
-    (dict(sampler="gibbs", chain_method="parallel"), "chain_method='parallel'"),
-    (dict(num_samples=0), "num_samples"),
-])
+@pytest.mark.parametrize(
+    "kw, msg",
+    [
+        (dict(n_features=0), "n_features"),
+        (dict(n_components=0), "n_components"),
+        (dict(sampler="hmc"), "sampler"),
+        (dict(mean_function="cubic"), "mean_function"),
+        (dict(model="gp"), "model"),
+        (dict(trend_degree=-1), "trend_degree"),
+        (dict(num_map_starts=0), "num_map_starts"),
+        (dict(model="exact", sampler="gibbs"), "model='exact'"),
+        (dict(sampler="gibbs", chain_method="vectorized"), "chain_method='vectorized'"),
+        (dict(sampler="gibbs", chain_method="parallel"), "chain_method='parallel'"),
+        (dict(num_samples=0), "num_samples"),
+    ],
+)
 def test_bad_parameters(kw, msg):
     X, y = np.random.default_rng(0).normal(size=(10, 1)), np.arange(10.0)
     with pytest.raises(ValueError, match=msg):
@@ -210,8 +243,17 @@ def sm_data():
 @pytest.mark.slow
 def test_regressor_recovers_two_component_density(sm_data):
     X, y = sm_data
-    est = GaBaSRRegressor(**{**TINY, "n_features": 32, "n_components": 3, "map_steps": 30,
-                             "num_warmup": 40, "num_samples": 40, "model": "features"}).fit(X, y)
+    est = GaBaSRRegressor(
+        **{
+            **TINY,
+            "n_features": 32,
+            "n_components": 3,
+            "map_steps": 30,
+            "num_warmup": 40,
+            "num_samples": 40,
+            "model": "features",
+        }
+    ).fit(X, y)
     grid, mean, lo, hi = est.spectral_density(np.linspace(0.5, 12, 300))
     # the periodic line (ω = 6 rad per unit of x) is the highest peak away from zero
     assert abs(grid[np.argmax(mean)] - 6.0) < 0.5
@@ -246,8 +288,9 @@ def test_classifier_small():
     assert np.mean(clf.predict(X) == y) > 0.75
     assert clf.sample_posterior_predictive(X[:3], n_draws=4).shape == (4, 3)
     # the large-data path: MAP spectral parameters, NUTS on the weights
-    clf2 = GaBaSRClassifier(**{**TINY, "n_features": 16, "full_bayes_max_n": 10,
-                               "sampler": "nuts"}).fit(X, y)
+    clf2 = GaBaSRClassifier(
+        **{**TINY, "n_features": 16, "full_bayes_max_n": 10, "sampler": "nuts"}
+    ).fit(X, y)
     assert not clf2.full_bayes_ and np.mean(clf2.predict(X) == y) > 0.75
 
 
@@ -273,8 +316,15 @@ def test_default_sampler_resolves_per_task():
 @pytest.mark.slow
 def test_gibbs_sampler_wired(sm_data):
     X, y = sm_data
-    est = GaBaSRRegressor(sampler="gibbs", n_features=16, num_warmup=2, num_samples=3,
-                          num_chains=1, progress_bar=False, random_state=0).fit(X, y)
+    est = GaBaSRRegressor(
+        sampler="gibbs",
+        n_features=16,
+        num_warmup=2,
+        num_samples=3,
+        num_chains=1,
+        progress_bar=False,
+        random_state=0,
+    ).fit(X, y)
     pred = est.predictive(X[:10])
     assert pred.loc.shape == (3, 10)
     grid, mean, lo, hi = est.spectral_density(np.linspace(0, 10, 50))
@@ -283,8 +333,7 @@ def test_gibbs_sampler_wired(sm_data):
 
 @pytest.mark.slow
 @parametrize_with_checks(
-    [GaBaSRRegressor(**TINY), GaBaSRRegressor(**TINY, model="features"),
-     GaBaSRClassifier(**TINY)],
+    [GaBaSRRegressor(**TINY), GaBaSRRegressor(**TINY, model="features"), GaBaSRClassifier(**TINY)],
     expected_failed_checks=lambda est: {},
 )
 def test_sklearn_contract(estimator, check):

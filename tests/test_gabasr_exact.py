@@ -15,15 +15,25 @@ import bayeskern  # noqa: F401  (float64)
 from bayeskern.estimators.gabasr import GaBaSRRegressor
 from bayeskern.kernels.spectral import spectral_mixture_kernel
 
-FAST = dict(num_warmup=20, num_samples=20, num_chains=1, num_map_starts=2,
-            progress_bar=False, random_state=0)
+FAST = dict(
+    num_warmup=20,
+    num_samples=20,
+    num_chains=1,
+    num_map_starts=2,
+    progress_bar=False,
+    random_state=0,
+)
 
 
 def _params(d=1, K=3):
-    return {"trend_amp": jnp.array([0.5, 0.3] + [0.2] * (d - 1) if d > 1 else [0.5, 0.3]),
-            "amplitude": jnp.linspace(0.4, 0.9, K), "sigma0": jnp.full(d, 0.8),
-            "mu": jnp.linspace(2.0, 5.0, K - 1), "sigma": jnp.linspace(0.1, 0.3, K - 1),
-            "noise": jnp.asarray(0.2)}
+    return {
+        "trend_amp": jnp.array([0.5, 0.3] + [0.2] * (d - 1) if d > 1 else [0.5, 0.3]),
+        "amplitude": jnp.linspace(0.4, 0.9, K),
+        "sigma0": jnp.full(d, 0.8),
+        "mu": jnp.linspace(2.0, 5.0, K - 1),
+        "sigma": jnp.linspace(0.1, 0.3, K - 1),
+        "noise": jnp.asarray(0.2),
+    }
 
 
 def test_significant_peaks_finds_lines_and_rejects_noise():
@@ -55,15 +65,17 @@ def test_exact_covariance_equals_dense_kernel():
         scales = np.zeros((3, d))
         scales[0] = p["sigma0"]
         scales[1:, 0] = p["sigma"]
-        dense = (np.asarray(spectral_mixture_kernel(tau, a2, means, scales))
-                 + (B * np.asarray(p["trend_amp"]) ** 2) @ B.T
-                 + (0.2**2 + 1e-6) * np.eye(12))
+        dense = (
+            np.asarray(spectral_mixture_kernel(tau, a2, means, scales))
+            + (B * np.asarray(p["trend_amp"]) ** 2) @ B.T
+            + (0.2**2 + 1e-6) * np.eye(12)
+        )
         np.testing.assert_allclose(K, dense, rtol=1e-10, atol=1e-12)
         # the cross-covariance at the training points is the same matrix without noise
-        Ks, kss = jax.jit(G.exact_cross)(p, jnp.asarray(X), jnp.asarray(B), jnp.asarray(X),
-                                         jnp.asarray(B))
-        np.testing.assert_allclose(np.asarray(Ks), dense - (0.04 + 1e-6) * np.eye(12),
-                                   atol=1e-10)
+        Ks, kss = jax.jit(G.exact_cross)(
+            p, jnp.asarray(X), jnp.asarray(B), jnp.asarray(X), jnp.asarray(B)
+        )
+        np.testing.assert_allclose(np.asarray(Ks), dense - (0.04 + 1e-6) * np.eye(12), atol=1e-10)
         np.testing.assert_allclose(np.asarray(kss), np.diag(np.asarray(Ks)), atol=1e-10)
 
 
@@ -77,9 +89,15 @@ def test_exact_loo_equals_refit():
     predictive = jax.jit(G.exact_predictive)  # one compilation for the three refits
     for i in (0, 7, 14):
         keep = np.arange(15) != i
-        mu, sd = predictive(p, G.prepare_exact(X[keep], B[keep]), jnp.asarray(X[keep]),
-                            jnp.asarray(B[keep]), jnp.asarray(y[keep]),
-                            jnp.asarray(X[i:i + 1]), jnp.asarray(B[i:i + 1]))
+        mu, sd = predictive(
+            p,
+            G.prepare_exact(X[keep], B[keep]),
+            jnp.asarray(X[keep]),
+            jnp.asarray(B[keep]),
+            jnp.asarray(y[keep]),
+            jnp.asarray(X[i : i + 1]),
+            jnp.asarray(B[i : i + 1]),
+        )
         # the noise jitter 1e-6 sits in K_y but not in the predictive variance
         assert np.isclose(loo[i], stats.norm.logpdf(y[i], float(mu[0]), float(sd[0])), atol=1e-4)
 
@@ -97,8 +115,9 @@ def test_fitted_rows_predictive_equals_predictive_at_the_training_inputs():
         mu, s = jax.jit(G.exact_predictive)(p, prepared, jX, jB, jy, jX, jB)
         np.testing.assert_allclose(np.asarray(mean), np.asarray(mu), rtol=1e-7, atol=1e-9)
         np.testing.assert_allclose(np.asarray(sd), np.asarray(s), rtol=1e-5, atol=1e-7)
-        np.testing.assert_allclose(np.asarray(loo),
-                                   np.asarray(jax.jit(G.exact_loo)(p, prepared, jy)))
+        np.testing.assert_allclose(
+            np.asarray(loo), np.asarray(jax.jit(G.exact_loo)(p, prepared, jy))
+        )
 
 
 def test_posterior_predictive_group_from_the_fitted_rows():
@@ -132,8 +151,9 @@ def test_default_regressor_is_exact_and_anchored():
     grid, mean, lo, hi = est.spectral_density(np.linspace(0.5, 10, 50))
     assert np.all(np.isfinite(mean)) and np.all(lo <= mean + 1e-12)
     # same seed, same numbers
-    assert np.array_equal(est.predict(x[:5, None]),
-                          GaBaSRRegressor(**FAST).fit(x[:, None], y).predict(x[:5, None]))
+    assert np.array_equal(
+        est.predict(x[:5, None]), GaBaSRRegressor(**FAST).fit(x[:, None], y).predict(x[:5, None])
+    )
 
 
 def test_exact_multicolumn_and_constant_series():

@@ -40,8 +40,11 @@ def test_crp_log_weights_match_scipy():
     m0, k0, Psi0 = np.zeros(d), 0.1, np.eye(d) * 2.0
     nu0 = d + 2.0
     pred = gg._prior_predictive(jnp.asarray(m0), k0, nu0, jnp.asarray(Psi0))
-    lw = np.asarray(gg.crp_log_weights(jnp.asarray(x), jnp.asarray(counts), jnp.asarray(mu),
-                                       jnp.asarray(U), alpha, pred))
+    lw = np.asarray(
+        gg.crp_log_weights(
+            jnp.asarray(x), jnp.asarray(counts), jnp.asarray(mu), jnp.asarray(U), alpha, pred
+        )
+    )
     for k in range(K):
         if counts[k] == 0:
             assert lw[k] == -np.inf
@@ -52,8 +55,9 @@ def test_crp_log_weights_match_scipy():
     ref_new = np.log(alpha) + stats.multivariate_t(m0, Psi0 * (k0 + 1) / (k0 * df), df).logpdf(x)
     assert np.isclose(lw[K], ref_new, rtol=1e-10)
     # all slots occupied: no new component (truncation)
-    lw_full = gg.crp_log_weights(jnp.asarray(x), jnp.asarray([1, 2, 3, 4]), jnp.asarray(mu),
-                                 jnp.asarray(U), alpha, pred)
+    lw_full = gg.crp_log_weights(
+        jnp.asarray(x), jnp.asarray([1, 2, 3, 4]), jnp.asarray(mu), jnp.asarray(U), alpha, pred
+    )
     assert lw_full[K] == -np.inf
 
 
@@ -62,8 +66,12 @@ def test_escobar_west_targets_alpha_posterior():
 
     # p(alpha | k) on a fine grid (Antoniak 1974; Escobar & West 1995 eq. 13)
     grid = np.linspace(1e-8, 60.0, 400001)
-    logp = (stats.gamma(a, scale=1 / b).logpdf(grid) + k * np.log(grid)
-            + special.gammaln(grid) - special.gammaln(grid + n))
+    logp = (
+        stats.gamma(a, scale=1 / b).logpdf(grid)
+        + k * np.log(grid)
+        + special.gammaln(grid)
+        - special.gammaln(grid + n)
+    )
     p = np.exp(logp - logp.max())
     mean = (grid * p).sum() / p.sum()
 
@@ -83,12 +91,16 @@ def _random_state(task, ls=False, lam0=1.0):
     rng = np.random.default_rng(3)
     n, d = 80, 2
     X = jnp.asarray(rng.normal(size=(n, d)))
-    y = jnp.asarray(rng.normal(size=n)) if task == "regression" else jnp.asarray(
-        (rng.uniform(size=n) < 0.5).astype(float))
+    y = (
+        jnp.asarray(rng.normal(size=n))
+        if task == "regression"
+        else jnp.asarray((rng.uniform(size=n) < 0.5).astype(float))
+    )
     mb = jnp.asarray(np.c_[np.ones(n), rng.normal(size=n)])
     prior = gg.GibbsPrior(prior_precision=lam0)
-    st, cfg, data = gg.init(KEY, X, y, task=task, n_features=12, n_features_v=3 if ls else 0,
-                            mean_basis=mb, prior=prior)
+    st, cfg, data = gg.init(
+        KEY, X, y, task=task, n_features=12, n_features_v=3 if ls else 0, mean_basis=mb, prior=prior
+    )
     w = jnp.ones(n) if task == "regression" else jnp.asarray(rng.uniform(0.05, 0.3, n))
     if task == "classification":  # arbitrary Polya-Gamma weights: refactorize with them
         G = (st.ev.Phi * w[:, None]).T @ st.ev.Phi
@@ -96,8 +108,9 @@ def _random_state(task, ls=False, lam0=1.0):
     return X, mb, st, data, w
 
 
-@pytest.mark.parametrize("task,ls", [("regression", False), ("classification", False),
-                                     ("regression", True)])
+@pytest.mark.parametrize(
+    "task,ls", [("regression", False), ("classification", False), ("regression", True)]
+)
 def test_rank_updated_evidence_equals_full_recomputation(task, ls):
     X, mb, st, data, w = _random_state(task, ls)
     ev, omega, v = st.ev, st.omega, st.v
@@ -229,15 +242,27 @@ def test_kernel_under_numpyro_mcmc_draws_the_same_chains(two_mode_run):
 
     X, y, res = two_mode_run
     kernel = gg.GaBaSRGibbs("regression", SETTINGS["n_features"])
-    mcmc = MCMC(kernel, num_warmup=SETTINGS["num_warmup"], num_samples=SETTINGS["num_samples"],
-                num_chains=1, chain_method="sequential", progress_bar=False)
-    mcmc.run(jax.random.PRNGKey(1), X=jnp.asarray(X), y=jnp.asarray((y - y.mean()) / y.std()),
-             extra_fields=("accept_rate", "drift"))
+    mcmc = MCMC(
+        kernel,
+        num_warmup=SETTINGS["num_warmup"],
+        num_samples=SETTINGS["num_samples"],
+        num_chains=1,
+        chain_method="sequential",
+        progress_bar=False,
+    )
+    mcmc.run(
+        jax.random.PRNGKey(1),
+        X=jnp.asarray(X),
+        y=jnp.asarray((y - y.mean()) / y.std()),
+        extra_fields=("accept_rate", "drift"),
+    )
     draws = mcmc.get_samples(group_by_chain=True)
     for k in ("omega", "log_marginal", "noise", "alpha", "z"):
         np.testing.assert_array_equal(np.asarray(draws[k]), res.samples[k], err_msg=k)
-    np.testing.assert_array_equal(np.asarray(mcmc.get_extra_fields(group_by_chain=True)[
-        "accept_rate"]), res.sample_stats["accept_rate"])
+    np.testing.assert_array_equal(
+        np.asarray(mcmc.get_extra_fields(group_by_chain=True)["accept_rate"]),
+        res.sample_stats["accept_rate"],
+    )
     idata = diagnostics.to_inference_data(mcmc)
     assert idata.posterior["log_marginal"].shape[:2] == res.samples["log_marginal"].shape
     assert "accept_rate" in idata.sample_stats
@@ -248,9 +273,20 @@ def test_classification_locally_stationary_float32_smoke():
     rng = np.random.default_rng(7)
     X = rng.normal(size=(60, 2))
     y = (X[:, 0] * X[:, 1] > 0).astype(float)
-    res = gg.gibbs_sample(0, X, y, task="classification", n_features=4, num_warmup=1,
-                          num_samples=2, num_chains=2, locally_stationary=True, n_features_v=2,
-                          mean_basis=np.ones((60, 1)), dtype="float32")
+    res = gg.gibbs_sample(
+        0,
+        X,
+        y,
+        task="classification",
+        n_features=4,
+        num_warmup=1,
+        num_samples=2,
+        num_chains=2,
+        locally_stationary=True,
+        n_features_v=2,
+        mean_basis=np.ones((60, 1)),
+        dtype="float32",
+    )
     s = res.samples
     assert s["omega"].shape == (2, 2, 4, 2) and s["v"].shape == (2, 2, 2, 2)
     assert s["beta"].shape == (2, 2, 2 * 4 * 2 + 1) and s["log_lik"].shape == (2, 2)
@@ -310,8 +346,15 @@ def test_gibbs_fitted_estimators_report_convergence_and_save(tmp_path, task):
     rng = np.random.default_rng(0)
     x = rng.uniform(0, 10, (50, 1))
     y = np.sin(2 * x[:, 0]) + 0.1 * rng.normal(size=50)
-    kw = dict(sampler="gibbs", num_warmup=2, num_samples=6, num_chains=2, n_features=8,
-              progress_bar=False, random_state=0)
+    kw = dict(
+        sampler="gibbs",
+        num_warmup=2,
+        num_samples=6,
+        num_chains=2,
+        n_features=8,
+        progress_bar=False,
+        random_state=0,
+    )
     if task == "reg":
         est = GaBaSRRegressor(**kw).fit(x, y)
         judged = ["log_marginal", "noise", "prior_precision", "f_probe"]
@@ -327,7 +370,8 @@ def test_gibbs_fitted_estimators_report_convergence_and_save(tmp_path, task):
     assert set(np.array(names)[table["judged"].to_numpy()]) == set(judged)
     assert {"mu", "weights", "alpha"} <= set(np.array(names)[~table["judged"].to_numpy()])
     assert est.convergence_.max_rhat == pytest.approx(
-        table.loc[table["judged"], "r_hat"].max(), nan_ok=True)
+        table.loc[table["judged"], "r_hat"].max(), nan_ok=True
+    )
     assert np.isfinite(est.convergence_.max_rhat)
     modes = est.chain_modes()
     assert set(modes["chain"]) == {0, 1} and (modes["height"] <= 1).all()
@@ -362,19 +406,26 @@ def test_crp_model_evidence_is_the_samplers_evidence():
 
     @jax.jit  # one compilation instead of the model's many small ops one by one
     def evidences(X, y, B):
-        tr = numpyro.handlers.trace(model).get_trace(X, y, n_features=6, psi0=jnp.eye(2),
-                                                     mean_basis=B, prior=prior)
+        tr = numpyro.handlers.trace(model).get_trace(
+            X, y, n_features=6, psi0=jnp.eye(2), mean_basis=B, prior=prior
+        )
         omega, lam0 = tr["omega"]["value"], tr["prior_precision"]["value"]
-        ref = full_log_evidence(design_matrix(X, omega, None, B), y, None, lam0, "regression",
-                                prior)
+        ref = full_log_evidence(
+            design_matrix(X, omega, None, B), y, None, lam0, "regression", prior
+        )
         return tr["evidence"]["fn"].log_factor, ref
 
     model_value, ref = evidences(X, y, B)
     np.testing.assert_allclose(float(model_value), float(ref), rtol=1e-12)
     # a fixed prior precision is a constant, not a site (the sites of an abstract trace)
     sites = []
-    jax.eval_shape(lambda: sites.extend(numpyro.handlers.trace(model).get_trace(
-        X, y, n_features=6, psi0=jnp.eye(2), prior=prior._replace(prior_precision=1e-6))))
+    jax.eval_shape(
+        lambda: sites.extend(
+            numpyro.handlers.trace(model).get_trace(
+                X, y, n_features=6, psi0=jnp.eye(2), prior=prior._replace(prior_precision=1e-6)
+            )
+        )
+    )
     assert "omega" in sites and "prior_precision" not in sites
 
 
@@ -389,7 +440,8 @@ def test_crp_model_number_of_tables_has_the_crp_mean():
     M, alpha, S = 12, 2.0, 4000
     model = numpyro.handlers.condition(gabasr_crp_regression, {"alpha": alpha})
     draws = Predictive(model, num_samples=S, return_sites=[f"z_{j}" for j in range(M)])(
-        jax.random.PRNGKey(0), jnp.zeros((3, 1)), None, n_features=M, psi0=jnp.eye(1))
+        jax.random.PRNGKey(0), jnp.zeros((3, 1)), None, n_features=M, psi0=jnp.eye(1)
+    )
     z = np.stack([np.asarray(draws[f"z_{j}"]) for j in range(M)], axis=1)
     tables = np.array([len(np.unique(r)) for r in z])
     expected = sum(alpha / (alpha + j) for j in range(M))

@@ -19,14 +19,25 @@ from scipy import stats
 import bayeskern  # noqa: F401  (float64)
 from bayeskern.estimators.gabasr import GaBaSRRegressor
 
-FAST = dict(num_warmup=20, num_samples=20, num_chains=1, num_map_starts=2,
-            progress_bar=False, random_state=0)
+FAST = dict(
+    num_warmup=20,
+    num_samples=20,
+    num_chains=1,
+    num_map_starts=2,
+    progress_bar=False,
+    random_state=0,
+)
 
 
 def _params(sigma=(0.3, 0.5)):
-    return {"trend_amp": jnp.array([0.5, 0.3, 0.1, 0.05]), "amplitude": jnp.array([0.6, 0.8, 0.4]),
-            "sigma0": jnp.array([1.5]), "mu": jnp.array([6.0, 12.0]), "sigma": jnp.asarray(sigma),
-            "noise": jnp.asarray(0.2)}
+    return {
+        "trend_amp": jnp.array([0.5, 0.3, 0.1, 0.05]),
+        "amplitude": jnp.array([0.6, 0.8, 0.4]),
+        "sigma0": jnp.array([1.5]),
+        "mu": jnp.array([6.0, 12.0]),
+        "sigma": jnp.asarray(sigma),
+        "noise": jnp.asarray(0.2),
+    }
 
 
 def _spec(res=2 * np.pi / 2.0):
@@ -125,8 +136,15 @@ def test_basis_form_fits_and_predicts_like_the_exact_form_at_its_draws(fitted, s
     draws = est._draws(est._EXACT_SITES)
     for i in (0, 7, 19):
         d = {k: jnp.asarray(v[i]) for k, v in draws.items()}
-        m, sd = G.exact_predictive(d, prepared, jnp.asarray(Z), jnp.asarray(B),
-                                   jnp.asarray(est._ytrain), jnp.asarray(Zn), jnp.asarray(Bn))
+        m, sd = G.exact_predictive(
+            d,
+            prepared,
+            jnp.asarray(Z),
+            jnp.asarray(B),
+            jnp.asarray(est._ytrain),
+            jnp.asarray(Zn),
+            jnp.asarray(Bn),
+        )
         np.testing.assert_allclose(loc[i], np.asarray(m), atol=0.05)
         np.testing.assert_allclose(scale[i], np.asarray(sd), rtol=0.05)
     assert est.idata_.log_likelihood["y"].shape[-1] == 240

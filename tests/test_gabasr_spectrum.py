@@ -21,11 +21,14 @@ def _post(n_chain=2, n_draw=3, seed=0):
     """A posterior of the exact model with 3 components, arrays (chain, draw, ...)."""
     r = np.random.default_rng(seed)
     shape = (n_chain, n_draw)
-    return {"amplitude": r.uniform(0.2, 1.0, (*shape, 3)),
-            "sigma0": r.uniform(0.5, 2.0, (*shape, 1)),
-            "mu": np.stack([r.uniform(80, 84, shape), r.uniform(160, 166, shape)], axis=-1),
-            "sigma": r.uniform(1.0, 4.0, (*shape, 2)),
-            "trend_amp": r.uniform(size=(*shape, 4)), "noise": r.uniform(size=shape)}
+    return {
+        "amplitude": r.uniform(0.2, 1.0, (*shape, 3)),
+        "sigma0": r.uniform(0.5, 2.0, (*shape, 1)),
+        "mu": np.stack([r.uniform(80, 84, shape), r.uniform(160, 166, shape)], axis=-1),
+        "sigma": r.uniform(1.0, 4.0, (*shape, 2)),
+        "trend_amp": r.uniform(size=(*shape, 4)),
+        "noise": r.uniform(size=shape),
+    }
 
 
 def _direct(f, a, s0, mu, sg):
@@ -42,8 +45,9 @@ def test_band_of_identical_draws_is_that_draws_density():
     one = {k: np.broadcast_to(v[:1, :1], v.shape) for k, v in post.items()}
     f = np.linspace(0, 2.5, 301)
     b = S.spectral_density_band(one, np.array([X_SCALE]), f, y_scale=Y_SCALE)
-    ref = _direct(f, one["amplitude"][0, 0], one["sigma0"][0, 0, 0], one["mu"][0, 0],
-                  one["sigma"][0, 0])
+    ref = _direct(
+        f, one["amplitude"][0, 0], one["sigma0"][0, 0, 0], one["mu"][0, 0], one["sigma"][0, 0]
+    )
     for q in (b.lower, b.median, b.upper):
         np.testing.assert_allclose(q, ref, rtol=1e-12, atol=1e-300)
     assert b.band == 0.9 and np.array_equal(b.frequency, f)
@@ -68,16 +72,18 @@ def test_density_integrates_to_the_stationary_variance():
     a, s0, mu, sg = S._exact_draws(post)
     f = np.linspace(-4, 4, 800_001)
     d = S.exact_spectral_density(f, a, s0, mu, sg, x_scale=X_SCALE, y_scale=Y_SCALE)
-    np.testing.assert_allclose(np.trapezoid(d, f, axis=1), Y_SCALE**2 * (a**2).sum(axis=1),
-                               rtol=1e-6)
+    np.testing.assert_allclose(
+        np.trapezoid(d, f, axis=1), Y_SCALE**2 * (a**2).sum(axis=1), rtol=1e-6
+    )
 
 
 def test_density_is_the_fourier_transform_of_the_kernel():
     post = _post()
     a, s0, mu, sg = S._exact_draws(post)
     f = np.linspace(-4, 4, 400_001)
-    d = S.exact_spectral_density(f, a[:1], s0[:1], mu[:1], sg[:1], x_scale=X_SCALE,
-                                 y_scale=Y_SCALE)[0]
+    d = S.exact_spectral_density(
+        f, a[:1], s0[:1], mu[:1], sg[:1], x_scale=X_SCALE, y_scale=Y_SCALE
+    )[0]
     tau = np.array([0.0, 0.3, 1.0, 2.5])  # lags in data units
     k_ft = [np.trapezoid(d * np.cos(2 * np.pi * f * t), f) for t in tau]
     params = {"amplitude": a[0], "sigma0": s0[:1], "mu": mu[0], "sigma": sg[0]}
@@ -117,18 +123,25 @@ def test_smooth_component_only():
     assert [c["kind"] for c in S.mixture_components(post, X_SCALE)] == ["smooth"]
 
 
-@pytest.mark.parametrize("call, match", [
-    (lambda p: S.spectral_density_band({"weights": 1, "mu": 1, "sigma": 1}, 1.0), "post"),
-    (lambda p: S.spectral_density_band(p, 0.0), "x_scale"),
-    (lambda p: S.spectral_density_band(p, [np.nan]), "x_scale"),
-    (lambda p: S.spectral_density_band(p, 1.0, y_scale=-1), "y_scale"),
-    (lambda p: S.spectral_density_band(p, 1.0, band=1.0), "band"),
-    (lambda p: S.spectral_density_band(p, 1.0, np.ones((2, 2))), "frequency"),
-    (lambda p: S.spectral_density_band(p, 1.0, n_grid=1), "n must be"),
-    (lambda p: S.mixture_components(p, 1.0, band=0), "band"),
-    (lambda p: S.exact_spectral_density([0.0], np.ones((2, 3)), np.ones(2), np.ones((2, 1)),
-                                        np.ones((2, 1)), x_scale=1.0), "components"),
-])
+@pytest.mark.parametrize(
+    "call, match",
+    [
+        (lambda p: S.spectral_density_band({"weights": 1, "mu": 1, "sigma": 1}, 1.0), "post"),
+        (lambda p: S.spectral_density_band(p, 0.0), "x_scale"),
+        (lambda p: S.spectral_density_band(p, [np.nan]), "x_scale"),
+        (lambda p: S.spectral_density_band(p, 1.0, y_scale=-1), "y_scale"),
+        (lambda p: S.spectral_density_band(p, 1.0, band=1.0), "band"),
+        (lambda p: S.spectral_density_band(p, 1.0, np.ones((2, 2))), "frequency"),
+        (lambda p: S.spectral_density_band(p, 1.0, n_grid=1), "n must be"),
+        (lambda p: S.mixture_components(p, 1.0, band=0), "band"),
+        (
+            lambda p: S.exact_spectral_density(
+                [0.0], np.ones((2, 3)), np.ones(2), np.ones((2, 1)), np.ones((2, 1)), x_scale=1.0
+            ),
+            "components",
+        ),
+    ],
+)
 def test_bad_input_names_the_argument(call, match):
     with pytest.raises(ValueError, match=match):
         call(_post())

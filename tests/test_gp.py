@@ -22,8 +22,14 @@ def sine():
 @pytest.fixture(scope="module")
 def fitted(sine):
     X, y = sine
-    return bk.GPRegressor(kernel=bk.kernels.RBF(), num_warmup=100, num_samples=60,
-                          num_chains=2, progress_bar=False, random_state=0).fit(X, y)
+    return bk.GPRegressor(
+        kernel=bk.kernels.RBF(),
+        num_warmup=100,
+        num_samples=60,
+        num_chains=2,
+        progress_bar=False,
+        random_state=0,
+    ).fit(X, y)
 
 
 def test_regressor_recovers_sine_with_honest_intervals(fitted):
@@ -33,8 +39,13 @@ def test_regressor_recovers_sine_with_honest_intervals(fitted):
     lo, hi = fitted.predict_interval(Xt, 0.95)
     assert np.all(lo < mean) and np.all(mean < hi)
     assert 0.05 < np.mean(sd) < 0.3
-    assert set(fitted.idata_.groups()) >= {"posterior", "sample_stats", "log_likelihood",
-                                           "observed_data", "constant_data"}
+    assert set(fitted.idata_.groups()) >= {
+        "posterior",
+        "sample_stats",
+        "log_likelihood",
+        "observed_data",
+        "constant_data",
+    }
     assert list(fitted.idata_.posterior["amplitude"].coords["term"].values) == ["rbf"]
 
 
@@ -53,8 +64,7 @@ def test_loo_loglik_is_exact_leave_one_out_conditional(fitted, sine):
     X, y = sine
     Xs, ys = fitted.x_std_.transform(X), fitted.y_std_.transform(y)
     post = fitted.idata_.posterior
-    draw = {k: jnp.asarray(post[k].values[0, 3]) for k in ("amplitude", "noise",
-                                                            "rbf_lengthscale")}
+    draw = {k: jnp.asarray(post[k].values[0, 3]) for k in ("amplitude", "noise", "rbf_lengthscale")}
     theta = theta_from_draw(fitted.kernel_, draw, fitted.x_std_.scale)
     K = np.array(kernel_matrix(fitted.kernel_, theta, draw["amplitude"], Xs, Xs))
     K += (float(draw["noise"]) ** 2 + 1e-6) * np.eye(len(ys))
@@ -76,16 +86,18 @@ def test_same_seed_same_numbers(fitted, sine):
     X, y = sine
     a = fitted
     b = sklearn.base.clone(fitted).fit(X, y)
-    np.testing.assert_array_equal(a.idata_.posterior["noise"].values,
-                                  b.idata_.posterior["noise"].values)
+    np.testing.assert_array_equal(
+        a.idata_.posterior["noise"].values, b.idata_.posterior["noise"].values
+    )
     np.testing.assert_array_equal(a.predict(X[:5]), b.predict(X[:5]))
 
 
 def test_classifier_learns_and_gives_probabilities(rng):
     X = rng.normal(size=(60, 2))
     y = np.where(X[:, 0] + 0.5 * X[:, 1] > 0, "yes", "no")
-    clf = bk.GPClassifier(num_warmup=100, num_samples=60, num_chains=1, progress_bar=False,
-                          random_state=0).fit(X, y)
+    clf = bk.GPClassifier(
+        num_warmup=100, num_samples=60, num_chains=1, progress_bar=False, random_state=0
+    ).fit(X, y)
     p = clf.predict_proba(X)
     assert p.shape == (60, 2) and np.allclose(p.sum(1), 1)
     assert clf.score(X, y) > 0.85
@@ -128,8 +140,12 @@ def test_bad_labels_and_settings(rng):
         bk.GPClassifier(inference="latent", **TINY).fit(X, np.arange(9) % 3)
     with pytest.raises(ValueError, match="unknown kernel name"):
         bk.GPRegressor(kernel="rbff", **TINY).fit(X, X[:, 0])
-    for bad in (dict(num_samples=0), dict(num_chains=-1), dict(num_warmup=-5),
-                dict(num_samples=2.5)):
+    for bad in (
+        dict(num_samples=0),
+        dict(num_chains=-1),
+        dict(num_warmup=-5),
+        dict(num_samples=2.5),
+    ):
         settings = {**TINY, **bad}
         with pytest.raises(ValueError, match=next(iter(bad))):
             bk.GPRegressor(**settings).fit(X, X[:, 0])

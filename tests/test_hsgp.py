@@ -32,8 +32,7 @@ QUICK = dict(num_warmup=50, num_samples=50, num_chains=1, progress_bar=False, ra
 
 def _theta(kernel, **values):
     """Fixed values and defaults (unit input scale), then ``values``."""
-    return {**default_theta(kernel, np.ones(1)),
-            **{k: jnp.asarray(v) for k, v in values.items()}}
+    return {**default_theta(kernel, np.ones(1)), **{k: jnp.asarray(v) for k, v in values.items()}}
 
 
 # --------------------------------------------------------------------------- the basis
@@ -59,8 +58,9 @@ def test_ellipsoid_keeps_the_lowest_frequencies_and_the_gram():
     idx = np.asarray(full.sqrt_eigenvalues()) * 2 * np.asarray(L) / np.pi  # integers i_j
     inside = np.sum(((idx - 0.5) / np.asarray(m)) ** 2, axis=1) <= 1
     assert kept.size == inside.sum() < 0.82 * full.size
-    np.testing.assert_allclose(np.asarray(kept.sqrt_eigenvalues()),
-                               np.asarray(full.sqrt_eigenvalues())[inside])
+    np.testing.assert_allclose(
+        np.asarray(kept.sqrt_eigenvalues()), np.asarray(full.sqrt_eigenvalues())[inside]
+    )
     kernel = name_leaves(RBF(lengthscale=[0.45, 0.7]))
     X = np.random.default_rng(1).uniform([-1.2, -1.6], [1.2, 1.8], size=(120, 2))
     theta = default_theta(kernel, np.ones(2))
@@ -82,8 +82,10 @@ KERNELS = {
     "rbf": (lambda: RBF(), {"rbf_lengthscale": 0.4}),
     "matern32": (lambda: bk.kernels.Matern32(), {"matern32_lengthscale": 0.6}),
     "matern52": (lambda: bk.kernels.Matern52(), {"matern52_lengthscale": 0.5}),
-    "rbf*periodic": (lambda: RBF() * Periodic(period=0.7),
-                     {"rbf_lengthscale": 1.0, "periodic_lengthscale": 1.2}),
+    "rbf*periodic": (
+        lambda: RBF() * Periodic(period=0.7),
+        {"rbf_lengthscale": 1.0, "periodic_lengthscale": 1.2},
+    ),
 }
 
 
@@ -141,8 +143,9 @@ def test_collapsed_density_equals_the_dense_gaussian():
     ours = collapsed_log_marginal(feature_stats(Phi, y), s, noise_var)
     assert float(ours) == pytest.approx(ref, abs=1e-8)
     # prior variances that underflow to zero keep the gradient finite
-    g = jax.jit(jax.grad(lambda v, nv: collapsed_log_marginal(feature_stats(Phi, y), v, nv),
-                         argnums=(0, 1)))(s, noise_var)
+    g = jax.jit(
+        jax.grad(lambda v, nv: collapsed_log_marginal(feature_stats(Phi, y), v, nv), argnums=(0, 1))
+    )(s, noise_var)
     assert all(np.all(np.isfinite(np.asarray(a))) for a in g)
 
 
@@ -157,16 +160,17 @@ def test_collapsed_gradient_equals_the_dense_gaussians():
         C = (Phi * v) @ Phi.T + nv * jnp.eye(len(y))
         L = jnp.linalg.cholesky(C)
         a = jax.scipy.linalg.solve_triangular(L, y, lower=True)
-        return -0.5 * (a @ a + 2 * jnp.sum(jnp.log(jnp.diagonal(L)))
-                       + len(y) * jnp.log(2 * jnp.pi))
+        return -0.5 * (a @ a + 2 * jnp.sum(jnp.log(jnp.diagonal(L))) + len(y) * jnp.log(2 * jnp.pi))
 
-    ours = jax.grad(lambda v, nv: collapsed_log_marginal(feature_stats(Phi, y), v, nv),
-                    argnums=(0, 1))(s, noise_var)
+    ours = jax.grad(
+        lambda v, nv: collapsed_log_marginal(feature_stats(Phi, y), v, nv), argnums=(0, 1)
+    )(s, noise_var)
     ref = jax.grad(dense, argnums=(0, 1))(s, noise_var)
     # with respect to log s, the form in which hyper-parameters enter (ds/dθ = s dlog s/dθ):
     # d/ds_i itself carries rounding error / s_i (1 - (B^-1)_ii where s_i is tiny)
-    np.testing.assert_allclose(np.asarray(s * ours[0]), np.asarray(s * ref[0]), rtol=1e-8,
-                               atol=1e-12)
+    np.testing.assert_allclose(
+        np.asarray(s * ours[0]), np.asarray(s * ref[0]), rtol=1e-8, atol=1e-12
+    )
     assert float(ours[1]) == pytest.approx(float(ref[1]), rel=1e-8)
 
 
@@ -200,13 +204,20 @@ def test_basis_model_density_approaches_the_exact_gp_model(name):
     rng = np.random.default_rng(2)
     X = rng.uniform(-1.7, 1.7, size=(80, 1))
     y = np.sin(2 * X[:, 0]) + 0.3 * np.cos(9 * X[:, 0]) + 0.1 * rng.normal(size=80)
-    kernel = {"rbf": RBF(), "matern32": bk.kernels.Matern32(),
-              "co2": Linear() + RBF() + RBF() * Periodic(period=0.7)}[name]
+    kernel = {
+        "rbf": RBF(),
+        "matern32": bk.kernels.Matern32(),
+        "co2": Linear() + RBF() + RBF() * Periodic(period=0.7),
+    }[name]
     kernel = name_leaves(kernel)
     x_scale = np.ones(1)
-    params = {k: jnp.asarray(0.8) for leaf in kernel.leaves()
-              for k in [leaf._site(p) for p in leaf.hyperparameters()
-                        if leaf.hyperparameters()[p].value is None]}
+    params = {
+        k: jnp.asarray(0.8)
+        for leaf in kernel.leaves()
+        for k in [
+            leaf._site(p) for p in leaf.hyperparameters() if leaf.hyperparameters()[p].value is None
+        ]
+    }
     params.update(amplitude=jnp.linspace(0.5, 1.0, len(kernel.terms())), noise=jnp.asarray(0.3))
     Xj, yj = jnp.asarray(X), jnp.asarray(y)
 
@@ -216,7 +227,7 @@ def test_basis_model_density_approaches_the_exact_gp_model(name):
     exact = logp(gp_regression, X=Xj, y=yj, kernel=kernel, x_scale=x_scale)
     gaps = []
     # the seasonal term has m * (2J + 1) functions: fewer m for it
-    for m in ((8, 16, 40) if name == "co2" else (8, 32, 128)):
+    for m in (8, 16, 40) if name == "co2" else (8, 32, 128):
         design = build_design(kernel, X, x_scale, n_basis=m)
         st = scan_feature_stats(design.features, (Xj,), yj, None)
         approx = logp(hsgp_regression, stats=st, kernel=kernel, design=design, x_scale=x_scale)
@@ -249,8 +260,13 @@ def test_hsgp_fit_records_what_ran(hsgp_fit, wave):
     assert est.idata_.posterior.attrs["approximation"] == "hsgp"
     assert set(est.n_basis_) == {"rbf"} and len(est.boundary_["rbf"]) == 1
     assert est.hsgp_design_.size == est.n_basis_["rbf"][0]
-    assert set(est.idata_.groups()) >= {"posterior", "sample_stats", "log_likelihood",
-                                        "observed_data", "constant_data"}
+    assert set(est.idata_.groups()) >= {
+        "posterior",
+        "sample_stats",
+        "log_likelihood",
+        "observed_data",
+        "constant_data",
+    }
     assert est.idata_.log_likelihood["y"].shape == (1, 50, len(wave[1]))
     assert np.isfinite(est.loo().elpd_loo)
     Xt = np.linspace(0, 10, 30)[:, None]
@@ -275,8 +291,9 @@ def test_loo_on_a_row_subset_is_the_full_loo_at_those_rows(hsgp_fit, wave, monke
     rows = np.asarray(est.idata_.log_likelihood["obs"])
     assert est.idata_.posterior.attrs["loo_subsample"] == len(rows) == 40
     assert len(np.unique(rows)) == 40
-    np.testing.assert_allclose(np.asarray(est.idata_.log_likelihood["y"]), full[..., rows],
-                               rtol=1e-10)
+    np.testing.assert_allclose(
+        np.asarray(est.idata_.log_likelihood["y"]), full[..., rows], rtol=1e-10
+    )
 
 
 def test_hsgp_predictions_match_the_exact_gp_on_the_same_draws(hsgp_fit, wave):
@@ -300,8 +317,9 @@ def test_hsgp_predict_moments_equal_the_mixture_of_draws(hsgp_fit):
     np.testing.assert_allclose(mean, pred.mean(), rtol=1e-9, atol=1e-9)
     np.testing.assert_allclose(sd, pred.std(), rtol=1e-7)
     big = np.linspace(0.5, 9.5, 5000)[:, None]  # a row's prediction ignores the other rows
-    np.testing.assert_allclose(hsgp_fit.predict(big)[::1000], hsgp_fit.predict(big[::1000]),
-                               rtol=1e-10)
+    np.testing.assert_allclose(
+        hsgp_fit.predict(big)[::1000], hsgp_fit.predict(big[::1000]), rtol=1e-10
+    )
 
 
 def test_hsgp_run_saves_and_loads(hsgp_fit, tmp_path):
@@ -329,8 +347,11 @@ def test_chunk_size_does_not_change_the_draws(hsgp_fit, wave):
         warnings.simplefilter("ignore")
         other = bk.GPRegressor(approximation="hsgp", chunk_size=7, **QUICK).fit(*wave)
     for site in ("rbf_lengthscale", "noise"):
-        np.testing.assert_allclose(np.asarray(other.idata_.posterior[site]),
-                                   np.asarray(hsgp_fit.idata_.posterior[site]), rtol=1e-4)
+        np.testing.assert_allclose(
+            np.asarray(other.idata_.posterior[site]),
+            np.asarray(hsgp_fit.idata_.posterior[site]),
+            rtol=1e-4,
+        )
 
 
 def test_pilot_basis_finds_a_lengthscale_below_the_priors_range():
@@ -355,16 +376,20 @@ def test_pilot_basis_finds_a_lengthscale_below_the_priors_range():
 
 def test_too_small_a_basis_warns_with_the_numbers(wave):
     with pytest.warns(UserWarning, match=r"shorter than the .* the basis resolves"):
-        bk.GPRegressor(approximation="hsgp", n_basis=3,
-                       **{**QUICK, "num_warmup": 10, "num_samples": 10}).fit(*wave)
+        bk.GPRegressor(
+            approximation="hsgp", n_basis=3, **{**QUICK, "num_warmup": 10, "num_samples": 10}
+        ).fit(*wave)
 
 
-@pytest.mark.parametrize("kernel, n_cols, match", [
-    (bk.kernels.MahalanobisRBF(), 1, "MahalanobisRBF has no spectral density"),
-    (RBF(), 4, "at most 3 columns"),
-    (RBF() * Periodic(), 1, "period is sampled"),
-    (Linear() * RBF(), 1, "product"),
-])
+@pytest.mark.parametrize(
+    "kernel, n_cols, match",
+    [
+        (bk.kernels.MahalanobisRBF(), 1, "MahalanobisRBF has no spectral density"),
+        (RBF(), 4, "at most 3 columns"),
+        (RBF() * Periodic(), 1, "period is sampled"),
+        (Linear() * RBF(), 1, "product"),
+    ],
+)
 def test_hsgp_refuses_what_the_basis_cannot_represent(kernel, n_cols, match):
     rng = np.random.default_rng(0)
     X, y = rng.normal(size=(20, n_cols)), rng.normal(size=20)
@@ -373,11 +398,14 @@ def test_hsgp_refuses_what_the_basis_cannot_represent(kernel, n_cols, match):
     assert hsgp_unsupported_reason(name_leaves(kernel), n_cols) is not None
 
 
-@pytest.mark.parametrize("params, match", [
-    (dict(approximation="fast"), "approximation must be"),
-    (dict(n_basis=0), "n_basis must be"),
-    (dict(chunk_size=-1), "chunk_size must be"),
-])
+@pytest.mark.parametrize(
+    "params, match",
+    [
+        (dict(approximation="fast"), "approximation must be"),
+        (dict(n_basis=0), "n_basis must be"),
+        (dict(chunk_size=-1), "chunk_size must be"),
+    ],
+)
 def test_bad_approximation_parameters_name_the_argument(params, match):
     X, y = np.random.default_rng(0).normal(size=(10, 1)), np.arange(10.0)
     with pytest.raises(ValueError, match=match):
@@ -401,8 +429,9 @@ def test_hsgp_fit_matches_an_exact_fit():
     y = np.sin(X[:, 0]) + 0.5 * np.sin(3 * X[:, 0]) + 0.2 * rng.normal(size=300)
     Xt = np.linspace(0, 10, 200)[:, None]
     yt = np.sin(Xt[:, 0]) + 0.5 * np.sin(3 * Xt[:, 0])
-    settings = dict(num_warmup=300, num_samples=300, num_chains=2, progress_bar=False,
-                    random_state=0)
+    settings = dict(
+        num_warmup=300, num_samples=300, num_chains=2, progress_bar=False, random_state=0
+    )
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")
         pe = bk.GPRegressor(approximation="exact", **settings).fit(X, y).predictive(Xt)

@@ -19,9 +19,16 @@ import bayeskern as bk
 from bayeskern.estimators.conformal import MU_CANDIDATES
 
 #: short LAB-RBF training (the defaults train for ~10 s per model)
-LAB_FAST = dict(n_iter_round=10, n_iter_final=20, max_support=10,
-                kernel_params=dict(eval_every=10, batch_size=16), num_samples=10, num_chains=1,
-                progress_bar=False, random_state=0)
+LAB_FAST = dict(
+    n_iter_round=10,
+    n_iter_final=20,
+    max_support=10,
+    kernel_params=dict(eval_every=10, batch_size=16),
+    num_samples=10,
+    num_chains=1,
+    progress_bar=False,
+    random_state=0,
+)
 
 
 def _classification(n=120, seed=0):
@@ -37,24 +44,30 @@ def _regression(n=80, seed=0):
     return X, np.sin(2 * X[:, 0]) + 0.3 * X[:, 1] + 0.05 * rng.normal(size=n)
 
 
-@pytest.mark.parametrize("make, grid", [
-    (lambda: bk.ConformalKernelClassifier(random_state=0),
-     {"C": [0.1, 1, 10, 100], "gamma": [0.01, 0.03, 0.1]}),
-    (lambda: bk.CkRBFClassifier(random_state=0), {"C": [0.1, 1, 10], "gamma": [0.1, 1, 10]}),
-])
+@pytest.mark.parametrize(
+    "make, grid",
+    [
+        (
+            lambda: bk.ConformalKernelClassifier(random_state=0),
+            {"C": [0.1, 1, 10, 100], "gamma": [0.01, 0.03, 0.1]},
+        ),
+        (lambda: bk.CkRBFClassifier(random_state=0), {"C": [0.1, 1, 10], "gamma": [0.1, 1, 10]}),
+    ],
+)
 def test_classifiers_in_pipeline_gridsearch_and_cross_val(make, grid):
     X, y = _classification()
     est = make()
     assert set(grid) <= set(est.get_params())  # the documented grid is the estimator's own
     pipe = make_pipeline(StandardScaler(), est)
     name = pipe.steps[-1][0]
-    search = GridSearchCV(pipe, {f"{name}__{k}": v[:2] for k, v in grid.items()},
-                          cv=StratifiedKFold(3, shuffle=True, random_state=0)).fit(X, y)
+    search = GridSearchCV(
+        pipe,
+        {f"{name}__{k}": v[:2] for k, v in grid.items()},
+        cv=StratifiedKFold(3, shuffle=True, random_state=0),
+    ).fit(X, y)
     assert search.best_score_ > 0.7 and search.score(X, y) > 0.7
-    scores = cross_val_score(clone(pipe), X, y, cv=StratifiedKFold(3, shuffle=True,
-                                                                   random_state=0))
-    again = cross_val_score(clone(pipe), X, y, cv=StratifiedKFold(3, shuffle=True,
-                                                                  random_state=0))
+    scores = cross_val_score(clone(pipe), X, y, cv=StratifiedKFold(3, shuffle=True, random_state=0))
+    again = cross_val_score(clone(pipe), X, y, cv=StratifiedKFold(3, shuffle=True, random_state=0))
     np.testing.assert_array_equal(scores, again)  # same seed, same numbers
     assert clone(est).get_params() == est.get_params()
 

@@ -44,7 +44,7 @@ def inputs(draw, min_rows=2, max_rows=10, max_dim=3):
     scale = 10.0 ** draw(st.integers(-3, 3))
     X = base * scale
     n_dup = draw(st.integers(0, n // 2))
-    X[:n_dup] = X[n - n_dup:] if n_dup else X[:0]
+    X[:n_dup] = X[n - n_dup :] if n_dup else X[:0]
     return X
 
 
@@ -59,9 +59,12 @@ def fixed_kernels(ls, period):
         "periodic": Periodic(period=period, lengthscale=ls),
         "rbf*periodic+linear": RBF(lengthscale=ls) * Periodic(period=period, lengthscale=ls)
         + Linear(),
-        "spectral_mixture": SpectralMixture(n_components=2, weights=[0.3, 0.7],
-                                            means=[[0.0], [1.0 / period]], scales=[[1.0 / ls],
-                                                                                    [0.5 / ls]]),
+        "spectral_mixture": SpectralMixture(
+            n_components=2,
+            weights=[0.3, 0.7],
+            means=[[0.0], [1.0 / period]],
+            scales=[[1.0 / ls], [0.5 / ls]],
+        ),
     }
 
 
@@ -109,8 +112,9 @@ def _hyperparameter_gradients(X, ls, period):
     return {
         "rbf": jax.grad(lambda s: jnp.sum(RBF(lengthscale=s)(X)))(ls),
         "laplacian": jax.grad(lambda s: jnp.sum(Laplacian(lengthscale=s)(X)))(ls),
-        "periodic": jax.grad(lambda s, p: jnp.sum(Periodic(period=p, lengthscale=s)(X)),
-                             argnums=(0, 1))(ls, period),
+        "periodic": jax.grad(
+            lambda s, p: jnp.sum(Periodic(period=p, lengthscale=s)(X)), argnums=(0, 1)
+        )(ls, period),
     }
 
 
@@ -140,12 +144,16 @@ def labelled(draw):
 #: failures hypothesis found on a fresh machine (kept as fixed examples): CkRBF on rows of
 #: size 1e-9 (two nearly singular cells: K(X) was symmetric only to 2e-7), and Conformal on
 #: rows equal to rounding (N0 = 0: the Fisher ratio is 0/0)
-TINY_ROWS = np.array([[3.45584192e-10, 8.21618144e-10, 3.30437076e-10],
-                      [-1.30315723e-09, 9.05355867e-10, 4.46374572e-10],
-                      [-5.36953235e-10, 5.81118104e-10, 3.64572396e-10],
-                      [2.94132497e-10, 2.84222413e-11, 5.46712987e-10],
-                      [-7.36454087e-10, -1.62909948e-10, -4.82119313e-10],
-                      [5.98846213e-10, 3.97221075e-11, -2.92456751e-10]])
+TINY_ROWS = np.array(
+    [
+        [3.45584192e-10, 8.21618144e-10, 3.30437076e-10],
+        [-1.30315723e-09, 9.05355867e-10, 4.46374572e-10],
+        [-5.36953235e-10, 5.81118104e-10, 3.64572396e-10],
+        [2.94132497e-10, 2.84222413e-11, 5.46712987e-10],
+        [-7.36454087e-10, -1.62909948e-10, -4.82119313e-10],
+        [5.98846213e-10, 3.97221075e-11, -2.92456751e-10],
+    ]
+)
 
 
 @settings(max_examples=max(5, settings.default.max_examples // 4))
@@ -168,7 +176,8 @@ def test_data_dependent_kernels_symmetric_psd(data):
 #: compiled once per shape and exponent ``p``
 _labrbf_gram = jax.jit(labrbf_gram, static_argnums=3)
 _labrbf_bandwidth_gradient = jax.jit(
-    jax.grad(lambda T, Th, p: jnp.sum(labrbf_gram(T, T, Th, p)), argnums=1), static_argnums=2)
+    jax.grad(lambda T, Th, p: jnp.sum(labrbf_gram(T, T, Th, p)), argnums=1), static_argnums=2
+)
 
 
 @given(T=inputs(min_rows=3, max_rows=8), data=st.data(), p=st.sampled_from([1, 2]))
@@ -177,12 +186,15 @@ def test_labrbf_documented_properties(T, data, p):
     Theta = data.draw(arrays(np.float64, (m, d), elements=st.floats(1e-3, 1e2)))
     K = np.asarray(_labrbf_gram(jnp.asarray(T), jnp.asarray(T), jnp.asarray(Theta), p))
     assert np.isfinite(K).all()
-    assert ((K > 0) | np.isclose(K, 0)).all() and (K <= 1 + 1e-12).all()   # values in [0, 1]
-    np.testing.assert_allclose(np.diag(K), 1.0)                             # K(x_i, x_i) = 1
+    assert ((K > 0) | np.isclose(K, 0)).all() and (K <= 1 + 1e-12).all()  # values in [0, 1]
+    np.testing.assert_allclose(np.diag(K), 1.0)  # K(x_i, x_i) = 1
     # one bandwidth shared by every support point: the symmetric (isotropic / ARD) kernel,
     # positive semi-definite for p = 2 (an RBF) and p = 1 (a Laplacian)
-    Ks = np.asarray(_labrbf_gram(jnp.asarray(T), jnp.asarray(T),
-                                 jnp.broadcast_to(jnp.asarray(Theta[0]), (m, d)), p))
+    Ks = np.asarray(
+        _labrbf_gram(
+            jnp.asarray(T), jnp.asarray(T), jnp.broadcast_to(jnp.asarray(Theta[0]), (m, d)), p
+        )
+    )
     assert_symmetric_psd(Ks, f"labrbf equal bandwidths p={p}")
     # gradient-safe at coincident points (T contains duplicates and t_a = x_a)
     g = _labrbf_bandwidth_gradient(jnp.asarray(T), jnp.asarray(Theta), p)

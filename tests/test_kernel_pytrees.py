@@ -39,8 +39,9 @@ X = RNG.standard_normal((16, 2))
 Y_CLASS = (X[:, 0] + 0.3 * RNG.standard_normal(16) > 0).astype(int)
 Y_REG = np.sin(2 * X[:, 0]) + 0.1 * X[:, 1]
 XT = RNG.standard_normal((5, 2))
-FAST_LABRBF = dict(max_support=8, n_init_support=4, n_iter_round=5, n_iter_final=10,
-                   eval_every=5, batch_size=8)
+FAST_LABRBF = dict(
+    max_support=8, n_init_support=4, n_iter_round=5, n_iter_final=10, eval_every=5, batch_size=8
+)
 
 #: one cheap fitted instance per kernel class (several for classes with distinct code paths)
 BUILDERS = {
@@ -59,8 +60,9 @@ BUILDERS = {
     "CkRBF": lambda: CkRBF(n_clusters=2).fit(X),
     "CkRBF-gmm": lambda: CkRBF(n_clusters=2, partition="gmm").fit(X),
     "Conformal": lambda: Conformal(RBF(lengthscale=1.0), random_state=0).fit(X, Y_CLASS),
-    "Conformal-mahalanobis": lambda: Conformal(MahalanobisRBF().fit(X),
-                                               random_state=0).fit(X, Y_CLASS),
+    "Conformal-mahalanobis": lambda: Conformal(MahalanobisRBF().fit(X), random_state=0).fit(
+        X, Y_CLASS
+    ),
     "LABRBF": lambda: LABRBF(**FAST_LABRBF).fit(X, Y_REG),
     "LABRBFFeatures": lambda: LABRBFFeatures(LABRBF(**FAST_LABRBF, theta0=1.0)).fit(X, Y_REG),
     "SpectralMixture": lambda: SpectralMixture(n_components=2).fit(X, Y_REG),
@@ -82,8 +84,9 @@ def fitted():
 def _perturb(tree, factor):
     """Scale leaf ``i`` by ``factor ** (i + 1)`` (distinct factors: no cancellation)."""
     leaves, treedef = jax.tree.flatten(tree)
-    return jax.tree.unflatten(treedef, [jnp.asarray(a) * factor ** (i + 1)
-                                        for i, a in enumerate(leaves)])
+    return jax.tree.unflatten(
+        treedef, [jnp.asarray(a) * factor ** (i + 1) for i, a in enumerate(leaves)]
+    )
 
 
 def _fitted_arrays(obj, seen=None) -> list:
@@ -99,21 +102,28 @@ def _fitted_arrays(obj, seen=None) -> list:
             continue
         if isinstance(v, (Kernel, Scaling)):
             out += _fitted_arrays(v, seen)
-        elif isinstance(v, (list, tuple)) and v and all(isinstance(e, (Kernel, Scaling))
-                                                         for e in v):
+        elif (
+            isinstance(v, (list, tuple)) and v and all(isinstance(e, (Kernel, Scaling)) for e in v)
+        ):
             for e in v:
                 out += _fitted_arrays(e, seen)
-        elif (name.endswith("_") and name != "name_"
-              and isinstance(v, (np.ndarray, np.generic, jax.Array))
-              and np.dtype(v.dtype).kind in "fc"):
+        elif (
+            name.endswith("_")
+            and name != "name_"
+            and isinstance(v, (np.ndarray, np.generic, jax.Array))
+            and np.dtype(v.dtype).kind in "fc"
+        ):
             out.append(v)
     return out
 
 
 def test_every_kernel_class_is_covered():
     """Every public kernel class of the package has an instance in this module."""
-    public = {n for n, c in KERNEL_REGISTRY.items()
-              if c.__module__.startswith("bayeskern.") and not n.startswith("_")}
+    public = {
+        n
+        for n, c in KERNEL_REGISTRY.items()
+        if c.__module__.startswith("bayeskern.") and not n.startswith("_")
+    }
     covered = {type(build()).__name__ for build in BUILDERS.values()}
     assert public <= covered, public - covered
 
@@ -127,8 +137,9 @@ def test_flatten_unflatten_round_trip(fitted, name):
     assert type(k2) is type(k)
     assert k2 is not k
     assert jax.tree.structure(k2) == treedef
-    np.testing.assert_array_equal(np.asarray(k2.gram(theta, X, XT)),
-                                  np.asarray(k.gram(theta, X, XT)))
+    np.testing.assert_array_equal(
+        np.asarray(k2.gram(theta, X, XT)), np.asarray(k.gram(theta, X, XT))
+    )
 
 
 @pytest.mark.parametrize("name", list(BUILDERS))
@@ -140,9 +151,14 @@ def test_leaves_are_the_fitted_arrays(fitted, name):
     assert len(leaves) == len(expected)
     assert {id(a) for a in leaves} == {id(a) for a in expected}
     # the fitted arrays that get_state saves are among them
-    state = {n for n, v in vars(k).items()
-             if n.endswith("_") and n != "name_" and isinstance(v, (np.ndarray, jax.Array))
-             and np.dtype(v.dtype).kind in "fc"}
+    state = {
+        n
+        for n, v in vars(k).items()
+        if n.endswith("_")
+        and n != "name_"
+        and isinstance(v, (np.ndarray, jax.Array))
+        and np.dtype(v.dtype).kind in "fc"
+    }
     paths = {jax.tree_util.keystr(p) for p, _ in jax.tree_util.tree_leaves_with_path(k)}
     assert {f".{n}" for n in state} <= paths
 
@@ -159,16 +175,17 @@ def test_jit_with_kernel_argument_matches_eager_and_does_not_recompile(fitted, n
 
     jitted = jax.jit(gram)
     X1, X2 = jnp.asarray(X), jnp.asarray(XT)
-    np.testing.assert_allclose(jitted(k, theta, X1, X2), k.gram(theta, X1, X2),
-                               rtol=1e-9, atol=1e-12)
+    np.testing.assert_allclose(
+        jitted(k, theta, X1, X2), k.gram(theta, X1, X2), rtol=1e-9, atol=1e-12
+    )
     # new values of the fitted arrays and of theta, same shapes: no new trace
     kp, thp = _perturb(k, 1.001), _perturb(theta, 1.05)
-    np.testing.assert_allclose(jitted(kp, thp, X1, X2), kp.gram(thp, X1, X2),
-                               rtol=1e-9, atol=1e-12)
+    np.testing.assert_allclose(jitted(kp, thp, X1, X2), kp.gram(thp, X1, X2), rtol=1e-9, atol=1e-12)
     # SpectralMixture's fitted arrays set only the priors and defaults of theta
     if jax.tree.leaves(k) and not isinstance(k, SpectralMixture):
-        assert not np.allclose(jitted(kp, theta, X1, X2), jitted(k, theta, X1, X2),
-                               rtol=1e-12, atol=0), "the leaves must reach the Gram matrix"
+        assert not np.allclose(
+            jitted(kp, theta, X1, X2), jitted(k, theta, X1, X2), rtol=1e-12, atol=0
+        ), "the leaves must reach the Gram matrix"
     assert len(traces) == 1
 
 

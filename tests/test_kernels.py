@@ -68,8 +68,9 @@ def test_sum_and_product_algebra(X):
     assert sum([k1]) is k1  # 0 + k returns k, so sum() works
 
 
-@pytest.mark.parametrize("kernel", [RBF(), Laplacian(), Linear(), Periodic(), RBF() * Periodic(),
-                                    Linear() + RBF()])
+@pytest.mark.parametrize(
+    "kernel", [RBF(), Laplacian(), Linear(), Periodic(), RBF() * Periodic(), Linear() + RBF()]
+)
 def test_gram_is_symmetric_psd(kernel, X):
     K = np.asarray(kernel(X))
     np.testing.assert_allclose(K, K.T, atol=TOL)
@@ -88,8 +89,11 @@ def test_batched_gram_equals_direct(rng):
     X1, X2 = rng.normal(size=(103, 2)), rng.normal(size=(7, 2))
     k = name_leaves(RBF())
     theta = default_theta(k, np.ones(2))
-    np.testing.assert_allclose(np.asarray(gram(k, X1, X2, theta, batch_size=10)),
-                               np.asarray(k.gram(theta, X1, X2)), atol=TOL)
+    np.testing.assert_allclose(
+        np.asarray(gram(k, X1, X2, theta, batch_size=10)),
+        np.asarray(k.gram(theta, X1, X2)),
+        atol=TOL,
+    )
 
 
 def test_jit_and_grad_roundtrip(X):

@@ -22,8 +22,9 @@ from bayeskern.kernels.labrbf import (
 from bayeskern.learning.labrbf import _masked_fit, bandwidth_floor, initial_support, select_worst
 
 #: tiny training settings shared by the fast tests (kernel arguments)
-FAST = dict(max_support=12, n_init_support=6, n_iter_round=20, n_iter_final=40, eval_every=20,
-            batch_size=32)
+FAST = dict(
+    max_support=12, n_init_support=6, n_iter_round=20, n_iter_final=40, eval_every=20, batch_size=32
+)
 
 
 def _est(n_estimators=1, **kw):
@@ -33,8 +34,9 @@ def _est(n_estimators=1, **kw):
     for k in list(kw):
         if k in ("support_init", "dtype", "n_init_support", "eval_every", "batch_size"):
             extra[k] = kw.pop(k)
-    return LABRBFRegressor(**{**named, **kw}, kernel_params=extra, n_estimators=n_estimators,
-                           progress_bar=False)
+    return LABRBFRegressor(
+        **{**named, **kw}, kernel_params=extra, n_estimators=n_estimators, progress_bar=False
+    )
 
 
 def _toy(n=120, seed=0, noise=0.1):
@@ -52,7 +54,7 @@ def test_gram_matches_dense_reference(p):
     ref = np.empty((7, 5))
     for a in range(7):
         for i in range(5):
-            ref[a, i] = np.exp(-np.linalg.norm(Th[i] * (T[a] - Xs[i])) ** p)
+            ref[a, i] = np.exp(-(np.linalg.norm(Th[i] * (T[a] - Xs[i])) ** p))
     np.testing.assert_allclose(labrbf_gram(T, Xs, Th, p), ref, rtol=1e-12)
 
 
@@ -61,8 +63,9 @@ def test_matrix_product_form_matches_reference(p):
     rng = np.random.default_rng(15)
     T, Xs, Th = rng.uniform(-1, 1, (9, 4)), rng.uniform(-1, 1, (6, 4)), rng.uniform(0.1, 3, (6, 4))
     np.testing.assert_allclose(_gram_fast(T, Xs, Th, p), labrbf_gram(T, Xs, Th, p), rtol=1e-9)
-    np.testing.assert_allclose(_gram_fast(Xs, Xs, Th, p, same=True), labrbf_gram(Xs, Xs, Th, p),
-                               rtol=1e-9)
+    np.testing.assert_allclose(
+        _gram_fast(Xs, Xs, Th, p, same=True), labrbf_gram(Xs, Xs, Th, p), rtol=1e-9
+    )
 
 
 @pytest.mark.parametrize("p", [1, 2])
@@ -71,6 +74,7 @@ def test_gradient_finite_at_coincident_points(p):
     Th = jnp.ones((4, 2))
 
     for gram in (labrbf_gram, lambda a, b, t, p: _gram_fast(a, b, t, p, same=True)):
+
         def f(Th, X, gram=gram):
             return jnp.sum(gram(X, X, Th, p))  # diagonal: t == x_i exactly
 
@@ -113,8 +117,12 @@ def test_theorem1_stationary_point_of_asymmetric_krr():
 
     def obj(w, v):
         a, b = phi.T @ w, psi.T @ v
-        return (lam * w @ v + 0.5 * jnp.sum((a - Y) ** 2) + 0.5 * jnp.sum((b - Y) ** 2)
-                - 0.5 * jnp.sum((b - a) ** 2))
+        return (
+            lam * w @ v
+            + 0.5 * jnp.sum((a - Y) ** 2)
+            + 0.5 * jnp.sum((b - Y) ** 2)
+            - 0.5 * jnp.sum((b - a) ** 2)
+        )
 
     gw, gv = jax.grad(obj, argnums=(0, 1))(jnp.asarray(w), jnp.asarray(v))
     np.testing.assert_allclose(gw, 0, atol=1e-10)
@@ -140,8 +148,9 @@ def test_padded_support_solve_equals_unpadded():
     rng = np.random.default_rng(7)
     Z, Th, y = rng.normal(size=(9, 2)), rng.uniform(0.3, 2, (9, 2)), rng.normal(size=9)
     mask = np.arange(9) < 6
-    beta, coef = _masked_fit(jnp.asarray(Th), jnp.asarray(Z), jnp.asarray(y),
-                             jnp.asarray(mask), 1, 1e-3)
+    beta, coef = _masked_fit(
+        jnp.asarray(Th), jnp.asarray(Z), jnp.asarray(y), jnp.asarray(mask), 1, 1e-3
+    )
     K = labrbf_gram(Z[:6], Z[:6], Th[:6], 1)
     ref = np.linalg.solve(K + 1e-3 * np.eye(6), y[:6] - y[:6].mean())
     np.testing.assert_allclose(coef[:6], ref, rtol=1e-8)
@@ -170,8 +179,16 @@ def test_dynamic_strategy_adds_planted_outlier():
     outlier = int(np.setdiff1d(X_idx, init)[17])
     y = y.copy()
     y[outlier] += 25.0
-    k = LABRBF(max_support=m0 + 1, n_init_support=m0, n_add=1, support_init="uniform",
-               n_iter_round=10, n_iter_final=0, eval_every=10, random_state=seed).fit(X, y)
+    k = LABRBF(
+        max_support=m0 + 1,
+        n_init_support=m0,
+        n_add=1,
+        support_init="uniform",
+        n_iter_round=10,
+        n_iter_final=0,
+        eval_every=10,
+        random_state=seed,
+    ).fit(X, y)
     assert list(np.sort(k.support_index_[:m0])) == list(init)  # same initial support
     assert k.support_index_[-1] == outlier  # the one point added is the outlier
 
@@ -188,25 +205,31 @@ def test_non_finite_bandwidths_raise():
         LABRBF(learning_rate=1e38, **FAST).fit(X, y)
 
 
-@pytest.mark.parametrize("bad, match", [
-    (dict(p=3), "p must be 1 or 2"),
-    (dict(alpha=-1.0), "alpha"),
-    (dict(support_init="kmeans"), "support_init"),
-    (dict(dtype="float16"), "dtype"),
-])
+@pytest.mark.parametrize(
+    "bad, match",
+    [
+        (dict(p=3), "p must be 1 or 2"),
+        (dict(alpha=-1.0), "alpha"),
+        (dict(support_init="kmeans"), "support_init"),
+        (dict(dtype="float16"), "dtype"),
+    ],
+)
 def test_bad_parameters_named(bad, match):
     X, y = _toy(40)
     with pytest.raises(ValueError, match=match):
         _est(**bad).fit(X, y)
 
 
-@pytest.mark.parametrize("bad, match", [
-    (dict(kernel_params={"max_support": 5}), "kernel_params must not repeat"),
-    (dict(kernel_params={"bandwidth": 5}), "kernel_params has an argument"),
-    (dict(kernel_params=[1]), "kernel_params must be a dict"),
-    (dict(n_estimators=0), "n_estimators"),
-    (dict(n_estimators=6, calibration_fraction=0.1), "n_estimators \\* calibration_fraction"),
-])
+@pytest.mark.parametrize(
+    "bad, match",
+    [
+        (dict(kernel_params={"max_support": 5}), "kernel_params must not repeat"),
+        (dict(kernel_params={"bandwidth": 5}), "kernel_params has an argument"),
+        (dict(kernel_params=[1]), "kernel_params must be a dict"),
+        (dict(n_estimators=0), "n_estimators"),
+        (dict(n_estimators=6, calibration_fraction=0.1), "n_estimators \\* calibration_fraction"),
+    ],
+)
 def test_bad_estimator_parameters_named(bad, match):
     X, y = _toy(40)
     with pytest.raises(ValueError, match=match):
@@ -224,9 +247,14 @@ def test_bad_data_rejected():
 @pytest.fixture(scope="module")
 def fitted():
     X, y = _toy(200, seed=10)
-    est = LABRBFRegressor(max_support=40, n_iter_round=50, n_iter_final=200,
-                          kernel_params=dict(n_init_support=20, eval_every=50),
-                          progress_bar=False, random_state=0).fit(X, y)
+    est = LABRBFRegressor(
+        max_support=40,
+        n_iter_round=50,
+        n_iter_final=200,
+        kernel_params=dict(n_init_support=20, eval_every=50),
+        progress_bar=False,
+        random_state=0,
+    ).fit(X, y)
     return est, X, y
 
 
@@ -245,10 +273,12 @@ def test_estimator_learns_and_is_reproducible(fitted):
 
 def test_support_bandwidths_in_data_units(fitted):
     est, X, _ = fitted
-    K = np.exp(-np.linalg.norm(est.bandwidths_[None] * (X[:5, None] - est.support_vectors_[None]),
-                               axis=-1))
-    np.testing.assert_allclose(np.hstack([k.support_gram(X[:5]) for k in est.kernels_]), K,
-                               rtol=1e-10)
+    K = np.exp(
+        -np.linalg.norm(est.bandwidths_[None] * (X[:5, None] - est.support_vectors_[None]), axis=-1)
+    )
+    np.testing.assert_allclose(
+        np.hstack([k.support_gram(X[:5]) for k in est.kernels_]), K, rtol=1e-10
+    )
     f1 = est.intercept_ + K @ est.dual_coef_
     np.testing.assert_allclose(est.predict_krr(X[:5]), f1, rtol=1e-10)
 
@@ -260,8 +290,9 @@ def test_f2_uses_own_bandwidth_on_support_points(fitted):
     Kxx = np.asarray(labrbf_gram(Z, Z, Th, 1))
     y_sv = k.intercept_ + Kxx @ k.dual_coef_ + k.alpha_ * k.dual_coef_  # eq. (8)
     # on support points K(X_sv, t) = K(X_sv, X_sv), so f2 solves the transposed system
-    f2_ref = k.intercept_ + Kxx.T @ np.linalg.solve(Kxx.T + k.alpha_ * np.eye(len(Z)),
-                                                    y_sv - k.intercept_)
+    f2_ref = k.intercept_ + Kxx.T @ np.linalg.solve(
+        Kxx.T + k.alpha_ * np.eye(len(Z)), y_sv - k.intercept_
+    )
     sv = Z * k.half_range_ + k.center_
     np.testing.assert_allclose(k.predict_f2(sv), f2_ref, rtol=1e-8)
     # with a small ridge both regression functions nearly interpolate the support data
@@ -306,8 +337,12 @@ def test_features_kernel_is_psd_and_plugs_into_gp_model():
     assert np.linalg.eigvalsh((K + K.T) / 2).min() > -1e-8 and np.allclose(K, K.T)
     assert np.mean(np.diag(K)) == pytest.approx(1.0)  # normalised by feature_norm_
     params = {"labrbffeatures_bandwidth_scale": 1.2, "amplitude": jnp.ones(1), "noise": 0.3}
-    lp, _ = log_density(gp_regression, (jnp.asarray(X), jnp.asarray((y - y.mean()) / y.std())),
-                        {"kernel": fk, "x_scale": np.ones(1)}, params)
+    lp, _ = log_density(
+        gp_regression,
+        (jnp.asarray(X), jnp.asarray((y - y.mean()) / y.std())),
+        {"kernel": fk, "x_scale": np.ones(1)},
+        params,
+    )
     assert np.isfinite(float(lp))
 
 
@@ -317,8 +352,9 @@ def test_features_kernel_in_gp_regressor():
 
     X, y = _toy(30, seed=14)
     kern = LABRBFFeatures(LABRBF(**dict(FAST, theta0=1.0)))
-    gp = GPRegressor(kernel=kern, num_warmup=50, num_samples=50, num_chains=2,
-                     progress_bar=False, random_state=0).fit(X, y)
+    gp = GPRegressor(
+        kernel=kern, num_warmup=50, num_samples=50, num_chains=2, progress_bar=False, random_state=0
+    ).fit(X, y)
     assert np.all(np.isfinite(gp.predict(X[:5])))
     assert "labrbffeatures_bandwidth_scale" in gp.idata_.posterior
 
@@ -336,10 +372,21 @@ def test_plot_bandwidths(fitted):
 
 # --------------------------------------------------------------------------- sklearn contract
 @parametrize_with_checks(
-    [LABRBFRegressor(max_support=16, theta0=1.0, alpha=1e-3, n_iter_round=2, n_iter_final=4,
-                     kernel_params=dict(n_init_support=16, eval_every=4, batch_size=16),
-                     n_estimators=1, num_samples=10, num_chains=2, progress_bar=False,
-                     random_state=0)]
+    [
+        LABRBFRegressor(
+            max_support=16,
+            theta0=1.0,
+            alpha=1e-3,
+            n_iter_round=2,
+            n_iter_final=4,
+            kernel_params=dict(n_init_support=16, eval_every=4, batch_size=16),
+            n_estimators=1,
+            num_samples=10,
+            num_chains=2,
+            progress_bar=False,
+            random_state=0,
+        )
+    ]
 )
 def test_sklearn_contract(estimator, check):
     check(estimator)
@@ -398,8 +445,10 @@ def test_bandwidth_floor_formula_and_training_respects_it():
 
 def test_max_support_auto_is_a_third_of_the_rows_capped():
     X, y = _toy(90, seed=21)
-    k = LABRBF(**dict(FAST, max_support="auto", n_init_support=None, n_iter_round=1,
-                      n_iter_final=1), random_state=0).fit(X, y)
+    k = LABRBF(
+        **dict(FAST, max_support="auto", n_init_support=None, n_iter_round=1, n_iter_final=1),
+        random_state=0,
+    ).fit(X, y)
     assert int(k.max_support_) == 30 and len(k.support_index_) == 30
     from bayeskern.learning.labrbf import _auto_support
 
@@ -417,9 +466,12 @@ def test_ensemble_interval_is_narrowed_by_the_models_spread(fitted):
     F = np.stack([k.predict_f1(Xt) for k in est.kernels_])
     got = est.predictive(Xt).scale[0]
     np.testing.assert_allclose(got, np.sqrt(np.maximum(s**2 - F.var(0), s**2 / 3)), rtol=1e-10)
-    np.testing.assert_allclose(est.predictive(Xt).loc[0] - F.mean(0),
-                               est.y_scale_ * (est._features(Xt) @ np.asarray(est.posterior_.w)),
-                               rtol=1e-8, atol=1e-10)
+    np.testing.assert_allclose(
+        est.predictive(Xt).loc[0] - F.mean(0),
+        est.y_scale_ * (est._features(Xt) @ np.asarray(est.posterior_.w)),
+        rtol=1e-8,
+        atol=1e-10,
+    )
 
 
 def test_validation_rows_keep_the_untrained_model_when_training_hurts():

@@ -36,8 +36,9 @@ def _problem(n, C, seed=0):
     Y = jax.nn.one_hot(y, C).T
 
     def K(p):  # p = (amplitude per class..., length-scale)
-        return jnp.stack([p[c] ** 2 * jnp.exp(-0.5 * d2 / p[C] ** 2) + 1.0 + 1e-6 * jnp.eye(n)
-                          for c in range(C)])
+        return jnp.stack(
+            [p[c] ** 2 * jnp.exp(-0.5 * d2 / p[C] ** 2) + 1.0 + 1e-6 * jnp.eye(n) for c in range(C)]
+        )
 
     return X, d2, Y, K, jnp.asarray([0.8 + 0.5 * c for c in range(C)] + [1.3])
 
@@ -70,15 +71,15 @@ def test_softmax_mode_and_marginal_match_dense_computation(C):
         F = f.reshape(C, n)
         return -((np.asarray(Y) - special.softmax(F, axis=0)).reshape(-1) - Kinv @ f)
 
-    ref = optimize.minimize(neg_log_post, np.zeros(C * n), jac=grad, method="BFGS",
-                            options=dict(gtol=1e-10))
+    ref = optimize.minimize(
+        neg_log_post, np.zeros(C * n), jac=grad, method="BFGS", options=dict(gtol=1e-10)
+    )
     np.testing.assert_allclose(mode.f.reshape(-1), ref.x, atol=1e-6)
     log_q = -ref.fun - 0.5 * np.linalg.slogdet(np.eye(C * n) + Kd @ W)[1]
     np.testing.assert_allclose(mode.log_marginal, log_q, rtol=0, atol=1e-8)
     v = jnp.asarray(np.random.default_rng(1).normal(size=(C, n)))
     u = _solve_i_wk(mode.E, mode.chol_m, K, v)  # the solve of the Newton step and the VJP
-    np.testing.assert_allclose((jnp.eye(C * n) + W @ Kd) @ u.reshape(-1), v.reshape(-1),
-                               atol=1e-10)
+    np.testing.assert_allclose((jnp.eye(C * n) + W @ Kd) @ u.reshape(-1), v.reshape(-1), atol=1e-10)
 
 
 def test_softmax_laplace_marginal_against_quadrature():
@@ -98,8 +99,9 @@ def test_softmax_laplace_marginal_against_quadrature():
         L = np.linalg.cholesky(K)
         z = t[grid].reshape(-1, 2, 2)  # (points, class, obs) standard normals
         f = np.einsum("cij,pcj->pci", L, z)
-        log_lik = (np.sum(f * np.asarray(Y)[None], axis=(1, 2))
-                   - np.sum(special.logsumexp(f, axis=1), axis=1))
+        log_lik = np.sum(f * np.asarray(Y)[None], axis=(1, 2)) - np.sum(
+            special.logsumexp(f, axis=1), axis=1
+        )
         exact = special.logsumexp(log_lik, b=np.prod(w[grid], axis=1))
         errors.append(abs(float(softmax_log_marginal(jnp.asarray(K), Y)) - exact))
     assert errors[0] < 1e-4 and errors[0] < errors[1] < errors[2] < 0.2, errors
@@ -168,9 +170,10 @@ def test_softmax_predict_matches_dense_formulas():
     Kd, W = _dense(K, mode.pi)
     Q = W @ jnp.linalg.inv(jnp.eye(C * n) + Kd @ W)
     for j in range(m):
-        ks = jax.scipy.linalg.block_diag(*[Ks[c][:, j:j + 1] for c in range(C)])  # (Cn, C)
-        np.testing.assert_allclose(mean[j], ks.T @ (Y.reshape(-1) - mode.pi.reshape(-1)),
-                                   atol=1e-10)
+        ks = jax.scipy.linalg.block_diag(*[Ks[c][:, j : j + 1] for c in range(C)])  # (Cn, C)
+        np.testing.assert_allclose(
+            mean[j], ks.T @ (Y.reshape(-1) - mode.pi.reshape(-1)), atol=1e-10
+        )
         np.testing.assert_allclose(cov[j], jnp.diag(kss[:, j]) - ks.T @ Q @ ks, atol=1e-10)
 
 
@@ -232,8 +235,9 @@ def test_draws_started_at_the_posterior_mode_keep_the_modes_found_from_zero(iris
         d = {k: jnp.asarray(post[k].values[0, draw]) for k in ("rbf_lengthscale", "amplitude")}
         theta = theta_from_draw(est.kernel_, d, est.x_std_.scale)
         K = softmax_covariances(est.kernel_, theta, d["amplitude"], X, X) + JITTER * jnp.eye(len(X))
-        np.testing.assert_allclose(post["f"].values[0, draw], softmax_laplace_mode(K, Y).f,
-                                   atol=1e-5)
+        np.testing.assert_allclose(
+            post["f"].values[0, draw], softmax_laplace_mode(K, Y).f, atol=1e-5
+        )
 
 
 def test_multiclass_report_and_priors(iris_fit, tmp_path):
@@ -356,8 +360,7 @@ def test_multiclass_against_sklearn(data):
     fit within 120 s."""
     X, y = {"iris": load_iris, "wine": load_wine}[data](return_X_y=True)
     for seed in (0, 1, 2):
-        Xtr, Xte, ytr, yte = train_test_split(X, y, test_size=0.3, stratify=y,
-                                              random_state=seed)
+        Xtr, Xte, ytr, yte = train_test_split(X, y, test_size=0.3, stratify=y, random_state=seed)
         sk = GaussianProcessClassifier().fit(Xtr, ytr)
         t0 = time.perf_counter()
         est = bk.GPClassifier(progress_bar=False, random_state=seed).fit(Xtr, ytr)
@@ -365,8 +368,10 @@ def test_multiclass_against_sklearn(data):
         p_sk, p_bk = sk.predict_proba(Xte), est.predict_proba(Xte)
         acc_sk, acc_bk = accuracy_score(yte, sk.predict(Xte)), accuracy_score(yte, est.predict(Xte))
         ll_sk, ll_bk = log_loss(yte, p_sk), log_loss(yte, p_bk)
-        msg = (f"{data} seed {seed}: accuracy {acc_bk:.3f} vs {acc_sk:.3f}, log-loss "
-               f"{ll_bk:.4f} vs {ll_sk:.4f}, fit {fit_s:.0f} s, {est.convergence_}")
+        msg = (
+            f"{data} seed {seed}: accuracy {acc_bk:.3f} vs {acc_sk:.3f}, log-loss "
+            f"{ll_bk:.4f} vs {ll_sk:.4f}, fit {fit_s:.0f} s, {est.convergence_}"
+        )
         print(msg)
         assert acc_bk >= acc_sk and ll_bk < ll_sk and est.convergence_.ok and fit_s <= 120, msg
 
@@ -374,9 +379,16 @@ def test_multiclass_against_sklearn(data):
 def calibration_bins(p1, lo1, hi1, y, n_bins=10):
     """Per bin of predicted P(y=1) (equal width): observed frequency, mean lower, mean upper."""
     which = np.minimum((p1 * n_bins).astype(int), n_bins - 1)
-    return [(float(y[which == b].mean()), float(lo1[which == b].mean()),
-             float(hi1[which == b].mean()), int((which == b).sum()))
-            for b in range(n_bins) if np.any(which == b)]
+    return [
+        (
+            float(y[which == b].mean()),
+            float(lo1[which == b].mean()),
+            float(hi1[which == b].mean()),
+            int((which == b).sum()),
+        )
+        for b in range(n_bins)
+        if np.any(which == b)
+    ]
 
 
 @pytest.mark.slow
@@ -400,8 +412,11 @@ def test_breast_cancer_interval_covers_observed_frequency():
     P, why = proba_draws(est, Xte)
     assert P is not None, why
     t = reliability_bands(yte, P, n_bins=10, prob=0.9)
-    inside = int(np.sum((t["observed_lower"] <= t["observed"])
-                        & (t["observed"] <= t["observed_upper"])))
-    print(f"{inside} of {len(t['count'])} bins inside the posterior-predictive band; "
-          f"{in_proba_band} inside the band of the mean probability; {t}")
+    inside = int(
+        np.sum((t["observed_lower"] <= t["observed"]) & (t["observed"] <= t["observed_upper"]))
+    )
+    print(
+        f"{inside} of {len(t['count'])} bins inside the posterior-predictive band; "
+        f"{in_proba_band} inside the band of the mean probability; {t}"
+    )
     assert inside >= min(8, len(t["count"])), t

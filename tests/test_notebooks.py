@@ -20,8 +20,10 @@ nbclient = pytest.importorskip("nbclient")
 #: gp_co2 last: its GP is the reference GP of `bayeskern demo --quick` (same kernel, data and
 #: sampler settings), which tests/test_runs_cli.py fits early on the other pytest worker, so by
 #: then its programs are in the run's shared compilation cache
-NOTEBOOKS = sorted((Path(__file__).parent.parent / "notebooks").glob("*.ipynb"),
-                   key=lambda p: (p.stem == "gp_co2", p.stem))
+NOTEBOOKS = sorted(
+    (Path(__file__).parent.parent / "notebooks").glob("*.ipynb"),
+    key=lambda p: (p.stem == "gp_co2", p.stem),
+)
 
 
 def _kinds(cell) -> set:
@@ -53,16 +55,18 @@ def test_notebook_is_stored_with_the_outputs_of_one_full_run(path):
     assert {"date", "machine", "seconds"} <= set(meta)
     cells = _code_cells(nb)
     counts = [c.get("execution_count") for c in cells]
-    assert counts == list(range(1, len(cells) + 1)), \
+    assert counts == list(range(1, len(cells) + 1)), (
         f"{path.name}: not executed top to bottom in one kernel ({counts})"
+    )
     kinds = [_kinds(c) for c in cells]
     assert not any("error" in k for k in kinds), f"{path.name}: a stored cell shows an error"
     assert any("figure" in k for k in kinds), f"{path.name}: no figure stored"
 
 
 def _execute(nb, tmp_path, timeout):
-    client = nbclient.NotebookClient(nb, timeout=timeout, kernel_name="python3",
-                                     resources={"metadata": {"path": str(tmp_path)}})
+    client = nbclient.NotebookClient(
+        nb, timeout=timeout, kernel_name="python3", resources={"metadata": {"path": str(tmp_path)}}
+    )
     client.execute()
     return nb
 
@@ -80,19 +84,24 @@ def test_notebook_executes_and_makes_its_stored_outputs(path, tmp_path, monkeypa
         assert "error" not in _kinds(new), f"{path.name}, code cell {i + 1}: error"
         assert _kinds(new) == _kinds(old), (
             f"{path.name}, code cell {i + 1}: a fresh run gives {sorted(_kinds(new))}, the "
-            f"stored output has {sorted(_kinds(old))}; run `make notebooks NB={path.stem}`")
+            f"stored output has {sorted(_kinds(old))}; run `make notebooks NB={path.stem}`"
+        )
 
 
 def test_kinds_tell_figures_errors_and_tables_apart():
     cell = nbformat.v4.new_code_cell("x")
     assert _kinds(cell) == set()
-    cell.outputs = [nbformat.v4.new_output("display_data", data={"image/png": "iVBOR"}),
-                    nbformat.v4.new_output("stream", text="fit took 3 s\n")]
+    cell.outputs = [
+        nbformat.v4.new_output("display_data", data={"image/png": "iVBOR"}),
+        nbformat.v4.new_output("stream", text="fit took 3 s\n"),
+    ]
     assert _kinds(cell) == {"figure"}
-    cell.outputs.append(nbformat.v4.new_output("error", ename="ValueError", evalue="x",
-                                               traceback=[]))
-    cell.outputs.append(nbformat.v4.new_output("execute_result", data={"text/html": "<table>"},
-                                               execution_count=1))
+    cell.outputs.append(
+        nbformat.v4.new_output("error", ename="ValueError", evalue="x", traceback=[])
+    )
+    cell.outputs.append(
+        nbformat.v4.new_output("execute_result", data={"text/html": "<table>"}, execution_count=1)
+    )
     assert _kinds(cell) == {"figure", "error", "table"}
 
 

@@ -19,14 +19,17 @@ S = dict(num_warmup=10, num_samples=10, num_chains=1, progress_bar=False, random
 
 
 # --------------------------------------------------------------------------- safe_cholesky
-@pytest.mark.parametrize("K, expect_jitter", [
-    (np.eye(4), 0.0),
-    (np.ones((4, 4)), ">0"),                                    # rank 1: duplicated points
-    (np.ones((4, 4)) + 1e-14 * np.eye(4), "any"),               # huge length-scale
-    (np.diag([1.0, 1e-20, 1.0]), "any"),                        # near-zero noise direction
-    (-np.eye(3), "nan"),                                        # not PSD at all
-    (np.full((3, 3), np.nan), "nan"),                           # non-finite input
-])
+@pytest.mark.parametrize(
+    "K, expect_jitter",
+    [
+        (np.eye(4), 0.0),
+        (np.ones((4, 4)), ">0"),  # rank 1: duplicated points
+        (np.ones((4, 4)) + 1e-14 * np.eye(4), "any"),  # huge length-scale
+        (np.diag([1.0, 1e-20, 1.0]), "any"),  # near-zero noise direction
+        (-np.eye(3), "nan"),  # not PSD at all
+        (np.full((3, 3), np.nan), "nan"),  # non-finite input
+    ],
+)
 def test_safe_cholesky_escalates_and_never_returns_nan_silently(K, expect_jitter):
     L, jit = safe_cholesky(jnp.asarray(K))
     jit = float(jit)
@@ -67,13 +70,16 @@ def _poison(est, **values):
     est.__dict__.pop("_cache", None)
 
 
-@pytest.mark.parametrize("case", [
-    dict(noise=1e-12),                          # near-zero noise with duplicated points
-    dict(rbf_lengthscale=1e6),                  # K ≈ all ones: rank one
-    dict(rbf_lengthscale=1e6, noise=1e-12),     # both
-    dict(rbf_lengthscale=1e-9),                 # K ≈ identity, far from the data
-    dict(amplitude=1e12, rbf_lengthscale=1e6),  # the model's fixed 1e-6 jitter is negligible
-])
+@pytest.mark.parametrize(
+    "case",
+    [
+        dict(noise=1e-12),  # near-zero noise with duplicated points
+        dict(rbf_lengthscale=1e6),  # K ≈ all ones: rank one
+        dict(rbf_lengthscale=1e6, noise=1e-12),  # both
+        dict(rbf_lengthscale=1e-9),  # K ≈ identity, far from the data
+        dict(amplitude=1e12, rbf_lengthscale=1e6),  # the model's fixed 1e-6 jitter is negligible
+    ],
+)
 def test_ill_conditioned_gp_regressor_predicts_finite_or_raises(fitted, case):
     import copy
 
@@ -83,8 +89,9 @@ def test_ill_conditioned_gp_regressor_predicts_finite_or_raises(fitted, case):
     with warnings.catch_warnings(record=True) as w:
         warnings.simplefilter("always")
         try:
-            pred = est.predictive(pd.concat([X, pd.DataFrame([[1.5, 0.0], [10.0, 9.0]],
-                                                             columns=X.columns)]))
+            pred = est.predictive(
+                pd.concat([X, pd.DataFrame([[1.5, 0.0], [10.0, 9.0]], columns=X.columns)])
+            )
         except FloatingPointError as e:  # the clear error, never a NaN prediction
             assert "not positive definite" in str(e) or "ill-conditioned" in str(e)
             return
@@ -135,15 +142,22 @@ def _idata(n_chains, diverging=0, stuck=False):
     return diagnostics.from_samples({"a": a}, sample_stats={"diverging": div})
 
 
-@pytest.mark.parametrize("kind, fix", [
-    ("divergent", "raise target_accept_prob"),
-    ("rhat", "run longer (num_warmup, num_samples)"),
-    ("ess", "increase num_samples"),
-    ("one_chain", "run num_chains >= 4"),
-])
+@pytest.mark.parametrize(
+    "kind, fix",
+    [
+        ("divergent", "raise target_accept_prob"),
+        ("rhat", "run longer (num_warmup, num_samples)"),
+        ("ess", "increase num_samples"),
+        ("one_chain", "run num_chains >= 4"),
+    ],
+)
 def test_convergence_failures_warn_and_name_the_fix(kind, fix):
-    idata = {"divergent": lambda: _idata(4, diverging=7), "rhat": lambda: _idata(4, stuck=True),
-             "ess": lambda: _idata(4, stuck=True), "one_chain": lambda: _idata(1)}[kind]()
+    idata = {
+        "divergent": lambda: _idata(4, diverging=7),
+        "rhat": lambda: _idata(4, stuck=True),
+        "ess": lambda: _idata(4, stuck=True),
+        "one_chain": lambda: _idata(1),
+    }[kind]()
     with pytest.warns(UserWarning, match="Not converged") as w:
         rep = diagnostics.convergence_report(idata)
     assert not rep.ok and fix in str(w[0].message) and fix in rep.verdict

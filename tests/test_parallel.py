@@ -69,11 +69,12 @@ def _on_two_devices(body):
     env = dict(os.environ)
     code = _PRELUDE + body + '\nprint("RESULT" + json.dumps(out))\n'
     # parallel chains were reported to hang in some set-ups: a hang fails here, not forever
-    proc = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
-                          timeout=240, env=env)
+    proc = subprocess.run(
+        [sys.executable, "-c", code], capture_output=True, text=True, timeout=240, env=env
+    )
     assert proc.returncode == 0, proc.stderr[-3000:]
     line = [ln for ln in proc.stdout.splitlines() if ln.startswith("RESULT")][-1]
-    return json.loads(line[len("RESULT"):])
+    return json.loads(line[len("RESULT") :])
 
 
 @pytest.fixture(scope="module")
@@ -118,14 +119,25 @@ _Y_CLF = "clf"
 
 def _fast_estimators():
     return [
-        (bk.VSKClassifier(), _Y_CLF), (bk.VSKRegressor(), _Y_REG),
+        (bk.VSKClassifier(), _Y_CLF),
+        (bk.VSKRegressor(), _Y_REG),
         (bk.VSKFeatureExtractor(random_state=0), _Y_CLF),
         (bk.CkRBFClassifier(random_state=0), _Y_CLF),
         (bk.MkRBFClassifier(random_state=0), _Y_CLF),
         (bk.ConformalKernelClassifier(random_state=0), _Y_CLF),
         (bk.KernelSVC(kernel=bk.kernels.RBF()), _Y_CLF),
-        (bk.LABRBFRegressor(max_support=10, n_iter_round=20, n_iter_final=20, num_samples=5,
-                            num_chains=1, progress_bar=False, random_state=0), _Y_REG),
+        (
+            bk.LABRBFRegressor(
+                max_support=10,
+                n_iter_round=20,
+                n_iter_final=20,
+                num_samples=5,
+                num_chains=1,
+                progress_bar=False,
+                random_state=0,
+            ),
+            _Y_REG,
+        ),
     ]
 
 
@@ -134,7 +146,8 @@ _T = dict(num_warmup=5, num_samples=5, num_chains=1, progress_bar=False, random_
 
 def _nuts_estimators():
     return [
-        (bk.GPRegressor(**_T), _Y_REG), (bk.GPClassifier(**_T), _Y_CLF),
+        (bk.GPRegressor(**_T), _Y_REG),
+        (bk.GPClassifier(**_T), _Y_CLF),
         (bk.GaBaSRRegressor(n_features=8, n_components=2, map_steps=2, **_T), _Y_REG),
         (bk.GaBaSRClassifier(n_features=8, n_components=2, map_steps=2, **_T), _Y_CLF),
     ]
@@ -157,15 +170,17 @@ def _check_pickle(est, kind):
     np.testing.assert_array_equal(_output(again, X), _output(est, X))
 
 
-@pytest.mark.parametrize("est, kind", _fast_estimators(),
-                         ids=lambda p: type(p).__name__ if not isinstance(p, str) else p)
+@pytest.mark.parametrize(
+    "est, kind", _fast_estimators(), ids=lambda p: type(p).__name__ if not isinstance(p, str) else p
+)
 def test_estimators_pickle_round_trip(est, kind):
     _check_pickle(est, kind)
 
 
 @pytest.mark.slow
-@pytest.mark.parametrize("est, kind", _nuts_estimators(),
-                         ids=lambda p: type(p).__name__ if not isinstance(p, str) else p)
+@pytest.mark.parametrize(
+    "est, kind", _nuts_estimators(), ids=lambda p: type(p).__name__ if not isinstance(p, str) else p
+)
 def test_nuts_estimators_pickle_round_trip(est, kind):
     _check_pickle(est, kind)
 
@@ -178,8 +193,15 @@ def test_unfitted_nuts_estimators_pickle():
 
 def test_saved_runs_stay_pickle_free(tmp_path):
     """Pickling is for shipping estimators to workers; saved runs never contain a pickle."""
-    est = bk.LABRBFRegressor(max_support=10, n_iter_round=20, n_iter_final=20, num_samples=5,
-                             num_chains=1, progress_bar=False, random_state=0)
+    est = bk.LABRBFRegressor(
+        max_support=10,
+        n_iter_round=20,
+        n_iter_final=20,
+        num_samples=5,
+        num_chains=1,
+        progress_bar=False,
+        random_state=0,
+    )
     rng = np.random.default_rng(0)
     X = rng.normal(size=(30, 2))
     with warnings.catch_warnings():
@@ -216,13 +238,17 @@ def test_grids_on_dask_worker_processes_equal_serial():
     ref = grid_scores(est, X, y, grid, cv=cv)
     d2 = euclidean_distances(X, squared=True)
     ref_pf = precomputed_grid_scores((0.0, d2), y, grid["C"], grid["gamma"], cv=cv)
-    with distributed.LocalCluster(n_workers=2, processes=True, threads_per_worker=1,
-                                  dashboard_address=None) as cluster, \
-            distributed.Client(cluster) as client:
+    with (
+        distributed.LocalCluster(
+            n_workers=2, processes=True, threads_per_worker=1, dashboard_address=None
+        ) as cluster,
+        distributed.Client(cluster) as client,
+    ):
         with joblib.parallel_backend("dask"):
             out = grid_scores(est, X, y, grid, cv=cv, n_jobs=-1)
-            out_pf = precomputed_grid_scores((0.0, d2), y, grid["C"], grid["gamma"], cv=cv,
-                                             n_jobs=-1)
+            out_pf = precomputed_grid_scores(
+                (0.0, d2), y, grid["C"], grid["gamma"], cv=cv, n_jobs=-1
+            )
         workers = client.scheduler_info()["workers"]
         assert len(workers) == 2
         # the work ran in other processes: their pids differ from ours
@@ -275,8 +301,12 @@ def test_repeated_parallel_fits_do_not_keep_their_programs():
     memory mappings and XLA crashed (at the 38th default fit in one measurement,
     docs/results/performance.md). With the release patched out, this script's count grew by
     about 700 mappings per fit."""
-    out = subprocess.run([sys.executable, "-c", _PRELUDE + _REPEATED_FITS],
-                         capture_output=True, text=True, timeout=600)
+    out = subprocess.run(
+        [sys.executable, "-c", _PRELUDE + _REPEATED_FITS],
+        capture_output=True,
+        text=True,
+        timeout=600,
+    )
     assert out.returncode == 0, out.stderr
     res = json.loads(out.stdout.strip().splitlines()[-1])
     assert res["devices"] == 2

@@ -23,9 +23,22 @@ def test_peer_gp_co2_quick(tmp_path):
     out = tmp_path / "peers.md"
     # the log-density check covers every peer; the quick fits the two JAX samplers
     # (PyMC's C compilation makes its quick fit the slowest part)
-    r = subprocess.run([sys.executable, str(SCRIPT), "--quick", "--out", str(out),
-                        "--samplers", "tinygp", "bayeskern"],
-                       cwd=ROOT, capture_output=True, text=True, timeout=1200)
+    r = subprocess.run(
+        [
+            sys.executable,
+            str(SCRIPT),
+            "--quick",
+            "--out",
+            str(out),
+            "--samplers",
+            "tinygp",
+            "bayeskern",
+        ],
+        cwd=ROOT,
+        capture_output=True,
+        text=True,
+        timeout=1200,
+    )
     assert r.returncode == 0, r.stdout[-3000:] + r.stderr[-3000:]
     assert "worst relative difference" in r.stdout
     data = json.loads(out.with_suffix(".json").read_text())
@@ -34,7 +47,12 @@ def test_peer_gp_co2_quick(tmp_path):
         assert row["wall"] > 0 and row["min_ess_bulk"] > 0 and row["steps_per_draw"] >= 1
         assert 0 < row["metrics"]["rmse"] < 20
     assert "| bayeskern | GPRegressor(), default sampler |" in out.read_text()
-    r = subprocess.run([sys.executable, str(SCRIPT), "--check-only"], cwd=ROOT,
-                       capture_output=True, text=True, timeout=1200)
+    r = subprocess.run(
+        [sys.executable, str(SCRIPT), "--check-only"],
+        cwd=ROOT,
+        capture_output=True,
+        text=True,
+        timeout=1200,
+    )
     assert r.returncode == 0, r.stdout[-3000:] + r.stderr[-3000:]
     assert "PyMC (pymc and nutpie)" in r.stdout and "tinygp + NumPyro" in r.stdout

@@ -45,8 +45,11 @@ def test_sample_is_batch_independent_and_follows_the_mixture(df):
     d = m.sample(20_000, 3)
     comp = stats.norm if df is None else stats.t(df)
     for i in range(3):  # the draws of each point follow its predictive mixture
+
         def cdf(y, i=i):
             return comp.cdf((np.asarray(y)[:, None] - loc[:, i]) / 0.3).mean(axis=1)
+
         assert stats.kstest(d[:, i], cdf).pvalue > 1e-3
-    np.testing.assert_array_equal(m.subset(slice(1, 3)).sample(50, 3, row_offset=1),
-                                  m.sample(50, 3)[:, 1:])
+    np.testing.assert_array_equal(
+        m.subset(slice(1, 3)).sample(50, 3, row_offset=1), m.sample(50, 3)[:, 1:]
+    )

@@ -42,8 +42,9 @@ def test_polya_gamma_matches_its_series_representation(pg_draws):
     rng = np.random.default_rng(0)
     k = np.arange(1, 201)
     for c, draws in zip(CS, pg_draws, strict=True):
-        ref = rng.exponential(size=(4000, 200)) / (2 * np.pi**2 * ((k - 0.5) ** 2
-                                                                   + c**2 / (4 * np.pi**2)))
+        ref = rng.exponential(size=(4000, 200)) / (
+            2 * np.pi**2 * ((k - 0.5) ** 2 + c**2 / (4 * np.pi**2))
+        )
         assert stats.ks_2samp(draws, ref.sum(1)).pvalue > 1e-3, c
 
 
@@ -97,8 +98,9 @@ def test_normal_inverse_wishart_moments():
     Lam = np.asarray(U @ jnp.swapaxes(U, -1, -2))
     np.testing.assert_allclose(Lam.mean(0), nu * np.linalg.inv(Psi), rtol=0.06, atol=0.05)
     np.testing.assert_allclose(np.asarray(mu).mean(0), m, atol=0.03)
-    np.testing.assert_allclose(np.cov(np.asarray(mu).T), Psi / (kappa * (nu - d - 1)),
-                               rtol=0.12, atol=0.01)
+    np.testing.assert_allclose(
+        np.cov(np.asarray(mu).T), Psi / (kappa * (nu - d - 1)), rtol=0.12, atol=0.01
+    )
     assert np.allclose(np.triu(np.asarray(U[0]), 1), 0)
 
 

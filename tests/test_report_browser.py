@@ -21,8 +21,14 @@ def report_path(tmp_path_factory):
     y = np.sin(X.iloc[:, 0].to_numpy()) + 0.1 * rng.normal(size=30)
     gp = bk.GPRegressor(random_state=0, **TINY).fit(X, y)
     path = tmp_path_factory.mktemp("report") / "report.html"
-    bk.report(gp, path, X_test=X.iloc[:5], y_test=y[:5], title=f"title {HOSTILE}",
-              data_name=f"file {HOSTILE}.csv")
+    bk.report(
+        gp,
+        path,
+        X_test=X.iloc[:5],
+        y_test=y[:5],
+        title=f"title {HOSTILE}",
+        data_name=f"file {HOSTILE}.csv",
+    )
     return path
 
 
@@ -41,11 +47,22 @@ def _render(page, tmp_path, height=2400):
     if browser is None:
         pytest.skip("chromium is not installed (make test installs Debian's chromium when it can)")
     shot, netlog = tmp_path / "shot.png", tmp_path / "net.json"
-    cmd = [browser, "--headless", "--no-sandbox", "--disable-gpu", "--disable-quic",
-           "--no-first-run", "--disable-background-networking", "--disable-component-update",
-           "--disable-sync", f"--user-data-dir={tmp_path / 'profile'}",
-           f"--log-net-log={netlog}", f"--window-size=1100,{height}",
-           f"--screenshot={shot}", page.as_uri()]
+    cmd = [
+        browser,
+        "--headless",
+        "--no-sandbox",
+        "--disable-gpu",
+        "--disable-quic",
+        "--no-first-run",
+        "--disable-background-networking",
+        "--disable-component-update",
+        "--disable-sync",
+        f"--user-data-dir={tmp_path / 'profile'}",
+        f"--log-net-log={netlog}",
+        f"--window-size=1100,{height}",
+        f"--screenshot={shot}",
+        page.as_uri(),
+    ]
     subprocess.run(cmd, capture_output=True, timeout=120, check=False)
     assert shot.exists(), "chromium produced no screenshot"
     import matplotlib.image as mpimg
@@ -54,9 +71,12 @@ def _render(page, tmp_path, height=2400):
     names = {v: k for k, v in log["constants"]["logEventTypes"].items()}
     # requests made on behalf of the page carry the file:// isolation key; the browser's own
     # background requests (update checks, time sync) carry none and are not the page's doing
-    page_urls = [e["params"]["url"] for e in log["events"]
-                 if names.get(e["type"]) == "URL_REQUEST_START_JOB"
-                 and "file://" in e["params"].get("network_isolation_key", "")]
+    page_urls = [
+        e["params"]["url"]
+        for e in log["events"]
+        if names.get(e["type"]) == "URL_REQUEST_START_JOB"
+        and "file://" in e["params"].get("network_isolation_key", "")
+    ]
     return mpimg.imread(shot), [u for u in page_urls if not u.startswith(("file:", "data:"))]
 
 

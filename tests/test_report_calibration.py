@@ -54,8 +54,9 @@ def _drop_one(est, draw, X, y):
     kernel, xs = est.kernel_, est.x_std_.scale
     Xs = jnp.asarray(est.x_std_.transform(X))
     ys = est.y_std_.transform(y)
-    K = np.asarray(kernel_matrix(kernel, theta_from_draw(kernel, draw, xs), draw["amplitude"],
-                                 Xs, Xs)) + (float(draw["noise"]) ** 2 + JITTER) * np.eye(len(y))
+    K = np.asarray(
+        kernel_matrix(kernel, theta_from_draw(kernel, draw, xs), draw["amplitude"], Xs, Xs)
+    ) + (float(draw["noise"]) ** 2 + JITTER) * np.eye(len(y))
     mu, var = np.empty(len(y)), np.empty(len(y))
     for i in range(len(y)):
         keep = np.arange(len(y)) != i
@@ -136,8 +137,7 @@ def test_classification_loo_probabilities(gpc, clf_data):
     y01 = (clf_data[1][:30] == "yes").astype(int)
     np.testing.assert_array_equal(cal.y, y01)
     ll = np.asarray(gpc.idata_.log_likelihood["y"]).reshape(cal.proba_draws.shape)
-    np.testing.assert_allclose(np.where(y01 == 1, cal.proba_draws, 1 - cal.proba_draws),
-                               np.exp(ll))
+    np.testing.assert_allclose(np.where(y01 == 1, cal.proba_draws, 1 - cal.proba_draws), np.exp(ll))
     np.testing.assert_allclose(cal.proba, np.sum(np.exp(cal.log_weights) * cal.proba_draws, 0))
     assert set(cal.metrics) == {"accuracy", "auc", "brier", "log_loss", "ece"}
     # leaving a row out can only make the model less sure of that row's label (on average)
@@ -155,14 +155,19 @@ def test_report_without_holdout_uses_loo(gpr, gpc):
 
 
 def test_pareto_k_warning():
-    cal = lc.LOOCalibration("classification", np.array([0, 1]), np.array([0.2, 0.93]),
-                            proba_draws=np.full((4, 2), 0.5), log_weights=np.log(np.full((4, 2),
-                                                                                         0.25)))
+    cal = lc.LOOCalibration(
+        "classification",
+        np.array([0, 1]),
+        np.array([0.2, 0.93]),
+        proba_draws=np.full((4, 2), 0.5),
+        log_weights=np.log(np.full((4, 2), 0.25)),
+    )
     assert cal.n_bad_k == 1
     text = rc._k_warning(cal)
     assert "1 of 2 observations have Pareto k > 0.7" in text
-    assert "Pareto k ≤ 0.7" in rc._k_warning(lc.LOOCalibration("regression", np.zeros(2),
-                                                                np.array([0.1, 0.5])))
+    assert "Pareto k ≤ 0.7" in rc._k_warning(
+        lc.LOOCalibration("regression", np.zeros(2), np.array([0.1, 0.5]))
+    )
 
 
 def test_loo_refuses_what_it_cannot_do(clf_data):
@@ -227,8 +232,9 @@ def test_held_out_report_has_reliability_band(gpc, clf_data):
 def test_gabasr_classifier_draws_and_loo(clf_data):
     # its per-draw probabilities take its scaled inputs: proba_draws must translate
     X, y = clf_data
-    est = bk.GaBaSRClassifier(sampler="nuts", n_features=8, n_components=2, map_steps=5,
-                              random_state=0, **TINY).fit(X[:30], y[:30])
+    est = bk.GaBaSRClassifier(
+        sampler="nuts", n_features=8, n_components=2, map_steps=5, random_state=0, **TINY
+    ).fit(X[:30], y[:30])
     P, why = rc.proba_draws(est, X[30:])
     assert why == "" and P.shape == (20, 10)
     cal = lc.loo_calibration(est)
@@ -256,8 +262,7 @@ def periodic_gpr(reg_data):
 @pytest.mark.parametrize("inference", ["laplace", "latent"])
 def test_priors_table_lists_every_latent_site(clf_data, periodic_gpr, inference):
     X, y = clf_data
-    est = bk.GPClassifier(_periodic_kernel(), inference=inference, random_state=0,
-                          **TINY).fit(X, y)
+    est = bk.GPClassifier(_periodic_kernel(), inference=inference, random_state=0, **TINY).fit(X, y)
     reg = periodic_gpr
     for e in (est, reg):
         rows, note = prior_rows(e)
@@ -266,8 +271,11 @@ def test_priors_table_lists_every_latent_site(clf_data, periodic_gpr, inference)
         assert set(sites) <= set(names) and "NumPyro trace" in note
         # every sampled posterior variable is listed (not the deterministic latent f, nor the
         # restatements of sampled values in data units)
-        sampled = {v for v in e.idata_.posterior.data_vars
-                   if v != "f" and not v.endswith(bk.diagnostics.DATA_UNITS_SUFFIX)}
+        sampled = {
+            v
+            for v in e.idata_.posterior.data_vars
+            if v != "f" and not v.endswith(bk.diagnostics.DATA_UNITS_SUFFIX)
+        }
         assert sampled and sampled <= set(names)
         assert {"amplitude"} <= set(names)
         assert any("fixed at 2.0" in r[1] for r in rows)  # the fixed period, not sampled
@@ -278,9 +286,14 @@ def test_priors_table_lists_every_latent_site(clf_data, periodic_gpr, inference)
 
 
 def _classical():
-    return [bk.VSKClassifier(), bk.CkRBFClassifier(), bk.MkRBFClassifier(),
-            bk.ConformalKernelClassifier(mu=1e-3), bk.KernelSVC(kernel=bk.kernels.RBF()),
-            bk.VSKRegressor()]
+    return [
+        bk.VSKClassifier(),
+        bk.CkRBFClassifier(),
+        bk.MkRBFClassifier(),
+        bk.ConformalKernelClassifier(mu=1e-3),
+        bk.KernelSVC(kernel=bk.kernels.RBF()),
+        bk.VSKRegressor(),
+    ]
 
 
 @pytest.mark.parametrize("est", _classical(), ids=lambda e: type(e).__name__)
@@ -292,8 +305,9 @@ def test_classical_report(est, clf_data, reg_data, tmp_path):
     text = path.read_text()
     assert "Not a Bayesian fit" in text and bayesian_twin(est).split(",")[0] in text
     assert "pass X_train and y_train" in text
-    path = bk.report(est, tmp_path / "r.html", X_train=X[:n], y_train=y[:n], X_test=X[n:],
-                     y_test=y[n:])
+    path = bk.report(
+        est, tmp_path / "r.html", X_train=X[:n], y_train=y[:n], X_test=X[n:], y_test=y[n:]
+    )
     text = path.read_text()
     assert "Cross-validated metrics" in text and "Held-out metrics" in text
     assert ("ROC AUC" in text) == (type(est).__name__ not in ("VSKRegressor", "MkRBFClassifier"))
@@ -305,7 +319,8 @@ def test_bayesian_twin_fits(name, clf_data, reg_data):
     if name == "KernelSVC":
         twin = bk.GPClassifier(kernel=bk.kernels.RBF())
         assert bayesian_twin(bk.KernelSVC(kernel=bk.kernels.RBF())).startswith(
-            "bk.GPClassifier(kernel=k)")
+            "bk.GPClassifier(kernel=k)"
+        )
     else:
         twin = eval(TWINS[name], {"bk": bk})  # the call the report and docstring name
     twin.set_params(random_state=0, **TINY).fit(X, y)

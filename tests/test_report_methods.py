@@ -18,8 +18,19 @@ from test_report_browser import _render
 import bayeskern as bk
 from bayeskern.cli import main
 
-TINY_CLI = ["--num-warmup", "10", "--num-samples", "10", "--num-chains", "1", "--quiet",
-            "--holdout", "0.2", "--seed", "0"]
+TINY_CLI = [
+    "--num-warmup",
+    "10",
+    "--num-samples",
+    "10",
+    "--num-chains",
+    "1",
+    "--quiet",
+    "--holdout",
+    "0.2",
+    "--seed",
+    "0",
+]
 
 #: method -> (data file, target, panel heading that must appear in the report)
 CASES = {
@@ -37,10 +48,12 @@ def data_dir(tmp_path_factory):
     d = tmp_path_factory.mktemp("methods")
     rng = np.random.default_rng(0)
     x1, x2 = rng.uniform(0, 5, 30), rng.normal(size=30)
-    pd.DataFrame({"x1": x1, "x2": x2, "y": np.sin(x1) + 0.1 * x2}).to_csv(d / "reg.csv",
-                                                                          index=False)
+    pd.DataFrame({"x1": x1, "x2": x2, "y": np.sin(x1) + 0.1 * x2}).to_csv(
+        d / "reg.csv", index=False
+    )
     pd.DataFrame({"x1": x1, "x2": x2, "c": np.where(x1 + 0.5 * x2 > 2.5, "yes", "no")}).to_csv(
-        d / "clf.csv", index=False)
+        d / "clf.csv", index=False
+    )
     pd.DataFrame({"x1": x1[:6], "x2": x2[:6]}).to_csv(d / "new.csv", index=False)
     return d
 
@@ -48,14 +61,41 @@ def data_dir(tmp_path_factory):
 def _fit_report_predict(d, method):
     data, target, heading = CASES[method]
     run = d / f"run_{method}"
-    assert main(["fit", str(d / data), "--target", target, "--out", str(run),
-                 "--method", method, *TINY_CLI]) == 0
+    assert (
+        main(
+            [
+                "fit",
+                str(d / data),
+                "--target",
+                target,
+                "--out",
+                str(run),
+                "--method",
+                method,
+                *TINY_CLI,
+            ]
+        )
+        == 0
+    )
     assert main(["report", str(run), "--quiet"]) == 0
     html = (run / "report.html").read_text()
     assert f"<h2>{heading}</h2>" in html.replace("&#x27;", "'")
     assert "class='caption'" in html and "https://" not in html
-    assert main(["predict", str(run), str(d / "new.csv"), "--out", str(d / f"{method}.csv"),
-                 "--draws", "4", "--quiet"]) == 0
+    assert (
+        main(
+            [
+                "predict",
+                str(run),
+                str(d / "new.csv"),
+                "--out",
+                str(d / f"{method}.csv"),
+                "--draws",
+                "4",
+                "--quiet",
+            ]
+        )
+        == 0
+    )
     p = pd.read_csv(d / f"{method}.csv")
     assert len(p) == 6 and "draw_3" in p.columns
     if target == "c":
@@ -65,13 +105,19 @@ def _fit_report_predict(d, method):
     return run, p
 
 
-@pytest.mark.parametrize("method", [pytest.param(m, marks=pytest.mark.slow) if m in SLOW
-                                    else m for m in CASES])
+@pytest.mark.parametrize(
+    "method", [pytest.param(m, marks=pytest.mark.slow) if m in SLOW else m for m in CASES]
+)
 def test_each_method_fits_reports_and_predicts_from_the_cli(data_dir, method):
     run, p = _fit_report_predict(data_dir, method)
     cfg = json.loads((run / "config.json").read_text())
-    expected = {"conformal": "GPClassifier", "ckrbf": "GPRegressor", "vsk": "GPClassifier",
-                "labrbf": "LABRBFRegressor", "gabasr": "GaBaSRRegressor"}[method]
+    expected = {
+        "conformal": "GPClassifier",
+        "ckrbf": "GPRegressor",
+        "vsk": "GPClassifier",
+        "labrbf": "LABRBFRegressor",
+        "gabasr": "GaBaSRRegressor",
+    }[method]
     assert cfg["estimator"] == expected
     # the reloaded run predicts exactly what the fitted one saved (kernel state round-trips)
     est = bk.load_run(run)
@@ -86,11 +132,33 @@ def test_each_method_fits_reports_and_predicts_from_the_cli(data_dir, method):
 
 def test_methods_that_do_not_fit_the_task_are_refused(data_dir, capsys):
     d = data_dir
-    rc = main(["fit", str(d / "reg.csv"), "--target", "y", "--out", str(d / "bad"),
-               "--method", "conformal", *TINY_CLI])
+    rc = main(
+        [
+            "fit",
+            str(d / "reg.csv"),
+            "--target",
+            "y",
+            "--out",
+            str(d / "bad"),
+            "--method",
+            "conformal",
+            *TINY_CLI,
+        ]
+    )
     assert rc == 2 and "classification only" in capsys.readouterr().err
-    rc = main(["fit", str(d / "clf.csv"), "--target", "c", "--out", str(d / "bad"),
-               "--method", "labrbf", *TINY_CLI])
+    rc = main(
+        [
+            "fit",
+            str(d / "clf.csv"),
+            "--target",
+            "c",
+            "--out",
+            str(d / "bad"),
+            "--method",
+            "labrbf",
+            *TINY_CLI,
+        ]
+    )
     assert rc == 2 and "regression only" in capsys.readouterr().err
     assert not (d / "bad").exists()
 
@@ -98,8 +166,10 @@ def test_methods_that_do_not_fit_the_task_are_refused(data_dir, capsys):
 @pytest.fixture(scope="module")
 def gp_run(data_dir):
     d = data_dir
-    assert main(["fit", str(d / "reg.csv"), "--target", "y", "--out", str(d / "run_gp"),
-                 *TINY_CLI]) == 0
+    assert (
+        main(["fit", str(d / "reg.csv"), "--target", "y", "--out", str(d / "run_gp"), *TINY_CLI])
+        == 0
+    )
     return d / "run_gp"
 
 
@@ -108,8 +178,18 @@ def test_predict_formats_streaming_and_seed(data_dir, gp_run, ext):
     d = data_dir
     big = pd.concat([pd.read_csv(d / "new.csv")] * 5, ignore_index=True)  # 30 rows
     big.to_csv(d / "big.csv", index=False)
-    args = ["predict", str(gp_run), str(d / "big.csv"), "--interval", "0.8", "--draws", "3",
-            "--quiet", "--seed", "7"]
+    args = [
+        "predict",
+        str(gp_run),
+        str(d / "big.csv"),
+        "--interval",
+        "0.8",
+        "--draws",
+        "3",
+        "--quiet",
+        "--seed",
+        "7",
+    ]
     out1, out2 = d / f"a.{ext}", d / f"b.{ext}"
     assert main([*args, "--out", str(out1), "--batch-size", "7"]) == 0
     assert main([*args, "--out", str(out2), "--batch-size", "7"]) == 0
@@ -138,8 +218,16 @@ def test_predict_formats_streaming_and_seed(data_dir, gp_run, ext):
 
 
 def test_predict_rejects_unknown_output_extension(data_dir, gp_run, capsys):
-    rc = main(["predict", str(gp_run), str(data_dir / "new.csv"), "--out",
-               str(data_dir / "p.xlsx"), "--quiet"])
+    rc = main(
+        [
+            "predict",
+            str(gp_run),
+            str(data_dir / "new.csv"),
+            "--out",
+            str(data_dir / "p.xlsx"),
+            "--quiet",
+        ]
+    )
     assert rc == 2 and "unknown extension '.xlsx'" in capsys.readouterr().err
     assert not (data_dir / "p.xlsx").exists()
 
@@ -156,8 +244,10 @@ def test_report_pdf(data_dir, gp_run, monkeypatch, capsys):
     assert not out.with_suffix(".pdf").exists()
     monkeypatch.delenv("BAYESKERN_CHROMIUM")
     if find_chromium() is None:
-        pytest.skip("chromium is not installed (make test installs Debian's chromium when it "
-                    "can); PDF export itself not tested")
+        pytest.skip(
+            "chromium is not installed (make test installs Debian's chromium when it "
+            "can); PDF export itself not tested"
+        )
     out = data_dir / "pdf" / "r.html"
     assert main(["report", str(gp_run), "--out", str(out), "--pdf", "--quiet"]) == 0
     pdf = out.with_suffix(".pdf").read_bytes()

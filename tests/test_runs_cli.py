@@ -21,43 +21,123 @@ def data_dir(tmp_path_factory):
     d = tmp_path_factory.mktemp("cli")
     rng = np.random.default_rng(0)
     x1, x2 = rng.uniform(0, 5, 30), rng.normal(size=30)
-    pd.DataFrame({"x1": x1, "x2": x2, "y": np.sin(x1) + 0.1 * x2}).to_csv(d / "train.csv",
-                                                                          index=False)
+    pd.DataFrame({"x1": x1, "x2": x2, "y": np.sin(x1) + 0.1 * x2}).to_csv(
+        d / "train.csv", index=False
+    )
     pd.DataFrame({"x1": x1[:7], "x2": x2[:7]}).to_csv(d / "new.csv", index=False)
-    pd.DataFrame({"x1": x1, "x2": x2, "c": (x1 > 2.5).astype(int)}).to_csv(d / "clf.csv",
-                                                                         index=False)
+    pd.DataFrame({"x1": x1, "x2": x2, "c": (x1 > 2.5).astype(int)}).to_csv(
+        d / "clf.csv", index=False
+    )
     return d
 
 
 @pytest.fixture(scope="module")
 def run(data_dir):
     """A GP regression fitted by ``bayeskern fit`` (tiny sampler settings, 20 % held out)."""
-    assert main(["fit", str(data_dir / "train.csv"), "--target", "y", "--out",
-                 str(data_dir / "run"), "--num-warmup", "10", "--num-samples", "10",
-                 "--num-chains", "1", "--quiet", "--holdout", "0.2"]) == 0
+    assert (
+        main(
+            [
+                "fit",
+                str(data_dir / "train.csv"),
+                "--target",
+                "y",
+                "--out",
+                str(data_dir / "run"),
+                "--num-warmup",
+                "10",
+                "--num-samples",
+                "10",
+                "--num-chains",
+                "1",
+                "--quiet",
+                "--holdout",
+                "0.2",
+            ]
+        )
+        == 0
+    )
     return data_dir / "run"
 
 
 def test_fit_predict_report_roundtrip(data_dir, run, capsys):
     d = data_dir
     assert sorted(p.name for p in run.iterdir()) == [
-        "arrays.npz", "config.json", "idata.nc", "manifest.json"]
-    assert main(["predict", str(run), str(d / "new.csv"), "--out", str(d / "p.csv"),
-                 "--interval", "0.8", "--draws", "3", "--quiet"]) == 0
+        "arrays.npz",
+        "config.json",
+        "idata.nc",
+        "manifest.json",
+    ]
+    assert (
+        main(
+            [
+                "predict",
+                str(run),
+                str(d / "new.csv"),
+                "--out",
+                str(d / "p.csv"),
+                "--interval",
+                "0.8",
+                "--draws",
+                "3",
+                "--quiet",
+            ]
+        )
+        == 0
+    )
     p = pd.read_csv(d / "p.csv")
     assert list(p.columns[:4]) == ["mean", "sd", "lower_0.8", "upper_0.8"] and len(p) == 7
     assert np.all(p["lower_0.8"] < p["mean"]) and np.all(p["mean"] < p["upper_0.8"])
     # the same run and seed give identical predictions
-    main(["predict", str(run), str(d / "new.csv"), "--out", str(d / "p2.csv"),
-          "--draws", "3", "--interval", "0.8", "--quiet"])
+    main(
+        [
+            "predict",
+            str(run),
+            str(d / "new.csv"),
+            "--out",
+            str(d / "p2.csv"),
+            "--draws",
+            "3",
+            "--interval",
+            "0.8",
+            "--quiet",
+        ]
+    )
     pd.testing.assert_frame_equal(p, pd.read_csv(d / "p2.csv"))
     # streaming in small batches gives the same numbers, predictive draws included
-    main(["predict", str(run), str(d / "new.csv"), "--out", str(d / "p3.csv"),
-          "--interval", "0.8", "--draws", "3", "--batch-size", "3", "--quiet"])
+    main(
+        [
+            "predict",
+            str(run),
+            str(d / "new.csv"),
+            "--out",
+            str(d / "p3.csv"),
+            "--interval",
+            "0.8",
+            "--draws",
+            "3",
+            "--batch-size",
+            "3",
+            "--quiet",
+        ]
+    )
     pd.testing.assert_frame_equal(pd.read_csv(d / "p3.csv"), p)
     # another seed gives other draws (the draws are random, not fixed by the row)
-    main(["predict", str(run), str(d / "new.csv"), "--out", str(d / "p4.csv"),
-          "--interval", "0.8", "--draws", "3", "--seed", "1", "--quiet"])
+    main(
+        [
+            "predict",
+            str(run),
+            str(d / "new.csv"),
+            "--out",
+            str(d / "p4.csv"),
+            "--interval",
+            "0.8",
+            "--draws",
+            "3",
+            "--seed",
+            "1",
+            "--quiet",
+        ]
+    )
     assert not np.allclose(pd.read_csv(d / "p4.csv")["draw_0"], p["draw_0"])
     assert main(["report", str(run), "--out", str(d / "r.html"), "--quiet"]) == 0
     html = (d / "r.html").read_text()
@@ -76,8 +156,9 @@ def test_loaded_run_predicts_like_the_original(tmp_path, rng):
     np.testing.assert_allclose(m2.predict(X[:5]), m.predict(X[:5]), rtol=1e-10)
     c = bk.GPClassifier(random_state=1, **TINY).fit(X, np.where(y > 1, "a", "b"))
     c.save(tmp_path / "c")
-    np.testing.assert_allclose(bk.load_run(tmp_path / "c").predict_proba(X),
-                               c.predict_proba(X), rtol=1e-10)
+    np.testing.assert_allclose(
+        bk.load_run(tmp_path / "c").predict_proba(X), c.predict_proba(X), rtol=1e-10
+    )
 
 
 def test_tampered_or_incomplete_runs_are_refused(run, tmp_path):
@@ -94,18 +175,25 @@ def test_tampered_or_incomplete_runs_are_refused(run, tmp_path):
         bk.load_run(tmp_path / "nope")
 
 
-@pytest.mark.parametrize("args, msg", [
-    (["fit", "{d}/train.csv", "--target", "nope", "--out", "{d}/x"], "--target column 'nope'"),
-    (["fit", "{d}/missing.csv", "--target", "y", "--out", "{d}/x"], "does not exist"),
-    (["fit", "{d}/text.csv", "--target", "y", "--out", "{d}/x"], "non-numeric feature columns"),
-    (["fit", "{d}/nan.csv", "--target", "y", "--out", "{d}/x"], "missing values"),
-    (["fit", "{d}/empty.csv", "--target", "y", "--out", "{d}/x"], "no rows"),
-    (["fit", "{d}/train.csv", "--target", "y", "--out", "{d}/x", "--kernel", "foo"],
-     "unknown kernel name"),
-    (["fit", "{d}/train.csv", "--target", "y", "--out", "{d}/x", "--num-samples", "0"],
-     "num_samples"),
-    (["predict", "{d}/nope", "{d}/new.csv", "--out", "{d}/p.csv"], "does not exist"),
-])
+@pytest.mark.parametrize(
+    "args, msg",
+    [
+        (["fit", "{d}/train.csv", "--target", "nope", "--out", "{d}/x"], "--target column 'nope'"),
+        (["fit", "{d}/missing.csv", "--target", "y", "--out", "{d}/x"], "does not exist"),
+        (["fit", "{d}/text.csv", "--target", "y", "--out", "{d}/x"], "non-numeric feature columns"),
+        (["fit", "{d}/nan.csv", "--target", "y", "--out", "{d}/x"], "missing values"),
+        (["fit", "{d}/empty.csv", "--target", "y", "--out", "{d}/x"], "no rows"),
+        (
+            ["fit", "{d}/train.csv", "--target", "y", "--out", "{d}/x", "--kernel", "foo"],
+            "unknown kernel name",
+        ),
+        (
+            ["fit", "{d}/train.csv", "--target", "y", "--out", "{d}/x", "--num-samples", "0"],
+            "num_samples",
+        ),
+        (["predict", "{d}/nope", "{d}/new.csv", "--out", "{d}/p.csv"], "does not exist"),
+    ],
+)
 def test_cli_user_errors_exit_2_with_one_line(data_dir, capsys, args, msg):
     d = data_dir
     pd.DataFrame({"x": ["a", "b", "c"], "y": [1.0, 2.0, 3.0]}).to_csv(d / "text.csv", index=False)
@@ -113,8 +201,12 @@ def test_cli_user_errors_exit_2_with_one_line(data_dir, capsys, args, msg):
     (d / "empty.csv").write_text("x,y\n")
     out = d / "err"
     out.mkdir(exist_ok=True)
-    rc = main([a.format(d=d).replace(f"{d}/x", f"{out}/x").replace(f"{d}/p.csv", f"{out}/p.csv")
-               for a in args])
+    rc = main(
+        [
+            a.format(d=d).replace(f"{d}/x", f"{out}/x").replace(f"{d}/p.csv", f"{out}/p.csv")
+            for a in args
+        ]
+    )
     err = capsys.readouterr().err.strip()
     assert rc == 2
     assert err.startswith("bayeskern: error:") and msg in err and "\n" not in err
@@ -124,20 +216,56 @@ def test_cli_user_errors_exit_2_with_one_line(data_dir, capsys, args, msg):
 def test_cli_classification_and_help(data_dir):
     d = data_dir
     # TINY's counts: the classifier of test_loaded_run_predicts_like_the_original, compiled once
-    assert main(["fit", str(d / "clf.csv"), "--target", "c", "--out", str(d / "crun"),
-                 "--num-warmup", "20", "--num-samples", "20", "--num-chains", "1",
-                 "--quiet"]) == 0
+    assert (
+        main(
+            [
+                "fit",
+                str(d / "clf.csv"),
+                "--target",
+                "c",
+                "--out",
+                str(d / "crun"),
+                "--num-warmup",
+                "20",
+                "--num-samples",
+                "20",
+                "--num-chains",
+                "1",
+                "--quiet",
+            ]
+        )
+        == 0
+    )
     assert json.loads((d / "crun" / "config.json").read_text())["estimator"] == "GPClassifier"
-    assert main(["predict", str(d / "crun"), str(d / "new.csv"), "--out", str(d / "cp.csv"),
-                 "--quiet"]) == 0
+    assert (
+        main(
+            ["predict", str(d / "crun"), str(d / "new.csv"), "--out", str(d / "cp.csv"), "--quiet"]
+        )
+        == 0
+    )
     assert list(pd.read_csv(d / "cp.csv").columns) == ["prediction", "p_0", "p_1"]
     # label draws do not depend on the batch size either
     for name, extra in (("cd1.csv", []), ("cd2.csv", ["--batch-size", "2"])):
-        main(["predict", str(d / "crun"), str(d / "new.csv"), "--out", str(d / name),
-              "--draws", "4", "--quiet", *extra])
+        main(
+            [
+                "predict",
+                str(d / "crun"),
+                str(d / "new.csv"),
+                "--out",
+                str(d / name),
+                "--draws",
+                "4",
+                "--quiet",
+                *extra,
+            ]
+        )
     pd.testing.assert_frame_equal(pd.read_csv(d / "cd1.csv"), pd.read_csv(d / "cd2.csv"))
-    out = subprocess.run([sys.executable, "-m", "bayeskern.cli", "--help"], capture_output=True,
-                         text=True, check=True).stdout
+    out = subprocess.run(
+        [sys.executable, "-m", "bayeskern.cli", "--help"],
+        capture_output=True,
+        text=True,
+        check=True,
+    ).stdout
     for cmd in ("demo", "fit", "predict", "report", "datasets"):
         assert cmd in out
 
@@ -169,11 +297,20 @@ def test_demo_quick(demo_out):
         assert "converged" in line[0].lower()
     assert str(out / "report.html") in lines[-1]
     html = (out / "report.html").read_text()
-    for section in ("Models compared", "Held-out accuracy and calibration", "Forecasts",
-                    "Leave-one-out cross-validation (PSIS-LOO)", "SE of the difference",
-                    "Convergence and fit time", "GaBaSR: learned spectral density",
-                    "Components found", "period (year)", "coherence length",
-                    "reference GP", "coverage of the 95 % interval"):
+    for section in (
+        "Models compared",
+        "Held-out accuracy and calibration",
+        "Forecasts",
+        "Leave-one-out cross-validation (PSIS-LOO)",
+        "SE of the difference",
+        "Convergence and fit time",
+        "GaBaSR: learned spectral density",
+        "Components found",
+        "period (year)",
+        "coherence length",
+        "reference GP",
+        "coverage of the 95 % interval",
+    ):
         assert section in html, section
     assert html.count("data:image/png;base64") == 2  # forecasts, spectral density
     assert "http://" not in html and "https://" not in html
@@ -190,22 +327,25 @@ def test_compare_report_from_saved_runs(demo_out, tmp_path):
     config, arrays, _ = read_run(out / "gp_run")
     X, y = arrays["holdout_X"], arrays["holdout_y"]
     times = {gp_name: config["state"]["fit_time_s"]}
-    path = compare_report(ests, tmp_path / "c.html", X_test=X, y_test=y, fit_times=times,
-                          title="<b>x</b>")
+    path = compare_report(
+        ests, tmp_path / "c.html", X_test=X, y_test=y, fit_times=times, title="<b>x</b>"
+    )
     html = path.read_text()
     assert "&lt;b&gt;x&lt;/b&gt;" in html and "<b>x</b>" not in html
     assert "<script" not in html and "GP &lt;script&gt;" in html
     assert "not recorded" in html  # GaBaSR's fit time is not stored in a run
     assert "cycles per unit of x" in html
-    bad = [({}, X, y, None, "estimators must be a non-empty dict"),
-           ({"x": object()}, X, y, None, r"estimators\['x'\] must be a fitted"),
-           (ests, X[:, 0], y, None, "X_test must be a finite 2-D array"),
-           (ests, np.c_[X, X], y, None, "X_test has 2 columns"),
-           (ests, X, y[:-1], None, "y_test must be"),
-           (ests, X, y, {"nope": 1.0}, "fit_times must map"),
-           (ests, X, y, {"GaBaSR": -1.0}, "fit_times must map"),
-           (ests, X, y, [1.0], "fit_times must be a dict"),
-           (ests, [["a"]] * len(y), y, None, "X_test must be numeric")]
+    bad = [
+        ({}, X, y, None, "estimators must be a non-empty dict"),
+        ({"x": object()}, X, y, None, r"estimators\['x'\] must be a fitted"),
+        (ests, X[:, 0], y, None, "X_test must be a finite 2-D array"),
+        (ests, np.c_[X, X], y, None, "X_test has 2 columns"),
+        (ests, X, y[:-1], None, "y_test must be"),
+        (ests, X, y, {"nope": 1.0}, "fit_times must map"),
+        (ests, X, y, {"GaBaSR": -1.0}, "fit_times must map"),
+        (ests, X, y, [1.0], "fit_times must be a dict"),
+        (ests, [["a"]] * len(y), y, None, "X_test must be numeric"),
+    ]
     for e, Xb, yb, ft, msg in bad:
         with pytest.raises(ValueError, match=msg):
             render_compare_report(e, X_test=Xb, y_test=yb, fit_times=ft)
@@ -214,8 +354,9 @@ def test_compare_report_from_saved_runs(demo_out, tmp_path):
     direct = bk.diagnostics.regression_metrics(y, ests["GaBaSR"].predictive(X))
     assert held["GaBaSR"].metrics == pytest.approx(direct, rel=1e-10)
     grid = held[gp_name].grid
-    np.testing.assert_allclose(held[gp_name].forecast.mean(),
-                               ests[gp_name].predictive(grid).mean(), rtol=1e-10)
+    np.testing.assert_allclose(
+        held[gp_name].forecast.mean(), ests[gp_name].predictive(grid).mean(), rtol=1e-10
+    )
     with pytest.raises(ValueError, match="held_out must be"):
         render_compare_report(ests, X_test=X, y_test=y, held_out={"GaBaSR": held["GaBaSR"]})
     with pytest.raises(ValueError, match="est must be a GaBaSRRegressor fitted with the spectral"):
@@ -257,13 +398,32 @@ def test_interrupted_fit_leaves_no_partial_output(data_dir, tmp_path):
     # a terminal of 100 columns (a new pseudo-terminal has 0: tqdm would draw empty bars)
     fcntl.ioctl(child_term, termios.TIOCSWINSZ, struct.pack("HHHH", 24, 100, 0, 0))
     proc = subprocess.Popen(
-        [sys.executable, "-m", "bayeskern.cli", "fit", str(d / "train.csv"), "--target", "y",
-         "--out", str(out), "--num-warmup", "1000000", "--num-samples", "100",
-         "--num-chains", "1", "--holdout", "0.2"],
-        stdout=child_term, stderr=child_term, env={**env, "PYTHONUNBUFFERED": "1"},
+        [
+            sys.executable,
+            "-m",
+            "bayeskern.cli",
+            "fit",
+            str(d / "train.csv"),
+            "--target",
+            "y",
+            "--out",
+            str(out),
+            "--num-warmup",
+            "1000000",
+            "--num-samples",
+            "100",
+            "--num-chains",
+            "1",
+            "--holdout",
+            "0.2",
+        ],
+        stdout=child_term,
+        stderr=child_term,
+        env={**env, "PYTHONUNBUFFERED": "1"},
         # CI may start us with SIGINT ignored (background jobs of a non-interactive shell);
         # Python then installs no KeyboardInterrupt handler, so give the child the default.
-        preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_DFL))
+        preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_DFL),
+    )
     os.close(child_term)
 
     def read(seconds):

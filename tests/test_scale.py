@@ -38,8 +38,7 @@ def data():
 
 def _assert_stats_equal(a, b, tol=1e-10):
     for name, u, v in zip(a._fields, a, b, strict=True):
-        np.testing.assert_allclose(np.asarray(u), np.asarray(v), rtol=tol, atol=tol,
-                                   err_msg=name)
+        np.testing.assert_allclose(np.asarray(u), np.asarray(v), rtol=tol, atol=tol, err_msg=name)
 
 
 @pytest.mark.parametrize("chunk", [1, 64, 100, 517, 4096])
@@ -56,18 +55,23 @@ def test_posterior_and_evidence_from_chunks_equal_dense(data):
     p1, p2 = nig_posterior(dense, 2.0, 1.0, 1.0), nig_posterior(s, 2.0, 1.0, 1.0)
     for u, v in zip(p1, p2, strict=True):
         np.testing.assert_allclose(np.asarray(u), np.asarray(v), rtol=1e-10, atol=1e-12)
-    np.testing.assert_allclose(float(nig_log_marginal(s, 2.0, 1.0, 1.0)),
-                               float(nig_log_marginal(dense, 2.0, 1.0, 1.0)), rtol=1e-12)
+    np.testing.assert_allclose(
+        float(nig_log_marginal(s, 2.0, 1.0, 1.0)),
+        float(nig_log_marginal(dense, 2.0, 1.0, 1.0)),
+        rtol=1e-12,
+    )
 
 
 def test_sharded_and_streamed_stats_equal_dense(data):
     X, y, omega, dense = data
     # one device here; the two-device run is in test_parallel.py
     _assert_stats_equal(sharded_feature_stats(X, y, rff_features, omega, chunk_size=64), dense)
-    blocks = ((X[i:i + 200], y[i:i + 200]) for i in range(0, len(y), 200))
+    blocks = ((X[i : i + 200], y[i : i + 200]) for i in range(0, len(y), 200))
     _assert_stats_equal(stream_feature_stats(blocks, rff_features, omega, chunk_size=64), dense)
-    half = add_stats(feature_stats(rff_features(jnp.asarray(X[:300]), omega), jnp.asarray(y[:300])),
-                     feature_stats(rff_features(jnp.asarray(X[300:]), omega), jnp.asarray(y[300:])))
+    half = add_stats(
+        feature_stats(rff_features(jnp.asarray(X[:300]), omega), jnp.asarray(y[:300])),
+        feature_stats(rff_features(jnp.asarray(X[300:]), omega), jnp.asarray(y[300:])),
+    )
     _assert_stats_equal(half, dense)
 
 
@@ -91,8 +95,7 @@ def test_new_frequencies_do_not_recompile(data):
     before = _chunked._cache_size()
     s = chunked_feature_stats(X, y, rff_features, omega * 2.0, chunk_size=64)
     assert _chunked._cache_size() == before
-    _assert_stats_equal(s, feature_stats(rff_features(jnp.asarray(X), omega * 2.0),
-                                         jnp.asarray(y)))
+    _assert_stats_equal(s, feature_stats(rff_features(jnp.asarray(X), omega * 2.0), jnp.asarray(y)))
 
 
 def test_bad_input_names_the_argument(data):
@@ -154,8 +157,15 @@ def test_gp_batched_prediction_equals_unbatched(gp, reg_data):
 def test_random_feature_model_batched_prediction_equals_unbatched(reg_data):
     """LAB-RBF's Bayesian last layer: an NIG posterior on learned features."""
     X, y, Xn = reg_data
-    est = bk.LABRBFRegressor(max_support=10, n_iter_round=20, n_iter_final=20, num_samples=10,
-                             num_chains=1, progress_bar=False, random_state=0)
+    est = bk.LABRBFRegressor(
+        max_support=10,
+        n_iter_round=20,
+        n_iter_final=20,
+        num_samples=10,
+        num_chains=1,
+        progress_bar=False,
+        random_state=0,
+    )
     _check_batched(_fit(est, X, y), Xn)
 
 
@@ -181,8 +191,17 @@ def _run_json(cmd, timeout):
 
 @pytest.mark.slow
 def test_million_rows_sufficient_statistics_bounded_memory(tmp_path):
-    out = _run_json([sys.executable, "benchmarks/scale/scale_sharded.py", "--repeats", "1",
-                     "--out", str(tmp_path / "s.md")], timeout=1200)
+    out = _run_json(
+        [
+            sys.executable,
+            "benchmarks/scale/scale_sharded.py",
+            "--repeats",
+            "1",
+            "--out",
+            str(tmp_path / "s.md"),
+        ],
+        timeout=1200,
+    )
     vals = dict(ln.split(": ", 1) for ln in out.splitlines() if ": " in ln)
     assert int(vals["n"]) == 1_000_000 and int(vals["features"]) == 512
     assert float(vals["peak_rss_gb"]) < 4.0
@@ -191,8 +210,20 @@ def test_million_rows_sufficient_statistics_bounded_memory(tmp_path):
 @pytest.mark.slow
 @pytest.mark.parametrize("model", ["gp", "gabasr"])
 def test_million_row_prediction_under_2gb(model):
-    out = _run_json([sys.executable, "benchmarks/scale/scale_predict.py", "--model", model,
-                     "--draws", "10", "--warmup", "50", "--no-write"], timeout=1800)
+    out = _run_json(
+        [
+            sys.executable,
+            "benchmarks/scale/scale_predict.py",
+            "--model",
+            model,
+            "--draws",
+            "10",
+            "--warmup",
+            "50",
+            "--no-write",
+        ],
+        timeout=1800,
+    )
     res = json.loads([ln for ln in out.splitlines() if ln.startswith("RESULT ")][-1][7:])
     assert res["n_new"] == 1_000_000 and res["all_finite"] and res["interval_ok"]
     assert res["peak_rss_gb"] < 2.0
@@ -224,8 +255,11 @@ def test_scan_stats_value_and_gradient_equal_dense(data):
     jX, jy = jnp.asarray(X), jnp.asarray(y)
 
     def evidence(om, chunk):
-        s = (feature_stats(rff_features(jX, om), jy) if chunk is None else
-             scan_feature_stats(lambda xc: rff_features(xc, om), (jX,), jy, chunk))
+        s = (
+            feature_stats(rff_features(jX, om), jy)
+            if chunk is None
+            else scan_feature_stats(lambda xc: rff_features(xc, om), (jX,), jy, chunk)
+        )
         return nig_log_marginal(s, 2.0, 1.0, 1.0)
 
     v0, g0 = jax.value_and_grad(evidence)(omega, None)
@@ -247,8 +281,11 @@ def test_gabasr_model_evidence_in_chunks_equals_dense():
     spec = G.make_spec(0, 2, n_components=2, n_per_component=4)
     out = []
     for chunk in (None, 64):
-        info = initialize_model(jax.random.PRNGKey(0), G.gabasr_regression, model_kwargs=dict(
-            X=X, y=y, spec=spec, mean_basis=B, chunk_size=chunk))
+        info = initialize_model(
+            jax.random.PRNGKey(0),
+            G.gabasr_regression,
+            model_kwargs=dict(X=X, y=y, spec=spec, mean_basis=B, chunk_size=chunk),
+        )
         out.append(jax.value_and_grad(info.potential_fn)(info.param_info.z))
     (v0, g0), (v1, g1) = out
     np.testing.assert_allclose(float(v1), float(v0), rtol=1e-11)
@@ -270,10 +307,19 @@ def test_gabasr_subset_posterior_conditioned_on_all_rows(sampler, tmp_path):
     X = rng.normal(size=(700, 2))
     y = np.sin(2 * X[:, 0]) + 0.3 * X[:, 1] + 0.1 * rng.normal(size=700)
     Xn = rng.normal(size=(25, 2))
-    m = bk.GaBaSRRegressor(sampler=sampler, max_sample_rows=120, chunk_size=128,
-                           num_conditioned_draws=6, n_features=8, num_warmup=10,
-                           num_samples=5, num_chains=2, map_steps=2, progress_bar=False,
-                           random_state=0)
+    m = bk.GaBaSRRegressor(
+        sampler=sampler,
+        max_sample_rows=120,
+        chunk_size=128,
+        num_conditioned_draws=6,
+        n_features=8,
+        num_warmup=10,
+        num_samples=5,
+        num_chains=2,
+        map_steps=2,
+        progress_bar=False,
+        random_state=0,
+    )
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")
         m.fit(X, y)
@@ -287,16 +333,35 @@ def test_gabasr_subset_posterior_conditioned_on_all_rows(sampler, tmp_path):
     B, Bn = (jnp.asarray(G_) for G_ in (m._basis(Z), m._basis(Zn)))
     if sampler == "gibbs":
         from bayeskern.inference.gabasr_gibbs import predict_regression
-        loc = predict_regression(m.gibbs_samples_, Z, ys, Zn, mean_basis=B, mean_basis_new=Bn,
-                                 draws=jnp.asarray(m.conditioned_draws_))[0]
+
+        loc = predict_regression(
+            m.gibbs_samples_,
+            Z,
+            ys,
+            Zn,
+            mean_basis=B,
+            mean_basis_new=Bn,
+            draws=jnp.asarray(m.conditioned_draws_),
+        )[0]
     else:
         draws = {k: v[m.conditioned_draws_] for k, v in m._draws(list(m._FEATURE_SITES)).items()}
-        loc = np.stack([np.asarray(G.regression_predictive(
-            {k: jnp.asarray(v[i]) for k, v in draws.items()}, jnp.asarray(Z), jnp.asarray(ys),
-            jnp.asarray(Zn), spec=m.spec_, mean_basis=B, mean_new=Bn)[0])
-            for i in range(len(m.conditioned_draws_))])
-    np.testing.assert_allclose(pred.loc, loc * m.y_std_.scale + m.y_std_.mean, rtol=1e-8,
-                               atol=1e-8)
+        loc = np.stack(
+            [
+                np.asarray(
+                    G.regression_predictive(
+                        {k: jnp.asarray(v[i]) for k, v in draws.items()},
+                        jnp.asarray(Z),
+                        jnp.asarray(ys),
+                        jnp.asarray(Zn),
+                        spec=m.spec_,
+                        mean_basis=B,
+                        mean_new=Bn,
+                    )[0]
+                )
+                for i in range(len(m.conditioned_draws_))
+            ]
+        )
+    np.testing.assert_allclose(pred.loc, loc * m.y_std_.scale + m.y_std_.mean, rtol=1e-8, atol=1e-8)
     path = tmp_path / "run"
     bk.save_run(m, path)
     m2 = bk.load_run(path)
@@ -305,10 +370,12 @@ def test_gabasr_subset_posterior_conditioned_on_all_rows(sampler, tmp_path):
 
 def test_gabasr_large_data_arguments_are_checked():
     X, y = np.random.default_rng(0).normal(size=(30, 1)), np.arange(30.0)
-    for kw, name in ((dict(max_sample_rows=5), "max_sample_rows"),
-                     (dict(max_sample_rows=2.5), "max_sample_rows"),
-                     (dict(chunk_size=0), "chunk_size"),
-                     (dict(num_conditioned_draws=0), "num_conditioned_draws"),
-                     (dict(model="exact", max_sample_rows=20), "max_sample_rows")):
+    for kw, name in (
+        (dict(max_sample_rows=5), "max_sample_rows"),
+        (dict(max_sample_rows=2.5), "max_sample_rows"),
+        (dict(chunk_size=0), "chunk_size"),
+        (dict(num_conditioned_draws=0), "num_conditioned_draws"),
+        (dict(model="exact", max_sample_rows=20), "max_sample_rows"),
+    ):
         with pytest.raises(ValueError, match=name):
             bk.GaBaSRRegressor(**kw).fit(X, y)

@@ -68,10 +68,14 @@ def X(rng):
         (Laplacian(lengthscale=0.9), skk.Matern(length_scale=0.9, nu=0.5)),
         (Matern32(lengthscale=[0.5, 1.0, 2.0]), skk.Matern(length_scale=[0.5, 1.0, 2.0], nu=1.5)),
         (Matern52(lengthscale=[2.0, 0.6, 1.0]), skk.Matern(length_scale=[2.0, 0.6, 1.0], nu=2.5)),
-        (RationalQuadratic(lengthscale=0.8, alpha=0.3),
-         skk.RationalQuadratic(length_scale=0.8, alpha=0.3)),
-        (RationalQuadratic(lengthscale=1.7, alpha=20.0),
-         skk.RationalQuadratic(length_scale=1.7, alpha=20.0)),
+        (
+            RationalQuadratic(lengthscale=0.8, alpha=0.3),
+            skk.RationalQuadratic(length_scale=0.8, alpha=0.3),
+        ),
+        (
+            RationalQuadratic(lengthscale=1.7, alpha=20.0),
+            skk.RationalQuadratic(length_scale=1.7, alpha=20.0),
+        ),
     ],
     ids=["m32", "m52", "laplacian", "m32-ard", "m52-ard", "rq-0.3", "rq-20"],
 )
@@ -129,12 +133,14 @@ def test_jit_round_trip_and_pytree(name, X):
     k = name_leaves(NEW[name]())
     th = _sampled_theta(k)
     f = jax.jit(lambda kern, t, A, B: kern.gram(t, A, B))
-    np.testing.assert_allclose(np.asarray(f(k, th, X, X[:5])), np.asarray(k.gram(th, X, X[:5])),
-                               atol=1e-13)
+    np.testing.assert_allclose(
+        np.asarray(f(k, th, X, X[:5])), np.asarray(k.gram(th, X, X[:5])), atol=1e-13
+    )
     g = jax.jit(lambda kern, t, w: kern.spectral_density(t, w))
     w = jnp.asarray(np.linspace(-2, 2, 15).reshape(5, 3))
-    np.testing.assert_allclose(np.asarray(g(k, th, w)), np.asarray(k.spectral_density(th, w)),
-                               rtol=1e-12)
+    np.testing.assert_allclose(
+        np.asarray(g(k, th, w)), np.asarray(k.spectral_density(th, w)), rtol=1e-12
+    )
 
 
 @pytest.mark.parametrize("name", list(NEW))
@@ -154,8 +160,10 @@ def test_rq_alpha_validation_and_hyperparameters():
         with pytest.raises(ValueError, match="alpha must be positive"):
             RationalQuadratic(alpha=bad)
     k = name_leaves(RationalQuadratic())
-    assert set(default_theta(k, np.ones(2))) == {"rationalquadratic_lengthscale",
-                                                 "rationalquadratic_alpha"}
+    assert set(default_theta(k, np.ones(2))) == {
+        "rationalquadratic_lengthscale",
+        "rationalquadratic_alpha",
+    }
     h = RationalQuadratic(alpha=3.0).hyperparameters()["alpha"]
     assert h.value == 3.0 and not h.length
     # a fixed alpha is not divided by the input scale (it is not a length)
@@ -168,11 +176,15 @@ def test_names_config_and_exports(X):
     assert type(get_kernel("rq")) is RationalQuadratic
     assert type(get_kernel("rational_quadratic")) is RationalQuadratic
     k = get_kernel("matern52 + rq*periodic")
-    assert [type(leaf).__name__ for leaf in k.leaves()] == ["Matern52", "RationalQuadratic",
-                                                             "Periodic"]
+    assert [type(leaf).__name__ for leaf in k.leaves()] == [
+        "Matern52",
+        "RationalQuadratic",
+        "Periodic",
+    ]
     assert bk.kernels.Matern32 is Matern32 and "RationalQuadratic" in bk.kernels.__all__
     k = Matern32(lengthscale=0.4) + RationalQuadratic(lengthscale=1.1, alpha=0.5) * Matern52(
-        lengthscale=[1.0, 2.0, 0.5])
+        lengthscale=[1.0, 2.0, 0.5]
+    )
     k2 = kernel_from_config(k.get_config())
     np.testing.assert_allclose(np.asarray(k2(X)), np.asarray(k(X)), atol=1e-14)
 
@@ -281,8 +293,9 @@ def test_known_densities_and_ard_substitution():
     # an isotropic length-scale equals the same value repeated per column
     k1, th1 = _named(Matern52(lengthscale=0.8), 2)
     k2, th2 = _named(Matern52(lengthscale=[0.8, 0.8]), 2)
-    np.testing.assert_allclose(np.asarray(k1.spectral_density(th1, w)),
-                               np.asarray(k2.spectral_density(th2, w)), rtol=1e-14)
+    np.testing.assert_allclose(
+        np.asarray(k1.spectral_density(th1, w)), np.asarray(k2.spectral_density(th2, w)), rtol=1e-14
+    )
 
 
 # --------------------------------------------------------------------------- rational quadratic
@@ -293,9 +306,16 @@ def _rq_closed_form(alpha, ls, w):
     ls = np.broadcast_to(np.asarray(ls, dtype=float), (d,))
     q = np.sum((ls * w) ** 2, axis=1)
     p, z = alpha - d / 2, np.sqrt(2 * alpha * q)
-    log = (d / 2 * np.log(2 * np.pi) + np.sum(np.log(ls)) + alpha * np.log(alpha)
-           - gammaln(alpha) + np.log(2) + p / 2 * np.log(q / (2 * alpha))
-           + np.log(kve(p, z)) - z)
+    log = (
+        d / 2 * np.log(2 * np.pi)
+        + np.sum(np.log(ls))
+        + alpha * np.log(alpha)
+        - gammaln(alpha)
+        + np.log(2)
+        + p / 2 * np.log(q / (2 * alpha))
+        + np.log(kve(p, z))
+        - z
+    )
     return np.exp(log)
 
 
@@ -362,23 +382,42 @@ def test_sum_density_is_the_sum():
     th = default_theta(k, np.ones(2))
     w = jnp.asarray(np.random.default_rng(1).normal(size=(9, 2)))
     parts = [t.spectral_density(th, w) for t in k.terms()]
-    np.testing.assert_allclose(np.asarray(k.spectral_density(th, w)),
-                               np.asarray(parts[0] + parts[1]), rtol=1e-14)
+    np.testing.assert_allclose(
+        np.asarray(k.spectral_density(th, w)), np.asarray(parts[0] + parts[1]), rtol=1e-14
+    )
 
 
 def test_has_spectral_density():
-    yes = [RBF(), Laplacian(), Matern32(), Matern52(ard=True), RationalQuadratic(),
-           RBF() + Matern52(), Laplacian() + RationalQuadratic() + RBF()]
-    no = [Linear(), Periodic(), MahalanobisRBF(), RBF() * Periodic(), RBF() + Linear(),
-          Periodic() + RBF(), RBF() * Matern32()]
+    yes = [
+        RBF(),
+        Laplacian(),
+        Matern32(),
+        Matern52(ard=True),
+        RationalQuadratic(),
+        RBF() + Matern52(),
+        Laplacian() + RationalQuadratic() + RBF(),
+    ]
+    no = [
+        Linear(),
+        Periodic(),
+        MahalanobisRBF(),
+        RBF() * Periodic(),
+        RBF() + Linear(),
+        Periodic() + RBF(),
+        RBF() * Matern32(),
+    ]
     assert all(k.has_spectral_density() for k in yes)
     assert not any(k.has_spectral_density() for k in no)
 
 
 @pytest.mark.parametrize(
     ("kernel", "named"),
-    [(Linear(), "Linear"), (Periodic(), "Periodic"), (RBF() + Linear(), "Linear"),
-     (RBF() * Periodic(), "Product")],
+    [
+        (Linear(), "Linear"),
+        (Periodic(), "Periodic"),
+        (RBF() + Linear(), "Linear"),
+        (RBF() * Periodic(), "Product"),
+    ],
 )
 def test_no_density_raises_naming_the_kernel(kernel, named):
     k, th = _named(kernel, 1)
@@ -404,8 +443,9 @@ def test_periodic_cosine_series_reproduces_the_kernel(ls):
     assert q.shape == (n + 1,) and np.all(q > 0)
     np.testing.assert_allclose(q[0], ive(0, 1 / ls**2), rtol=1e-13)
     # absolute accuracy: the DFT of a function bounded by 1, rounding ~1e-16
-    np.testing.assert_allclose(q[1:], 2 * ive(np.arange(1, n + 1), 1 / ls**2), rtol=1e-12,
-                               atol=1e-15)
+    np.testing.assert_allclose(
+        q[1:], 2 * ive(np.arange(1, n + 1), 1 / ls**2), rtol=1e-12, atol=1e-15
+    )
     tau = np.linspace(-2 * period, 2 * period, 301)
     series = np.cos(2 * np.pi * np.outer(tau, np.arange(n + 1)) / period) @ q
     exact = np.asarray(k.gram(th, jnp.asarray(tau[:, None]), jnp.zeros((1, 1))))[:, 0]
@@ -422,8 +462,9 @@ def test_periodic_coefficients_small_lengthscale_and_gradient():
         n = Periodic.n_harmonics_for(ls, 1e-12)
         q = np.asarray(k.cosine_coefficients(th, n))
         assert np.all(np.isfinite(q)) and np.sum(q) == pytest.approx(1.0, abs=1e-11)
-        np.testing.assert_allclose(q[:20], np.r_[1, 2 * np.ones(19)] * ive(np.arange(20), ls**-2),
-                                   rtol=1e-10, atol=1e-15)
+        np.testing.assert_allclose(
+            q[:20], np.r_[1, 2 * np.ones(19)] * ive(np.arange(20), ls**-2), rtol=1e-10, atol=1e-15
+        )
 
     def coef(ls):
         th = default_theta(k, np.ones(1))

@@ -129,8 +129,9 @@ def test_precomputed_path_equals_svc_grid_search():
     cv = StratifiedKFold(4, shuffle=True, random_state=0)
     grid = {"C": [0.1, 10.0], "gamma": [0.1, 1.0]}
     slow = grid_scores(SVC(kernel="rbf"), X, y, grid, cv=cv)
-    fast = precomputed_grid_scores((0.0, euclidean_distances(X, squared=True)), y,
-                                   grid["C"], grid["gamma"], cv=cv)
+    fast = precomputed_grid_scores(
+        (0.0, euclidean_distances(X, squared=True)), y, grid["C"], grid["gamma"], cv=cv
+    )
     m = slow.merge(fast, on=["C", "gamma"], suffixes=("_slow", "_fast"))
     assert len(m) == 4
     np.testing.assert_allclose(m["score_slow"], m["score_fast"], atol=1e-12)
@@ -149,8 +150,7 @@ def test_fold_factors_equal_the_estimator_in_grid_search():
     fast = precomputed_grid_scores(factors, y, Cs, gammas, cv=cv)
     with warnings.catch_warnings():
         warnings.simplefilter("ignore", UserWarning)
-        slow = grid_scores(CkRBFClassifier(random_state=0), X, y, {"C": Cs, "gamma": gammas},
-                           cv=cv)
+        slow = grid_scores(CkRBFClassifier(random_state=0), X, y, {"C": Cs, "gamma": gammas}, cv=cv)
     m = slow.merge(fast, on=["C", "gamma"], suffixes=("_slow", "_fast"))
     np.testing.assert_allclose(m["score_slow"], m["score_fast"], atol=1e-12)
 
@@ -161,12 +161,14 @@ def test_grid_scores_runs_on_dask():
     X, y = _data(50)
     grid = {"C": [0.5, 5.0], "gamma": [0.3]}
     ref = grid_scores(SVC(), X, y, grid, cv=3)
-    with distributed.Client(processes=False, n_workers=1, threads_per_worker=2,
-                            dashboard_address=None):
+    with distributed.Client(
+        processes=False, n_workers=1, threads_per_worker=2, dashboard_address=None
+    ):
         with joblib.parallel_backend("dask"):
             out = grid_scores(SVC(), X, y, grid, cv=3, n_jobs=-1)
-            out2 = precomputed_grid_scores((0.0, euclidean_distances(X, squared=True)), y,
-                                           [0.5, 5.0], [0.3], cv=3, n_jobs=-1)
+            out2 = precomputed_grid_scores(
+                (0.0, euclidean_distances(X, squared=True)), y, [0.5, 5.0], [0.3], cv=3, n_jobs=-1
+            )
     np.testing.assert_allclose(out["score"], ref["score"])
     np.testing.assert_allclose(out2["score"], ref["score"])
 

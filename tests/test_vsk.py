@@ -86,8 +86,9 @@ def test_theorem6_linear_vsk_is_sum():
     assert k._form() == "sum"
     P = GaussianNB().fit(X, y).predict_proba(X)[:, 1:]
     np.testing.assert_allclose(_gram(k, X), X @ X.T + 2.25 * P @ P.T, rtol=1e-10, atol=1e-12)
-    np.testing.assert_allclose(np.asarray(k.diag(default_theta(k, np.ones(3)), X)),
-                               np.diag(_gram(k, X)), rtol=1e-12)
+    np.testing.assert_allclose(
+        np.asarray(k.diag(default_theta(k, np.ones(3)), X)), np.diag(_gram(k, X)), rtol=1e-12
+    )
 
 
 @pytest.mark.parametrize("base", [RBF(), Linear(), Laplacian()])
@@ -120,7 +121,8 @@ def test_vsk_ard_base_with_column_subset():
     Xc = X[:, [0, 2]] / np.array([0.5, 2.0])
     P = np.asarray(k.psi(X))
     ref = np.exp(-0.5 * ((Xc[:, None] - Xc[None]) ** 2).sum(-1)) * np.exp(
-        -0.5 * ((P[:, None] - P[None]) ** 2).sum(-1))
+        -0.5 * ((P[:, None] - P[None]) ** 2).sum(-1)
+    )
     np.testing.assert_allclose(K, ref, rtol=1e-12)
 
 
@@ -158,8 +160,13 @@ def _random_case(seed, n, d, m, gamma):
 
 
 @settings(max_examples=25, deadline=None)
-@given(seed=st.integers(0, 10_000), n=st.integers(2, 25), d=st.integers(1, 4),
-       m=st.integers(1, 3), gamma=st.floats(0.5, 50.0))
+@given(
+    seed=st.integers(0, 10_000),
+    n=st.integers(2, 25),
+    d=st.integers(1, 4),
+    m=st.integers(1, 3),
+    gamma=st.floats(0.5, 50.0),
+)
 def test_corollary1_theorem5_spectral_ratio_grows(seed, n, d, m, gamma):
     """Theorem 5: ||K^Psi||_F <= ||K||_F; Corollary 1: S(K^Psi) >= S(K) (Gaussian)."""
     _, _, K, Kv = _random_case(seed, n, d, m, gamma)
@@ -169,8 +176,13 @@ def test_corollary1_theorem5_spectral_ratio_grows(seed, n, d, m, gamma):
 
 
 @settings(max_examples=25, deadline=None)
-@given(seed=st.integers(0, 10_000), n=st.integers(2, 25), d=st.integers(1, 4),
-       m=st.integers(1, 3), gamma=st.floats(1.0, 50.0))
+@given(
+    seed=st.integers(0, 10_000),
+    n=st.integers(2, 25),
+    d=st.integers(1, 4),
+    m=st.integers(1, 3),
+    gamma=st.floats(1.0, 50.0),
+)
 def test_proposition1_condition_number_shrinks(seed, n, d, m, gamma):
     """Proposition 1 (and Schur's Theorem 4): cond(K o K^psi) <= cond(K).
 
@@ -223,7 +235,8 @@ def test_conditioning_helpers_against_numpy():
     diag = kernel_diagnostics(k, X)
     assert diag["spectral_ratio"] == pytest.approx(np.trace(K) / np.linalg.norm(K))
     assert diag["lambda_min"] > 0 and diag["cond"] == pytest.approx(
-        diag["lambda_max"] / diag["lambda_min"], rel=1e-8)
+        diag["lambda_max"] / diag["lambda_min"], rel=1e-8
+    )
     assert condition_number(np.ones((3, 3))) > 1e15  # singular: inf or at the precision limit
     with pytest.raises(ValueError, match="square"):
         spectral_ratio(np.ones((2, 3)))
@@ -239,8 +252,9 @@ def test_krn_fit_interpolates_and_ridge_is_the_least_squares_minimizer():
     np.testing.assert_allclose(K @ krn_fit(K, y), y, atol=1e-6)
     nu = 1e-3
     c = krn_fit(K, y, nu)
-    np.testing.assert_allclose(c, np.linalg.solve(K.T @ K + nu * np.eye(25), K.T @ y),
-                               rtol=1e-6, atol=1e-8)
+    np.testing.assert_allclose(
+        c, np.linalg.solve(K.T @ K + nu * np.eye(25), K.T @ y), rtol=1e-6, atol=1e-8
+    )
     with pytest.raises(ValueError, match="nu"):
         krn_fit(K, y, -1.0)
 
@@ -255,8 +269,16 @@ def test_shape_sweep_and_plot():
     psi = lambda A: np.exp(-3 * np.abs(A[:, 0] - 0.6))  # noqa: E731
     shapes = np.linspace(0.5, 20, 6)
     plain = shape_sweep(lambda g: RBF(lengthscale=(2 * g) ** -0.5), shapes, X, y, Xt, yt)
-    vsk = shape_sweep(lambda g: _fit(VSK(RBF(lengthscale=(2 * g) ** -0.5), scaling=psi,
-                                         weight=(2 * g) ** 0.5), X), shapes, X, y, Xt, yt)
+    vsk = shape_sweep(
+        lambda g: _fit(
+            VSK(RBF(lengthscale=(2 * g) ** -0.5), scaling=psi, weight=(2 * g) ** 0.5), X
+        ),
+        shapes,
+        X,
+        y,
+        Xt,
+        yt,
+    )
     assert np.all(vsk["cond"] <= plain["cond"] * (1 + 1e-6))
     assert set(plain) == {"shape", "cond", "spectral_ratio", "error"}
     ax = plot_shape_sweep({"KRN": plain, "KRN-VSK": vsk}, "cond")
@@ -272,8 +294,9 @@ def test_naive_bayes_scaling_matches_sklearn_and_uses_prior_data():
     s = NaiveBayesScaling().fit(X, y)
     ref = GaussianNB().fit(X, y).predict_proba(X)[:, 1]
     np.testing.assert_allclose(np.asarray(s.transform(X))[:, 0], ref, rtol=1e-9, atol=1e-12)
-    np.testing.assert_allclose(np.asarray(s.transform(jnp.asarray(X)))[:, 0], ref, rtol=1e-9,
-                               atol=1e-12)
+    np.testing.assert_allclose(
+        np.asarray(s.transform(jnp.asarray(X)))[:, 0], ref, rtol=1e-9, atol=1e-12
+    )
     Xp, yp = _data(n=200, seed=5)
     sp = NaiveBayesScaling(prior_data=(Xp, yp)).fit(X, y)
     ref = GaussianNB().fit(np.vstack([X, Xp]), np.r_[y, yp]).predict_proba(X)[:, 1]
@@ -372,8 +395,12 @@ def test_svm_vsk_prior_data_and_string_labels():
 
 def test_classifier_bad_input():
     X, y = _data(n=30)
-    for kw, msg in (({"kernel": "poly"}, "kernel must be"), ({"weight": -1.0}, "weight"),
-                    ({"C": 0.0}, "C must be"), ({"scaling": "magic"}, "unknown scaling")):
+    for kw, msg in (
+        ({"kernel": "poly"}, "kernel must be"),
+        ({"weight": -1.0}, "weight"),
+        ({"C": 0.0}, "C must be"),
+        ({"scaling": "magic"}, "unknown scaling"),
+    ):
         with pytest.raises(ValueError, match=msg):
             VSKClassifier(**kw).fit(X, y)
     with pytest.raises(ValueError, match="3 classes"):
@@ -398,8 +425,9 @@ def test_krn_vsk_interpolates_and_is_better_conditioned():
     assert vsk.cond_ <= plain.cond_
     ridge = VSKRegressor(gamma=5.0, nu=1e-2, scaling=scaling).fit(x, y)
     Kv = ridge.gram(x)
-    np.testing.assert_allclose(ridge.coef_, np.linalg.solve(Kv.T @ Kv + 1e-2 * np.eye(30),
-                                                            Kv.T @ y), rtol=1e-5, atol=1e-7)
+    np.testing.assert_allclose(
+        ridge.coef_, np.linalg.solve(Kv.T @ Kv + 1e-2 * np.eye(30), Kv.T @ y), rtol=1e-5, atol=1e-7
+    )
     with pytest.raises(ValueError, match="nu"):
         VSKRegressor(nu=-1.0).fit(x, y)
     with pytest.raises(ValueError, match="gamma"):
@@ -412,8 +440,9 @@ def test_krn_vsk_with_covariate_columns():
     cov = np.cumsum(rng.uniform(size=40))
     X = np.column_stack([t, cov])
     y = np.sin(3 * t) + 0.1 * cov
-    m = VSKRegressor(columns=[0], scaling=[LinearModelScaling(columns=[0]), ColumnScaling([1])],
-                     gamma=2.0).fit(X, y)
+    m = VSKRegressor(
+        columns=[0], scaling=[LinearModelScaling(columns=[0]), ColumnScaling([1])], gamma=2.0
+    ).fit(X, y)
     assert m.X_fit_.shape == (40, 3)  # t, linear trend in t, covariate
     assert m.score(X, y) > 0.99
 
@@ -446,8 +475,9 @@ def test_bayesian_vsk_classifier_and_loo_comparison():
     """VSK as the kernel of GPClassifier: NUTS samples the shape and the psi weight; one call
     compares it with the plain kernel by PSIS-LOO."""
     X, y = _data(n=20)
-    table = compare_vsk(X, y, num_warmup=10, num_samples=10, num_chains=1, progress_bar=False,
-                        random_state=0)
+    table = compare_vsk(
+        X, y, num_warmup=10, num_samples=10, num_chains=1, progress_bar=False, random_state=0
+    )
     assert set(table.index) == {"plain", "vsk"}
     vsk = table.attrs["models"]["vsk"]
     post = vsk.idata_.posterior
@@ -465,10 +495,12 @@ def test_bayesian_vsk_regressor_with_a_numpy_parametric_scaling():
     y = np.exp(-4 * np.abs(x[:, 0] - 0.6)) + 0.05 * np.random.default_rng(0).normal(size=20)
     model = lambda A, b: np.exp(-b[0] * np.abs(A[:, 0] - b[1]))  # noqa: E731
     kern = VSK(RBF(), scaling=ParametricScaling(model, beta0=[1.0, 0.0]))
-    m = GPRegressor(kernel=kern, num_warmup=10, num_samples=10, num_chains=1,
-                    progress_bar=False, random_state=0).fit(x, y)
+    m = GPRegressor(
+        kernel=kern, num_warmup=10, num_samples=10, num_chains=1, progress_bar=False, random_state=0
+    ).fit(x, y)
     mean, std = m.predict(x[:4], return_std=True)
     assert np.all(np.isfinite(mean)) and np.all(std > 0)
     with pytest.raises(ValueError, match="binary class labels"):
-        GPRegressor(kernel=VSK(), num_warmup=5, num_samples=5, num_chains=1,
-                    progress_bar=False).fit(x, y)
+        GPRegressor(
+            kernel=VSK(), num_warmup=5, num_samples=5, num_chains=1, progress_bar=False
+        ).fit(x, y)

@@ -504,9 +504,7 @@ def describe(name: str) -> dict[str, Any]:
     }
 
 
-def co2_split(
-    *, weekly: bool = False
-) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
+def co2_split(*, weekly: bool = False) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
     """Mauna Loa CO2 split by the benchmark protocol: train before 1994, test 1994..2001.
 
     Parameters

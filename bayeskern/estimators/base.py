@@ -29,10 +29,24 @@ from bayeskern.devices import release_pmap_programs
 from bayeskern.inference import check_sampler_counts
 from bayeskern.predictive import draw_seed, row_uniforms
 
-__all__ = ["BayesianEstimatorMixin", "PredictiveRegressorMixin", "Standardizer", "flat_draws",
-           "map_draws", "validate_binary", "validate_classes", "proba_interval",
-           "check_interval", "batched_map", "thin_draws", "data_unit_variables",
-           "PREDICTIVE_MAX_VALUES", "JointPredictiveMixin", "mixture_joint", "cached_jit"]
+__all__ = [
+    "BayesianEstimatorMixin",
+    "PredictiveRegressorMixin",
+    "Standardizer",
+    "flat_draws",
+    "map_draws",
+    "validate_binary",
+    "validate_classes",
+    "proba_interval",
+    "check_interval",
+    "batched_map",
+    "thin_draws",
+    "data_unit_variables",
+    "PREDICTIVE_MAX_VALUES",
+    "JointPredictiveMixin",
+    "mixture_joint",
+    "cached_jit",
+]
 
 
 class Standardizer:
@@ -78,17 +92,24 @@ def _non_numeric(name: str, A) -> str | None:
     if columns is not None:  # a DataFrame: name the offending columns
         import pandas as pd
 
-        bad = [str(c) for c in columns
-               if pd.to_numeric(A[c], errors="coerce").isna().sum() > A[c].isna().sum()]
-        return (f"{name} has non-numeric column(s) {bad[:10]}: encode them as numbers first "
-                "(for example sklearn.preprocessing.OneHotEncoder) or drop them")
+        bad = [
+            str(c)
+            for c in columns
+            if pd.to_numeric(A[c], errors="coerce").isna().sum() > A[c].isna().sum()
+        ]
+        return (
+            f"{name} has non-numeric column(s) {bad[:10]}: encode them as numbers first "
+            "(for example sklearn.preprocessing.OneHotEncoder) or drop them"
+        )
     flat = np.asarray(A, dtype=object).ravel()
     for v in flat:
         try:
             float(v)
         except (TypeError, ValueError):
-            return (f"{name} contains a non-numeric value ({v!r}); encode text as numbers "
-                    "first (for example sklearn.preprocessing.OneHotEncoder)")
+            return (
+                f"{name} contains a non-numeric value ({v!r}); encode text as numbers "
+                "first (for example sklearn.preprocessing.OneHotEncoder)"
+            )
     return f"{name} could not be converted to float64"
 
 
@@ -141,8 +162,7 @@ def map_draws(fn, draws: dict, *args, batch_size: int = 1):
         return jax.jit(per_device)(jdraws, *args)
     padded, _ = pad_rows(jdraws, n_dev)
     m = jax.tree_util.tree_leaves(padded)[0].shape[0]
-    shards = jax.tree_util.tree_map(
-        lambda a: a.reshape((n_dev, m // n_dev) + a.shape[1:]), padded)
+    shards = jax.tree_util.tree_map(lambda a: a.reshape((n_dev, m // n_dev) + a.shape[1:]), padded)
     out = jax.pmap(per_device, in_axes=(0,) + (None,) * len(args))(shards, *args)
     release_pmap_programs()
     return jax.tree_util.tree_map(lambda a: a.reshape((m,) + a.shape[2:])[:n], out)
@@ -169,9 +189,11 @@ def validate_binary(y, multiclass_estimator: str | None = None) -> tuple[np.ndar
             f"y has a single class ({classes[0]!r}); a binary classifier needs two classes"
         )
     if len(classes) > 2:
-        hint = (f"use {multiclass_estimator}, which handles several classes" if
-                multiclass_estimator else
-                "use a one-vs-rest wrapper such as sklearn.multiclass.OneVsRestClassifier")
+        hint = (
+            f"use {multiclass_estimator}, which handles several classes"
+            if multiclass_estimator
+            else "use a one-vs-rest wrapper such as sklearn.multiclass.OneVsRestClassifier"
+        )
         raise ValueError(
             f"y has {len(classes)} classes. Only binary classification is supported ({hint})"
         )
@@ -226,8 +248,13 @@ def as_fitted_input(est, X):
 PREDICTIVE_MAX_VALUES = 2**24
 
 
-def thin_draws(n_chain: int, n_draw: int, n_rows: int, n_draws: int | None = None,
-               max_values: int | None = None) -> np.ndarray:
+def thin_draws(
+    n_chain: int,
+    n_draw: int,
+    n_rows: int,
+    n_draws: int | None = None,
+    max_values: int | None = None,
+) -> np.ndarray:
     """Flat indices of the posterior draws kept for a predictive group.
 
     All :math:`C \\times D` draws when they fit, else :math:`k = \\max(1,
@@ -243,10 +270,15 @@ def thin_draws(n_chain: int, n_draw: int, n_rows: int, n_draws: int | None = Non
     per_chain = max(1, total // n_chain)
     keep = np.unique(np.linspace(0, n_draw - 1, per_chain).round().astype(np.int64))
     return (np.arange(n_chain)[:, None] * n_draw + keep[None, :]).ravel()
+
+
 def check_interval(interval) -> float:
     """Return ``interval`` as a float; a one-line error unless it is a number in (0, 1)."""
-    if isinstance(interval, bool) or not isinstance(interval, numbers.Real) \
-            or not 0.0 < float(interval) < 1.0:
+    if (
+        isinstance(interval, bool)
+        or not isinstance(interval, numbers.Real)
+        or not 0.0 < float(interval) < 1.0
+    ):
         raise ValueError(f"interval must be a number in (0, 1), got {interval!r}")
     return float(interval)
 
@@ -281,8 +313,9 @@ class BayesianEstimatorMixin:
     _AUTO_COUNTS = False
 
     def _validate_fit(self, X, y, *, classifier: bool):
-        check_sampler_counts(self.num_warmup, self.num_samples, self.num_chains,
-                             auto=self._AUTO_COUNTS)
+        check_sampler_counts(
+            self.num_warmup, self.num_samples, self.num_chains, auto=self._AUTO_COUNTS
+        )
         X, y = validate_data(
             self, X, y, dtype=np.float64, ensure_min_samples=2, y_numeric=not classifier
         )
@@ -341,14 +374,17 @@ class BayesianEstimatorMixin:
         rows = row_offset + np.arange(P.shape[1])
         u = row_uniforms(seed, rows, len(comp), stream)
         if P.ndim == 3:  # several classes: the class whose cumulative probability passes u
-            y01 = np.minimum((u[..., None] >= np.cumsum(P[comp], axis=-1)).sum(axis=-1),
-                             P.shape[-1] - 1).astype(np.int64)
+            y01 = np.minimum(
+                (u[..., None] >= np.cumsum(P[comp], axis=-1)).sum(axis=-1), P.shape[-1] - 1
+            ).astype(np.int64)
         else:
             y01 = (u < P[comp]).astype(np.int64)
         observed = np.asarray(self.idata_.observed_data["y"])
         n_classes = P.shape[-1] if P.ndim == 3 else 2
-        if np.issubdtype(observed.dtype, np.number) and np.isin(observed,
-                                                                np.arange(n_classes)).all():
+        if (
+            np.issubdtype(observed.dtype, np.number)
+            and np.isin(observed, np.arange(n_classes)).all()
+        ):
             return y01
         return np.asarray(self.classes_)[y01]
 
@@ -362,9 +398,10 @@ class BayesianEstimatorMixin:
         """:meth:`_replicates` in row blocks, shaped ``(chain, kept draws, n)``."""
         post = self.idata_.posterior
         n, step = len(X), max(256, PREDICT_BLOCK_ELEMENTS // max(1, len(draws)))
-        parts = [self._replicates(as_fitted_input(self, X[sl]), draws, seed, stream,
-                                  row_offset=sl.start)
-                 for sl in (slice(a, a + step) for a in range(0, max(n, 1), step))]
+        parts = [
+            self._replicates(as_fitted_input(self, X[sl]), draws, seed, stream, row_offset=sl.start)
+            for sl in (slice(a, a + step) for a in range(0, max(n, 1), step))
+        ]
         out = np.concatenate(parts, axis=1)
         return out.reshape(post.sizes["chain"], -1, out.shape[-1])
 
@@ -381,10 +418,16 @@ class BayesianEstimatorMixin:
         called at the training inputs.
         """
         idata = self.idata_
-        rows = np.arange(idata.constant_data.sizes["obs"]) if "log_likelihood" not in \
-            idata.groups() else np.asarray(idata.log_likelihood["obs"])
-        X = np.asarray(idata.constant_data["X"])[rows] if "constant_data" in idata.groups() \
+        rows = (
+            np.arange(idata.constant_data.sizes["obs"])
+            if "log_likelihood" not in idata.groups()
+            else np.asarray(idata.log_likelihood["obs"])
+        )
+        X = (
+            np.asarray(idata.constant_data["X"])[rows]
+            if "constant_data" in idata.groups()
             else None
+        )
         post = idata.posterior
         draws = thin_draws(post.sizes["chain"], post.sizes["draw"], len(rows))
         if fitted is not None and fitted.loc.shape[1] == len(rows):
@@ -392,10 +435,12 @@ class BayesianEstimatorMixin:
             y = y.reshape(post.sizes["chain"], -1, y.shape[-1])
         else:
             y = self._predictive_group(X, draws, self._seed(), stream=2)
-        diagnostics.add_group(idata, "posterior_predictive", {"y": y}, dims={"y": ["obs"]},
-                              coords={"obs": rows})
-        diagnostics.add_coords(idata, "posterior_predictive",
-                               draw=np.asarray(post["draw"])[draws[:y.shape[1]]])
+        diagnostics.add_group(
+            idata, "posterior_predictive", {"y": y}, dims={"y": ["obs"]}, coords={"obs": rows}
+        )
+        diagnostics.add_coords(
+            idata, "posterior_predictive", draw=np.asarray(post["draw"])[draws[: y.shape[1]]]
+        )
         diagnostics.set_attrs(idata, posterior_predictive_draws=int(y.shape[1]))
 
     def add_predictions(self, X, n_draws: int | None = None, random_state=None):
@@ -426,8 +471,9 @@ class BayesianEstimatorMixin:
             ``idata_``, extended.
         """
         check_is_fitted(self)
-        if n_draws is not None and (isinstance(n_draws, bool)
-                                    or not isinstance(n_draws, numbers.Integral) or n_draws < 1):
+        if n_draws is not None and (
+            isinstance(n_draws, bool) or not isinstance(n_draws, numbers.Integral) or n_draws < 1
+        ):
             raise ValueError(f"n_draws must be None or a positive int, got {n_draws!r}")
         X = self._validate_predict(X)
         post = self.idata_.posterior
@@ -435,20 +481,30 @@ class BayesianEstimatorMixin:
         seed = draw_seed(self._seed() if random_state is None else random_state)
         y = self._predictive_group(X, draws, seed, stream=3)
         coords = self._coords(len(X))
-        diagnostics.add_group(self.idata_, "predictions", {"y": y}, dims={"y": ["obs"]},
-                              coords=coords)
-        diagnostics.add_coords(self.idata_, "predictions",
-                               draw=np.asarray(post["draw"])[draws[:y.shape[1]]])
-        diagnostics.add_group(self.idata_, "predictions_constant_data", {"X": X},
-                              dims={"X": ["obs", "feature"]}, coords=coords, sample_dims=False)
+        diagnostics.add_group(
+            self.idata_, "predictions", {"y": y}, dims={"y": ["obs"]}, coords=coords
+        )
+        diagnostics.add_coords(
+            self.idata_, "predictions", draw=np.asarray(post["draw"])[draws[: y.shape[1]]]
+        )
+        diagnostics.add_group(
+            self.idata_,
+            "predictions_constant_data",
+            {"X": X},
+            dims={"X": ["obs", "feature"]},
+            coords=coords,
+            sample_dims=False,
+        )
         return self.idata_
 
     # ------------------------------------------------------------------ saving (no pickle)
     def _save_state(self) -> tuple[dict, dict]:
         """Fitted state as JSON-able ``meta`` and a dict of arrays (see bayeskern.runs)."""
         check_is_fitted(self)
-        meta = {"n_features_in": int(self.n_features_in_),
-                "kernel": self.kernel_.get_config() if hasattr(self, "kernel_") else None}
+        meta = {
+            "n_features_in": int(self.n_features_in_),
+            "kernel": self.kernel_.get_config() if hasattr(self, "kernel_") else None,
+        }
         arrays = {"x_mean": self.x_std_.mean, "x_scale": self.x_std_.scale}
         if hasattr(self, "y_std_"):
             arrays.update(y_mean=self.y_std_.mean, y_scale=self.y_std_.scale)
@@ -488,14 +544,14 @@ class BayesianEstimatorMixin:
                 prefix = f"kernel/{leaf.name_}/"
                 for k, v in arrays.items():
                     if k.startswith(prefix):
-                        setattr(leaf, k[len(prefix):], v)
+                        setattr(leaf, k[len(prefix) :], v)
             from bayeskern.kernels.base import kernel_nodes
 
             for path, node in kernel_nodes(self.kernel_):
                 prefix = f"kernel@{path}/"
                 for k, v in arrays.items():
                     if k.startswith(prefix):
-                        setattr(node, k[len(prefix):], v)
+                        setattr(node, k[len(prefix) :], v)
         self.convergence_ = diagnostics.convergence_report(self.idata_, warn=False)
 
     def save(self, path) -> None:
@@ -563,8 +619,9 @@ class PredictiveRegressorMixin:
         """
         return self._by_row_blocks(X, lambda pred: pred.interval(prob))
 
-    def sample_posterior_predictive(self, X, n_draws: int = 200, random_state=None,
-                                    row_offset: int = 0):
+    def sample_posterior_predictive(
+        self, X, n_draws: int = 200, random_state=None, row_offset: int = 0
+    ):
         """Posterior predictive draws ``(n_draws, n)`` at ``X`` (marginal per point).
 
         The draws of row ``i`` depend only on the seed and on ``row_offset + i`` (counter-based,
@@ -582,8 +639,11 @@ def cached_jit(est, name: str, make, *keys):
     """
     cache = est.__dict__.setdefault("_cache", {})
     hit = cache.get(name)
-    if hit is None or len(hit[0]) != len(keys) \
-            or any(a is not b for a, b in zip(hit[0], keys, strict=True)):
+    if (
+        hit is None
+        or len(hit[0]) != len(keys)
+        or any(a is not b for a, b in zip(hit[0], keys, strict=True))
+    ):
         hit = cache[name] = (keys, jax.jit(make()))
     return hit[1]
 
@@ -643,8 +703,10 @@ class JointPredictiveMixin:
         cov : (n, n), only with ``return_cov``
         """
         if return_std and return_cov:
-            raise ValueError("return_std and return_cov cannot both be True (at most one, as "
-                             "in scikit-learn's GaussianProcessRegressor)")
+            raise ValueError(
+                "return_std and return_cov cannot both be True (at most one, as "
+                "in scikit-learn's GaussianProcessRegressor)"
+            )
         if not return_cov:
             return super().predict(X, return_std=return_std)
         X = self._validate_predict(X)
@@ -654,8 +716,9 @@ class JointPredictiveMixin:
 
     def _latent_moments(self, Xs):
         draws, args = self._joint_args(Xs)
-        fn = cached_jit(self, "mixture_joint", lambda: partial(mixture_joint, self._joint_fn()),
-                        self.idata_)
+        fn = cached_jit(
+            self, "mixture_joint", lambda: partial(mixture_joint, self._joint_fn()), self.idata_
+        )
         return tuple(np.asarray(a) for a in fn(draws, *args))
 
     def sample_y(self, X, n_samples: int = 1, random_state=None):
@@ -681,12 +744,16 @@ class JointPredictiveMixin:
         -------
         ndarray (n, n_samples)
         """
-        if isinstance(n_samples, bool) or not isinstance(n_samples, numbers.Integral) \
-                or n_samples < 1:
+        if (
+            isinstance(n_samples, bool)
+            or not isinstance(n_samples, numbers.Integral)
+            or n_samples < 1
+        ):
             raise ValueError(f"n_samples must be a positive int, got {n_samples!r}")
         X = self._validate_predict(X)
-        rng = np.random.default_rng(draw_seed(self._seed() if random_state is None
-                                              else random_state))
+        rng = np.random.default_rng(
+            draw_seed(self._seed() if random_state is None else random_state)
+        )
         F = self._latent_paths(self._standardize_x(X), n_samples, rng)
         return F * float(np.squeeze(self.y_std_.scale)) + self.y_std_.mean
 
@@ -701,6 +768,7 @@ class JointPredictiveMixin:
             mean, cov = (np.asarray(a) for a in fn({k: v[s] for k, v in draws.items()}, *args))
             # eigh: the conditional covariance may be singular to rounding (scikit-learn's
             # sample_y draws the same way)
-            out[:, cols] = rng.multivariate_normal(mean, cov, size=len(cols), method="eigh",
-                                                   check_valid="ignore").T
+            out[:, cols] = rng.multivariate_normal(
+                mean, cov, size=len(cols), method="eigh", check_valid="ignore"
+            ).T
         return out

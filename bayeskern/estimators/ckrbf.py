@@ -39,8 +39,10 @@ GAMMA_FACTORS = (0.25, 0.5, 1.0, 2.0, 4.0)
 def _resolve_gamma(gamma, n_features: int, allow_auto: bool = False) -> float:
     if isinstance(gamma, str):
         if gamma not in (("scale", "auto") if allow_auto else ("scale",)):
-            raise ValueError(f"gamma must be {'auto, ' if allow_auto else ''}'scale' or a "
-                             f"positive number, got {gamma!r}")
+            raise ValueError(
+                f"gamma must be {'auto, ' if allow_auto else ''}'scale' or a "
+                f"positive number, got {gamma!r}"
+            )
         return 1.0 / n_features
     if not (isinstance(gamma, numbers.Real) and np.isfinite(gamma) and gamma > 0):
         raise ValueError(f"gamma must be 'auto', 'scale' or a positive number, got {gamma!r}")
@@ -55,9 +57,7 @@ def _check_unlabeled(X_unlabeled, n_features: int):
     except (TypeError, ValueError) as e:
         raise TypeError(f"X_unlabeled must be a numeric array: {e}") from None
     if U.ndim != 2 or U.shape[1] != n_features:
-        raise ValueError(
-            f"X_unlabeled must have shape (m, {n_features}) like X, got {U.shape}"
-        )
+        raise ValueError(f"X_unlabeled must have shape (m, {n_features}) like X, got {U.shape}")
     if not np.all(np.isfinite(U)):
         raise ValueError("X_unlabeled contains NaN or infinite values")
     return U
@@ -175,8 +175,14 @@ class CkRBFClassifier(KernelSVC):
     def _svc(self) -> SVC:
         # scikit-learn 1.9 deprecates SVC's ``probability`` and warns whenever it is passed,
         # even as False (KernelSVC._svc always passes it); pass it only when requested
-        params = dict(C=self.C, kernel="precomputed", class_weight=self.class_weight,
-                      tol=self.tol, max_iter=self.max_iter, random_state=self.random_state)
+        params = dict(
+            C=self.C,
+            kernel="precomputed",
+            class_weight=self.class_weight,
+            tol=self.tol,
+            max_iter=self.max_iter,
+            random_state=self.random_state,
+        )
         if self.probability:
             params["probability"] = True
         return SVC(**params)
@@ -292,8 +298,16 @@ class MkRBFClassifier(ClassifierMixin, BaseEstimator):
     classes_, n_features_in_
     """
 
-    def __init__(self, C: float = 1.0, gamma="scale", n_clusters: int = 2, eps: float = 1e-10,
-                 normalize: bool = True, X_unlabeled=None, random_state=None):
+    def __init__(
+        self,
+        C: float = 1.0,
+        gamma="scale",
+        n_clusters: int = 2,
+        eps: float = 1e-10,
+        normalize: bool = True,
+        X_unlabeled=None,
+        random_state=None,
+    ):
         self.C = C
         self.gamma = gamma
         self.n_clusters = n_clusters
@@ -321,10 +335,11 @@ class MkRBFClassifier(ClassifierMixin, BaseEstimator):
             )
         self.classes_ = np.unique(y)
         with threadpool_limits(limits=1):
-            km = KMeans(self.n_clusters, init="k-means++", n_init=10,
-                        random_state=self.random_state).fit(Xall)
+            km = KMeans(
+                self.n_clusters, init="k-means++", n_init=10, random_state=self.random_state
+            ).fit(Xall)
         self.centers_ = km.cluster_centers_
-        lab, lab_u = km.labels_[: len(X)], km.labels_[len(X):]
+        lab, lab_u = km.labels_[: len(X)], km.labels_[len(X) :]
         self.estimators_ = []
         for c in range(self.n_clusters):
             idx = lab == c
@@ -338,9 +353,15 @@ class MkRBFClassifier(ClassifierMixin, BaseEstimator):
                 continue
             Uc = U[lab_u == c] if U is not None and np.any(lab_u == c) else None
             self.estimators_.append(
-                CkRBFClassifier(C=self.C, gamma=gamma, n_clusters=1, eps=self.eps,
-                                normalize=self.normalize, X_unlabeled=Uc,
-                                random_state=self.random_state).fit(X[idx], y[idx])
+                CkRBFClassifier(
+                    C=self.C,
+                    gamma=gamma,
+                    n_clusters=1,
+                    eps=self.eps,
+                    normalize=self.normalize,
+                    X_unlabeled=Uc,
+                    random_state=self.random_state,
+                ).fit(X[idx], y[idx])
             )
         return self
 
@@ -363,8 +384,15 @@ class MkRBFClassifier(ClassifierMixin, BaseEstimator):
         return out
 
 
-def loo_against_baselines(X, y, *, n_clusters: int = 2, classification: bool = True,
-                          kernels: dict | None = None, **gp_params):
+def loo_against_baselines(
+    X,
+    y,
+    *,
+    n_clusters: int = 2,
+    classification: bool = True,
+    kernels: dict | None = None,
+    **gp_params,
+):
     r"""Bayesian :math:`C_k\mathrm{RBF}` against RBF and Mahalanobis-RBF GPs, by PSIS-LOO.
 
     Fits ``bk.GPClassifier`` (or ``bk.GPRegressor``) once per kernel — by default
@@ -393,8 +421,11 @@ def loo_against_baselines(X, y, *, n_clusters: int = 2, classification: bool = T
     from bayeskern.kernels import RBF, MahalanobisRBF
 
     if kernels is None:
-        kernels = {f"C{n_clusters}RBF": CkRBF(n_clusters=n_clusters), "RBF": RBF(),
-                   "MahalanobisRBF": MahalanobisRBF()}
+        kernels = {
+            f"C{n_clusters}RBF": CkRBF(n_clusters=n_clusters),
+            "RBF": RBF(),
+            "MahalanobisRBF": MahalanobisRBF(),
+        }
     Est = GPClassifier if classification else GPRegressor
     fitted = {name: Est(kernel=k, **gp_params).fit(X, y) for name, k in kernels.items()}
     return diagnostics.compare(fitted), fitted

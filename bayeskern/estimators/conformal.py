@@ -102,10 +102,22 @@ class ConformalKernelClassifier(KernelSVC):
     classes_ : class labels.
     """
 
-    def __init__(self, C: float = 1.0, gamma="scale", gamma1="scale", optimizer: str = "eigen",
-                 mu="auto", n_expansion=None, eta0: float = 0.01, n_iter: int = 1000,
-                 class_weight=None, probability: bool = False, tol: float = 1e-3,
-                 max_iter: int = -1, random_state=None):
+    def __init__(
+        self,
+        C: float = 1.0,
+        gamma="scale",
+        gamma1="scale",
+        optimizer: str = "eigen",
+        mu="auto",
+        n_expansion=None,
+        eta0: float = 0.01,
+        n_iter: int = 1000,
+        class_weight=None,
+        probability: bool = False,
+        tol: float = 1e-3,
+        max_iter: int = -1,
+        random_state=None,
+    ):
         self.C = C
         self.gamma = gamma
         self.gamma1 = gamma1
@@ -137,17 +149,29 @@ class ConformalKernelClassifier(KernelSVC):
         # SVC warns that `probability` is deprecated (scikit-learn 1.9) even when it is False:
         # pass it only when it is asked for
         kw = {"probability": True} if self.probability else {}
-        return SVC(C=self.C, kernel="precomputed", class_weight=self.class_weight, tol=self.tol,
-                   max_iter=self.max_iter, random_state=self.random_state, **kw)
+        return SVC(
+            C=self.C,
+            kernel="precomputed",
+            class_weight=self.class_weight,
+            tol=self.tol,
+            max_iter=self.max_iter,
+            random_state=self.random_state,
+            **kw,
+        )
 
     def _make_kernel(self, mu=None) -> Conformal:
         # SVC's exp(-gamma |x - z|^2) is the RBF with lengthscale 1/sqrt(2 gamma)
         base = SquaredExponential(lengthscale=float(1.0 / np.sqrt(2.0 * self.gamma_)))
-        return Conformal(base_kernel=base,
-                         gamma1=self.gamma1_, optimizer=self.optimizer,
-                         mu=self.mu_ if mu is None else mu,
-                         n_expansion=self.n_expansion, eta0=self.eta0, n_iter=self.n_iter,
-                         random_state=self.random_state)
+        return Conformal(
+            base_kernel=base,
+            gamma1=self.gamma1_,
+            optimizer=self.optimizer,
+            mu=self.mu_ if mu is None else mu,
+            n_expansion=self.n_expansion,
+            eta0=self.eta0,
+            n_iter=self.n_iter,
+            random_state=self.random_state,
+        )
 
     @limit_blas
     def fit(self, X, y):
@@ -156,8 +180,9 @@ class ConformalKernelClassifier(KernelSVC):
         check_classification_targets(y)
         check_class_labels(y, X.shape[0])
         self.gamma_ = self._resolve_gamma(self.gamma, X, "gamma")
-        self.gamma1_ = (self.gamma_ if self.gamma1 is None
-                        else self._resolve_gamma(self.gamma1, X, "gamma1"))
+        self.gamma1_ = (
+            self.gamma_ if self.gamma1 is None else self._resolve_gamma(self.gamma1, X, "gamma1")
+        )
         if not (np.isscalar(self.C) and self.C > 0):
             raise ValueError(f"C must be a positive number, got {self.C!r}")
         if isinstance(self.mu, str):

@@ -93,7 +93,8 @@ _HSGP_MIN_ROWS, _HSGP_MAX_BASIS = 1000, 600
 
 @register_estimator
 class GaBaSRRegressor(  # noqa: D101 (__doc__ is an f-string)
-        JointPredictiveMixin, PredictiveRegressorMixin, RegressorMixin, _GaBaSRBase):
+    JointPredictiveMixin, PredictiveRegressorMixin, RegressorMixin, _GaBaSRBase
+):
     __doc__ = f"""GaBaSR regression: DP spectral-mixture kernel, weights integrated out.
 
     Three models of the same spectral density, chosen by ``model``:
@@ -233,20 +234,48 @@ class GaBaSRRegressor(  # noqa: D101 (__doc__ is an f-string)
         Judged on permutation-invariant quantities only (``convergence_vars_``).
     """
 
-    def __init__(self, *, model="auto", sampler="auto", locally_stationary=False,
-                 n_features=64, n_components="auto", trend_degree="auto",
-                 mean_function="poly2", input_transform="robust", num_warmup="auto",
-                 num_samples="auto", num_chains=4, chain_method=None, target_accept_prob=0.9,
-                 map_steps=30, num_map_starts=6, exact_max_n=2000, hsgp_boundary=2.0,
-                 chunk_size=16384, max_sample_rows=None, num_conditioned_draws=100,
-                 progress_bar=True, random_state=None):
-        super().__init__(sampler=sampler, locally_stationary=locally_stationary,
-                         n_features=n_features, n_components=n_components,
-                         mean_function=mean_function, input_transform=input_transform,
-                         num_warmup=num_warmup, num_samples=num_samples, num_chains=num_chains,
-                         chain_method=chain_method, target_accept_prob=target_accept_prob,
-                         map_steps=map_steps, progress_bar=progress_bar,
-                         random_state=random_state)
+    def __init__(
+        self,
+        *,
+        model="auto",
+        sampler="auto",
+        locally_stationary=False,
+        n_features=64,
+        n_components="auto",
+        trend_degree="auto",
+        mean_function="poly2",
+        input_transform="robust",
+        num_warmup="auto",
+        num_samples="auto",
+        num_chains=4,
+        chain_method=None,
+        target_accept_prob=0.9,
+        map_steps=30,
+        num_map_starts=6,
+        exact_max_n=2000,
+        hsgp_boundary=2.0,
+        chunk_size=16384,
+        max_sample_rows=None,
+        num_conditioned_draws=100,
+        progress_bar=True,
+        random_state=None,
+    ):
+        super().__init__(
+            sampler=sampler,
+            locally_stationary=locally_stationary,
+            n_features=n_features,
+            n_components=n_components,
+            mean_function=mean_function,
+            input_transform=input_transform,
+            num_warmup=num_warmup,
+            num_samples=num_samples,
+            num_chains=num_chains,
+            chain_method=chain_method,
+            target_accept_prob=target_accept_prob,
+            map_steps=map_steps,
+            progress_bar=progress_bar,
+            random_state=random_state,
+        )
         self.model = model
         self.trend_degree = trend_degree
         self.num_map_starts = num_map_starts
@@ -271,23 +300,28 @@ class GaBaSRRegressor(  # noqa: D101 (__doc__ is an f-string)
         hold (:func:`bayeskern.inference.run_nuts`); the other models take 500.
         """
         exact = self._spectral_gp
-        self.num_warmup_ = (self.num_warmup if self.num_warmup != "auto"
-                            else self.EXACT_WARMUP if exact else 500)
-        self.num_samples_ = (self.num_samples if self.num_samples != "auto"
-                             else "auto" if exact else 500)
+        self.num_warmup_ = (
+            self.num_warmup if self.num_warmup != "auto" else self.EXACT_WARMUP if exact else 500
+        )
+        self.num_samples_ = (
+            self.num_samples if self.num_samples != "auto" else "auto" if exact else 500
+        )
 
     def _check_exact_params(self):
         if self.model not in ("auto", "exact", "hsgp", "features"):
-            raise ValueError("model must be 'auto', 'exact', 'hsgp' or 'features', got "
-                             f"{self.model!r}")
-        if self.model in ("exact", "hsgp") and (
-                self.sampler_ != "nuts" or self.locally_stationary):
-            raise ValueError(f"model={self.model!r} needs sampler='nuts' and "
-                             f"locally_stationary=False (got sampler={self.sampler!r}, "
-                             f"locally_stationary={self.locally_stationary!r})")
+            raise ValueError(
+                f"model must be 'auto', 'exact', 'hsgp' or 'features', got {self.model!r}"
+            )
+        if self.model in ("exact", "hsgp") and (self.sampler_ != "nuts" or self.locally_stationary):
+            raise ValueError(
+                f"model={self.model!r} needs sampler='nuts' and "
+                f"locally_stationary=False (got sampler={self.sampler!r}, "
+                f"locally_stationary={self.locally_stationary!r})"
+            )
         td = self.trend_degree
         if not (isinstance(td, str) and td == "auto") and (
-                isinstance(td, bool) or not isinstance(td, numbers.Integral) or not 0 <= td <= 5):
+            isinstance(td, bool) or not isinstance(td, numbers.Integral) or not 0 <= td <= 5
+        ):
             raise ValueError(f"trend_degree must be 'auto' or an integer in 0..5, got {td!r}")
         b = self.hsgp_boundary
         if isinstance(b, bool) or not isinstance(b, numbers.Real) or not 1.2 <= b <= 20:
@@ -297,13 +331,14 @@ class GaBaSRRegressor(  # noqa: D101 (__doc__ is an f-string)
             if isinstance(v, bool) or not isinstance(v, numbers.Integral) or v < 1:
                 raise ValueError(f"{name} must be an integer >= 1, got {v!r}")
         m = self.max_sample_rows
-        if m is not None and (isinstance(m, bool) or not isinstance(m, numbers.Integral)
-                              or m < 10):
+        if m is not None and (isinstance(m, bool) or not isinstance(m, numbers.Integral) or m < 10):
             raise ValueError(f"max_sample_rows must be None or an integer >= 10, got {m!r}")
         if m is not None and self.model in ("exact", "hsgp"):
-            raise ValueError("max_sample_rows needs the random-feature model (the spectral-"
-                             "mixture GP conditions on all rows); use model='auto' or "
-                             "'features'")
+            raise ValueError(
+                "max_sample_rows needs the random-feature model (the spectral-"
+                "mixture GP conditions on all rows); use model='auto' or "
+                "'features'"
+            )
 
     def _choose_model(self, Z, ys) -> str:
         """Return ``model_``; for the spectral-mixture GP also set up its anchors and basis.
@@ -315,21 +350,32 @@ class GaBaSRRegressor(  # noqa: D101 (__doc__ is an f-string)
         else the random features.
         """
         n, d = Z.shape
-        if self.model == "features" or self.sampler_ != "nuts" or self.locally_stationary \
-                or (self.model == "auto" and self._subsampled(n)):
+        if (
+            self.model == "features"
+            or self.sampler_ != "nuts"
+            or self.locally_stationary
+            or (self.model == "auto" and self._subsampled(n))
+        ):
             return "features"
         B, self.exact_spec_, self.trend_degree_ = exact_setup(
-            Z, ys, trend_degree=self.trend_degree, n_components=self.n_components,
-            freq_scale=self.freq_scale_)
+            Z,
+            ys,
+            trend_degree=self.trend_degree,
+            n_components=self.n_components,
+            freq_scale=self.freq_scale_,
+        )
         self.n_components_ = len(self.exact_spec_.peaks) + 1
         if self.model == "hsgp" and d > GH.MAX_COLUMNS:
-            raise ValueError(f"model='hsgp' needs at most {GH.MAX_COLUMNS} input columns, got "
-                             f"{d}; use model='exact' or 'features'")
+            raise ValueError(
+                f"model='hsgp' needs at most {GH.MAX_COLUMNS} input columns, got "
+                f"{d}; use model='exact' or 'features'"
+            )
         if self.model == "exact" or d > GH.MAX_COLUMNS:
             return "exact" if self.model == "exact" or n <= self.exact_max_n else "features"
         basis = GH.choose_mixture_basis(Z, self.exact_spec_, boundary_factor=self.hsgp_boundary)
-        if self.model == "hsgp" or (n >= self.HSGP_MIN_ROWS
-                                    and basis.size + B.shape[1] <= self.HSGP_MAX_BASIS):
+        if self.model == "hsgp" or (
+            n >= self.HSGP_MIN_ROWS and basis.size + B.shape[1] <= self.HSGP_MAX_BASIS
+        ):
             self.hsgp_basis_ = basis
             return "hsgp"
         return "exact" if n <= self.exact_max_n else "features"
@@ -367,20 +413,32 @@ class GaBaSRRegressor(  # noqa: D101 (__doc__ is an f-string)
             rows = None if self._spectral_gp else self._sample_rows(len(X))
             self.n_sample_rows_ = len(X) if rows is None else len(rows)
             # the spectral posterior is sampled on `rows` (all rows unless max_sample_rows)
-            Zs, yss, Bs = (Z, ys, B) if rows is None else (
-                Z[rows], ys[rows], None if B is None else B[rows])
+            Zs, yss, Bs = (
+                (Z, ys, B) if rows is None else (Z[rows], ys[rows], None if B is None else B[rows])
+            )
             if self._spectral_gp:
                 self._fit_exact(Z, ys, y, X)
             elif self.sampler_ == "gibbs":
                 self._gibbs(Zs, yss, Bs, y, X)
             else:
-                kw = dict(X=jnp.asarray(Zs), y=jnp.asarray(yss), spec=self.spec_,
-                          mean_basis=None if Bs is None else jnp.asarray(Bs),
-                          probe=self._probe(Zs), chunk_size=self.chunk_size)
+                kw = dict(
+                    X=jnp.asarray(Zs),
+                    y=jnp.asarray(yss),
+                    spec=self.spec_,
+                    mean_basis=None if Bs is None else jnp.asarray(Bs),
+                    probe=self._probe(Zs),
+                    chunk_size=self.chunk_size,
+                )
                 init = initial_values(Zs, yss, Bs, self.spec_, self.freq_scale_)
                 init["snr"] = jnp.asarray(3.0)
-                self._nuts(G.gabasr_regression, kw, init,
-                           ["log_marginal", "noise", "snr", "alpha", "v_alpha", "f_probe"], y, X)
+                self._nuts(
+                    G.gabasr_regression,
+                    kw,
+                    init,
+                    ["log_marginal", "noise", "snr", "alpha", "v_alpha", "f_probe"],
+                    y,
+                    X,
+                )
             fitted = None
             if rows is None:
                 fitted = self._add_loo(Z, ys)
@@ -406,55 +464,98 @@ class GaBaSRRegressor(  # noqa: D101 (__doc__ is an f-string)
         sy = float(np.squeeze(self.y_std_.scale))
         data, dims = {}, {}
         if "sigma0" in post:
-            data["lengthscale"], dims["lengthscale"] = sx / np.asarray(post["sigma0"]), \
-                ["feature"]
+            data["lengthscale"], dims["lengthscale"] = sx / np.asarray(post["sigma0"]), ["feature"]
         if "mu" in post and self._spectral_gp:
-            data["period"], dims["period"] = 2 * np.pi * sx[0] / np.abs(np.asarray(post["mu"])), \
-                ["periodic"]
+            data["period"], dims["period"] = (
+                2 * np.pi * sx[0] / np.abs(np.asarray(post["mu"])),
+                ["periodic"],
+            )
         for site in ("amplitude", "noise") if self._spectral_gp else ("noise",):
             if site in post:
                 data[site], dims[site] = np.asarray(post[site]) * sy, list(post[site].dims[2:])
         suffix = diagnostics.DATA_UNITS_SUFFIX
-        diagnostics.add_variables(self.idata_, "posterior",
-                                  {k + suffix: v for k, v in data.items()},
-                                  dims={k + suffix: v for k, v in dims.items()},
-                                  coords=self._coords(0))
+        diagnostics.add_variables(
+            self.idata_,
+            "posterior",
+            {k + suffix: v for k, v in data.items()},
+            dims={k + suffix: v for k, v in dims.items()},
+            coords=self._coords(0),
+        )
 
     # ------------------------------------------------------------------ exact model
     def _fit_exact(self, Z, ys, y, X):
         """Sample the spectral-mixture GP, exact or on the basis (``model_``)."""
         self._Ztrain, self._ytrain = Z, ys
         if self.model_ == "hsgp":
-            model, kw = GH.gabasr_hsgp_regression, dict(
-                stats=self._hsgp_stats(), spec=self.exact_spec_, basis=self.hsgp_basis_,
-                degree=self.trend_degree_)
+            model, kw = (
+                GH.gabasr_hsgp_regression,
+                dict(
+                    stats=self._hsgp_stats(),
+                    spec=self.exact_spec_,
+                    basis=self.hsgp_basis_,
+                    degree=self.trend_degree_,
+                ),
+            )
         else:
-            model, kw = G.gabasr_exact_regression, dict(
-                X=jnp.asarray(Z), y=jnp.asarray(ys), spec=self.exact_spec_,
-                prepared=G.prepare_exact(Z, G.polynomial_basis(Z, self.trend_degree_)))
+            model, kw = (
+                G.gabasr_exact_regression,
+                dict(
+                    X=jnp.asarray(Z),
+                    y=jnp.asarray(ys),
+                    spec=self.exact_spec_,
+                    prepared=G.prepare_exact(Z, G.polynomial_basis(Z, self.trend_degree_)),
+                ),
+            )
         coords = self._coords(len(X))
         self.idata_, _ = run_nuts(
-            model, model_kwargs=kw,
-            rng_key=self._seed(), num_warmup=self.num_warmup_, num_samples=self.num_samples_,
-            num_chains=self.num_chains, chain_method=self.chain_method,
-            progress_bar=self.progress_bar, target_accept_prob=self.target_accept_prob,
-            init="map", num_map_starts=self.num_map_starts, coords=coords,
-            adapt_mass_matrix=self.num_warmup_ >= 500, judged=list(self._EXACT_SITES),
-            dims={"y": ["obs"], "trend_amp": ["trend"], "amplitude": ["component"],
-                  "mu": ["periodic"], "sigma": ["periodic"], "sigma0": ["feature"]},
-            observed={"y": y})
-        diagnostics.add_group(self.idata_, "constant_data", {"X": X},
-                              dims={"X": ["obs", "feature"]}, coords=coords, sample_dims=False)
+            model,
+            model_kwargs=kw,
+            rng_key=self._seed(),
+            num_warmup=self.num_warmup_,
+            num_samples=self.num_samples_,
+            num_chains=self.num_chains,
+            chain_method=self.chain_method,
+            progress_bar=self.progress_bar,
+            target_accept_prob=self.target_accept_prob,
+            init="map",
+            num_map_starts=self.num_map_starts,
+            coords=coords,
+            adapt_mass_matrix=self.num_warmup_ >= 500,
+            judged=list(self._EXACT_SITES),
+            dims={
+                "y": ["obs"],
+                "trend_amp": ["trend"],
+                "amplitude": ["component"],
+                "mu": ["periodic"],
+                "sigma": ["periodic"],
+                "sigma0": ["feature"],
+            },
+            observed={"y": y},
+        )
+        diagnostics.add_group(
+            self.idata_,
+            "constant_data",
+            {"X": X},
+            dims={"X": ["obs", "feature"]},
+            coords=coords,
+            sample_dims=False,
+        )
         post = self.idata_.posterior
         self.num_samples_ = post.sizes["draw"]
         # peaks in cycles per unit of the first input column (the report's language)
-        diagnostics.set_attrs(self.idata_, model_form=self.MODELS[self.model_],
-                              trend_degree=self.trend_degree_,
-                              peaks_cycles=str(np.round(np.asarray(self.exact_spec_.peaks)
-                                                        / (2 * np.pi * self.x_scaler_.scale[0]),
-                                                        4).tolist()))
-        self._finish([v for v in ("noise", "trend_amp", "amplitude", "sigma0", "mu", "sigma")
-                      if v in post])
+        diagnostics.set_attrs(
+            self.idata_,
+            model_form=self.MODELS[self.model_],
+            trend_degree=self.trend_degree_,
+            peaks_cycles=str(
+                np.round(
+                    np.asarray(self.exact_spec_.peaks) / (2 * np.pi * self.x_scaler_.scale[0]), 4
+                ).tolist()
+            ),
+        )
+        self._finish(
+            [v for v in ("noise", "trend_amp", "amplitude", "sigma0", "mu", "sigma") if v in post]
+        )
         if self.model_ == "hsgp":
             self._check_basis()
 
@@ -474,15 +575,20 @@ class GaBaSRRegressor(  # noqa: D101 (__doc__ is an f-string)
         """
         frac = GH.mass_beyond(self._draws(self._EXACT_SITES), self.hsgp_basis_)
         self.basis_mass_beyond_ = float(np.mean(frac > self.BASIS_TOL))
-        diagnostics.set_attrs(self.idata_, basis_mass_beyond=self.basis_mass_beyond_,
-                              n_basis=int(self.hsgp_basis_.size))
+        diagnostics.set_attrs(
+            self.idata_,
+            basis_mass_beyond=self.basis_mass_beyond_,
+            n_basis=int(self.hsgp_basis_.size),
+        )
         if self.basis_mass_beyond_ > self.BASIS_WARN_FRACTION:
             warnings.warn(
                 f"GaBaSRRegressor: in {100 * self.basis_mass_beyond_:.0f} % of the posterior "
                 f"draws more than {100 * self.BASIS_TOL:.0f} % of the spectral density lies "
                 f"outside the frequencies of the basis ({self.hsgp_basis_.size} functions); "
                 "the basis form may be inaccurate: refit with model='exact'",
-                UserWarning, stacklevel=3)
+                UserWarning,
+                stacklevel=3,
+            )
 
     def _warn_outside_box(self, Zn):
         outside = int(np.sum(~self.hsgp_basis_.contains(Zn)))
@@ -491,7 +597,10 @@ class GaBaSRRegressor(  # noqa: D101 (__doc__ is an f-string)
                 f"GaBaSRRegressor: {outside} of {len(Zn)} rows lie outside the box on which "
                 "the Hilbert-space basis approximates the kernel; predictions there fall back "
                 "towards the trend and are not those of the spectral-mixture GP (a larger "
-                "hsgp_boundary, or model='exact')", UserWarning, stacklevel=4)
+                "hsgp_boundary, or model='exact')",
+                UserWarning,
+                stacklevel=4,
+            )
 
     def _hsgp_stats(self):
         """Sufficient statistics of the training rows on the basis, cached per fit."""
@@ -500,8 +609,10 @@ class GaBaSRRegressor(  # noqa: D101 (__doc__ is an f-string)
         if hit is None or hit[0] is not self._Ztrain:
             Z = self._Ztrain
             chunk = self.chunk_size if len(Z) > self.chunk_size else None
-            hit = cache["hsgp_stats"] = (Z, GH.mixture_stats(
-                Z, self._ytrain, self.hsgp_basis_, self.trend_degree_, chunk))
+            hit = cache["hsgp_stats"] = (
+                Z,
+                GH.mixture_stats(Z, self._ytrain, self.hsgp_basis_, self.trend_degree_, chunk),
+            )
         return hit[1]
 
     def _hsgp_factor_blocks(self):
@@ -513,8 +624,12 @@ class GaBaSRRegressor(  # noqa: D101 (__doc__ is an f-string)
         draws = self._draws(self._EXACT_SITES)
         stats = self._hsgp_stats()
         basis = self.hsgp_basis_
-        factors = cached_jit(self, "hsgp_factors", lambda: lambda d, st: batched_map(
-            lambda x: GH.mixture_factors(x, basis, st), d, 1), basis)
+        factors = cached_jit(
+            self,
+            "hsgp_factors",
+            lambda: lambda d, st: batched_map(lambda x: GH.mixture_factors(x, basis, st), d, 1),
+            basis,
+        )
         n_draws, M = len(draws["noise"]), stats.Pty.shape[0]
         size = max(1, min(n_draws, FACTOR_CACHE_BYTES // (8 * (M * M + M + 1))))
         for sl in row_slices(n_draws, size):
@@ -548,10 +663,13 @@ class GaBaSRRegressor(  # noqa: D101 (__doc__ is an f-string)
             out[2].append(np.sqrt(var + np.asarray(nv)[:, None]))
         ll, loc, sd = (np.concatenate(a) for a in out)
         n_chain = self.idata_.posterior.sizes["chain"]
-        diagnostics.add_group(self.idata_, "log_likelihood",
-                              {"y": (ll - np.log(self.y_std_.scale)).reshape(n_chain, -1,
-                                                                             len(rows))},
-                              dims={"y": ["obs"]}, coords={"obs": rows})
+        diagnostics.add_group(
+            self.idata_,
+            "log_likelihood",
+            {"y": (ll - np.log(self.y_std_.scale)).reshape(n_chain, -1, len(rows))},
+            dims={"y": ["obs"]},
+            coords={"obs": rows},
+        )
         if len(rows) < len(Z):
             diagnostics.set_attrs(self.idata_, loo_subsample=int(len(rows)))
         s, m = self.y_std_.scale, self.y_std_.mean
@@ -585,18 +703,27 @@ class GaBaSRRegressor(  # noqa: D101 (__doc__ is an f-string)
     def _joint_args(self, Zn):
         """Draws and arguments of :meth:`_joint_fn` (the spectral-mixture GP only)."""
         if not self._spectral_gp:
-            raise ValueError("return_cov and sample_y need the spectral-mixture GP (model_ "
-                             "'exact' or 'hsgp'); the random-feature model's predictive given "
-                             "a draw is Student-t, not Gaussian")
+            raise ValueError(
+                "return_cov and sample_y need the spectral-mixture GP (model_ "
+                "'exact' or 'hsgp'); the random-feature model's predictive given "
+                "a draw is Student-t, not Gaussian"
+            )
         if self.model_ == "hsgp":
             self._warn_outside_box(Zn)
             return self._draws(self._EXACT_SITES), (
-                self._hsgp_stats(), GH.features(Zn, self.hsgp_basis_, self.trend_degree_))
+                self._hsgp_stats(),
+                GH.features(Zn, self.hsgp_basis_, self.trend_degree_),
+            )
         Z = self._Ztrain
         B, Bn = (G.polynomial_basis(A, self.trend_degree_) for A in (Z, Zn))
         return self._draws(self._EXACT_SITES), (
-            G.prepare_exact(Z, B), jnp.asarray(Z), jnp.asarray(B), jnp.asarray(self._ytrain),
-            jnp.asarray(Zn), jnp.asarray(Bn))
+            G.prepare_exact(Z, B),
+            jnp.asarray(Z),
+            jnp.asarray(B),
+            jnp.asarray(self._ytrain),
+            jnp.asarray(Zn),
+            jnp.asarray(Bn),
+        )
 
     # ------------------------------------------------------------------ features model
     _FEATURE_SITES = ("weights", "mu", "sigma", "v_weights", "v_mu", "v_sigma", "snr")
@@ -617,18 +744,28 @@ class GaBaSRRegressor(  # noqa: D101 (__doc__ is an f-string)
         jB = None if B is None else jnp.asarray(B)
         post = self.idata_.posterior
         S = post.sizes["chain"] * post.sizes["draw"]
-        idx = np.unique(np.linspace(0, S - 1, min(S, self.num_conditioned_draws))
-                        .round().astype(int))
+        idx = np.unique(
+            np.linspace(0, S - 1, min(S, self.num_conditioned_draws)).round().astype(int)
+        )
         self.conditioned_draws_ = idx
         if self.sampler_ == "gibbs":
             posts = regression_posteriors(
-                self.gibbs_samples_, jZ, jy, mean_basis=jB, chunk_size=self.chunk_size,
-                draws=jnp.asarray(idx))
+                self.gibbs_samples_,
+                jZ,
+                jy,
+                mean_basis=jB,
+                chunk_size=self.chunk_size,
+                draws=jnp.asarray(idx),
+            )
         else:
             draws = {k: v[idx] for k, v in self._draws(self._FEATURE_SITES).items()}
             spec, chunk = self.spec_, self.chunk_size
-            posts = map_draws(lambda d: G.regression_posterior(
-                d, jZ, jy, spec=spec, mean_basis=jB, chunk_size=chunk), draws)
+            posts = map_draws(
+                lambda d: G.regression_posterior(
+                    d, jZ, jy, spec=spec, mean_basis=jB, chunk_size=chunk
+                ),
+                draws,
+            )
         # host arrays: the device-sharded outputs of map_draws do not go back into pmap
         self._posteriors_ = jax.tree.map(np.asarray, posts)
 
@@ -644,20 +781,34 @@ class GaBaSRRegressor(  # noqa: D101 (__doc__ is an f-string)
         posts = getattr(self, "_posteriors_", None)
         idx = None if posts is None else jnp.asarray(self.conditioned_draws_)
         if self.sampler_ == "gibbs":
-            return predict_regression(self.gibbs_samples_, Z, ys, Zn, mean_basis=jB,
-                                      mean_basis_new=jBn, posteriors=posts, draws=idx)
+            return predict_regression(
+                self.gibbs_samples_,
+                Z,
+                ys,
+                Zn,
+                mean_basis=jB,
+                mean_basis_new=jBn,
+                posteriors=posts,
+                draws=idx,
+            )
         spec = self.spec_
         draws = self._draws(list(self._FEATURE_SITES))
         if posts is None:
             fn = lambda d, Xn, Bn_: G.regression_predictive(  # noqa: E731
-                d, jnp.asarray(Z), jnp.asarray(ys), Xn, spec=spec, mean_basis=jB,
-                mean_new=Bn_)
+                d, jnp.asarray(Z), jnp.asarray(ys), Xn, spec=spec, mean_basis=jB, mean_new=Bn_
+            )
         else:  # conditioned on all rows at fit time (max_sample_rows)
             draws = {k: v[np.asarray(idx)] for k, v in draws.items()}
             draws.update({f"post_{k}": v for k, v in posts._asdict().items()})
             fn = lambda d, Xn, Bn_: G.regression_predictive(  # noqa: E731
-                d, None, None, Xn, spec=spec, mean_new=Bn_,
-                post=type(posts)(*(d[f"post_{k}"] for k in posts._fields)))
+                d,
+                None,
+                None,
+                Xn,
+                spec=spec,
+                mean_new=Bn_,
+                post=type(posts)(*(d[f"post_{k}"] for k in posts._fields)),
+            )
         loc, scale, df = map_draws(fn, draws, jnp.asarray(Zn), jBn)
         return np.asarray(loc), np.asarray(scale), np.asarray(df)
 
@@ -669,8 +820,12 @@ class GaBaSRRegressor(  # noqa: D101 (__doc__ is an f-string)
         if self.model_ == "exact":
             prepared = G.prepare_exact(Z, G.polynomial_basis(Z, self.trend_degree_))
             jy = jnp.asarray(ys)
-            ll, loc, sd = map(np.asarray, map_draws(
-                lambda d: G.exact_fitted_rows(d, prepared, jy), self._draws(self._EXACT_SITES)))
+            ll, loc, sd = map(
+                np.asarray,
+                map_draws(
+                    lambda d: G.exact_fitted_rows(d, prepared, jy), self._draws(self._EXACT_SITES)
+                ),
+            )
             self._store_log_likelihood(ll - np.log(self.y_std_.scale))
             s, m = self.y_std_.scale, self.y_std_.mean
             return MixturePredictive(loc * s + m, sd * s)
@@ -678,8 +833,13 @@ class GaBaSRRegressor(  # noqa: D101 (__doc__ is an f-string)
             return  # the Gibbs draws carry no per-draw LOO here (see predictive())
         spec, B = self.spec_, self._basis(Z)
         jB = None if B is None else jnp.asarray(B)
-        fn = lambda d: G.regression_loo(d, jnp.asarray(Z), jnp.asarray(ys), spec=spec,  # noqa
-                                        mean_basis=jB)
+        fn = lambda d: G.regression_loo(
+            d,
+            jnp.asarray(Z),
+            jnp.asarray(ys),
+            spec=spec,  # noqa
+            mean_basis=jB,
+        )
         draws = self._draws(list(self._FEATURE_SITES))
         self._store_log_likelihood(np.asarray(map_draws(fn, draws)) - np.log(self.y_std_.scale))
 

@@ -142,10 +142,12 @@ class _GaBaSRBase(BayesianEstimatorMixin, BaseEstimator):
             # vmapped LAPACK calls inside the sweep's loops can hang XLA:CPU (jax 0.10.2), and
             # so did pmapped chains: GaBaSRClassifier(chain_method="parallel") on breast_cancer
             # sat at 0 % CPU for 10 minutes on 4 CPU devices (2026-11-23)
-            raise ValueError(f"chain_method={self.chain_method!r} is not available with the "
-                             "Gibbs sampler (factorizations inside its loops, batched or "
-                             "pmapped over CPU devices, can hang XLA:CPU); use None or "
-                             "'sequential'")
+            raise ValueError(
+                f"chain_method={self.chain_method!r} is not available with the "
+                "Gibbs sampler (factorizations inside its loops, batched or "
+                "pmapped over CPU devices, can hang XLA:CPU); use None or "
+                "'sequential'"
+            )
         for name in ("n_features", "n_components"):
             v = getattr(self, name)
             if name == "n_components" and isinstance(v, str) and v == "auto":
@@ -153,18 +155,24 @@ class _GaBaSRBase(BayesianEstimatorMixin, BaseEstimator):
             if isinstance(v, bool) or not isinstance(v, numbers.Integral) or v < 1:
                 raise ValueError(f"{name} must be an integer >= 1 or 'auto', got {v!r}")
         if self._n_components_features() > self.n_features:
-            raise ValueError(f"n_components ({self.n_components}) must not exceed n_features "
-                             f"({self.n_features})")
+            raise ValueError(
+                f"n_components ({self.n_components}) must not exceed n_features ({self.n_features})"
+            )
         if self.mean_function not in MEAN_FUNCTIONS:
-            raise ValueError(f"mean_function must be one of {MEAN_FUNCTIONS}, got "
-                             f"{self.mean_function!r}")
+            raise ValueError(
+                f"mean_function must be one of {MEAN_FUNCTIONS}, got {self.mean_function!r}"
+            )
         if self.input_transform not in ("robust", "standard"):
-            raise ValueError("input_transform must be 'robust' or 'standard', got "
-                             f"{self.input_transform!r}")
+            raise ValueError(
+                f"input_transform must be 'robust' or 'standard', got {self.input_transform!r}"
+            )
         if not isinstance(self.locally_stationary, (bool, np.bool_)):
             raise TypeError(f"locally_stationary must be a bool, got {self.locally_stationary!r}")
-        if isinstance(self.map_steps, bool) or not isinstance(self.map_steps, numbers.Integral) \
-                or self.map_steps < 0:
+        if (
+            isinstance(self.map_steps, bool)
+            or not isinstance(self.map_steps, numbers.Integral)
+            or self.map_steps < 0
+        ):
             raise ValueError(f"map_steps must be a non-negative integer, got {self.map_steps!r}")
 
     def _n_components_features(self) -> int:
@@ -176,9 +184,12 @@ class _GaBaSRBase(BayesianEstimatorMixin, BaseEstimator):
         self.x_scaler_ = RobustScaler1.fit(X, robust=self.input_transform == "robust")
         Z = self.x_scaler_.transform(X)
         self.spec_, self.freq_scale_ = feature_spec(
-            self._seed(), Z, n_features=self.n_features,
+            self._seed(),
+            Z,
+            n_features=self.n_features,
             n_components=self._n_components_features(),
-            locally_stationary=self.locally_stationary)
+            locally_stationary=self.locally_stationary,
+        )
         return Z, self._basis(Z)
 
     def _basis(self, Z):
@@ -196,7 +207,8 @@ class _GaBaSRBase(BayesianEstimatorMixin, BaseEstimator):
     def _map_values(self, model, init, kw):
         """Constrained site values at the MAP point of ``model``."""
         whitened, self.map_value_ = laplace_whitening(
-            model, init, kw, rng_key=as_key(self._seed() + 1), map_steps=self.map_steps)
+            model, init, kw, rng_key=as_key(self._seed() + 1), map_steps=self.map_steps
+        )
         return map_point(whitened)
 
     def _observed(self, y):
@@ -209,22 +221,32 @@ class _GaBaSRBase(BayesianEstimatorMixin, BaseEstimator):
     def _nuts(self, model, kw, init, var_names, y_observed, X):
         y_observed = self._observed(y_observed)
         self.idata_, self.map_value_ = run_whitened_nuts(
-            model, kw, init, laplace_key=as_key(self._seed() + 1), rng_key=self._seed(),
-            map_steps=self.map_steps, X=X, y_observed=y_observed, coords=self._coords(len(X)),
-            dims={"f_probe": ["probe"], "y": ["obs"]}, num_warmup=self._count("num_warmup"),
-            num_samples=self._count("num_samples"), num_chains=self.num_chains,
-            chain_method=self.chain_method, progress_bar=self.progress_bar,
-            target_accept_prob=self.target_accept_prob)
+            model,
+            kw,
+            init,
+            laplace_key=as_key(self._seed() + 1),
+            rng_key=self._seed(),
+            map_steps=self.map_steps,
+            X=X,
+            y_observed=y_observed,
+            coords=self._coords(len(X)),
+            dims={"f_probe": ["probe"], "y": ["obs"]},
+            num_warmup=self._count("num_warmup"),
+            num_samples=self._count("num_samples"),
+            num_chains=self.num_chains,
+            chain_method=self.chain_method,
+            progress_bar=self.progress_bar,
+            target_accept_prob=self.target_accept_prob,
+        )
         self._finish(var_names)
 
     #: the three models behind the two samplers, by name (``model_description_``)
     MODELS = {
         "exact": "collapsed spectral-mixture GP (exact evidence; NUTS)",
         "hsgp": "collapsed spectral-mixture GP on a Hilbert-space basis (NUTS)",
-        "nuts": "random-feature DP mixture, truncated stick-breaking with fixed base draws "
-                "(NUTS)",
+        "nuts": "random-feature DP mixture, truncated stick-breaking with fixed base draws (NUTS)",
         "gibbs": "random-feature DP mixture, Chinese restaurant process with free "
-                 "frequencies (Gibbs/Metropolis-Hastings, seed 003 section 3.2)",
+        "frequencies (Gibbs/Metropolis-Hastings, seed 003 section 3.2)",
     }
 
     @property
@@ -236,16 +258,23 @@ class _GaBaSRBase(BayesianEstimatorMixin, BaseEstimator):
         key = self.model_ if self._spectral_gp else self.sampler_
         self.model_description_ = self.MODELS[key]
         diagnostics.set_attrs(self.idata_, model_description=self.model_description_)
-        diagnostics.set_attrs(self.idata_, model=type(self).__name__,
-                              random_state=str(self.random_state),
-                              locally_stationary=int(self.locally_stationary),
-                              n_features=self.n_features, mean_function=self.mean_function)
+        diagnostics.set_attrs(
+            self.idata_,
+            model=type(self).__name__,
+            random_state=str(self.random_state),
+            locally_stationary=int(self.locally_stationary),
+            n_features=self.n_features,
+            mean_function=self.mean_function,
+        )
         var_names = [v for v in var_names if v in self.idata_.posterior]
         self.convergence_vars_ = var_names
         self.convergence_report_only_ = [v for v in report_only if v in self.idata_.posterior]
         self.convergence_ = diagnostics.convergence_report(
-            self.idata_, var_names=var_names, warn=self.idata_.posterior.sizes["draw"] >= 100,
-            report_only=self.convergence_report_only_)
+            self.idata_,
+            var_names=var_names,
+            warn=self.idata_.posterior.sizes["draw"] >= 100,
+            report_only=self.convergence_report_only_,
+        )
         if self._task == "classification":  # the regressor's predictive needs its fit's end
             self._add_posterior_predictive()
 
@@ -255,26 +284,53 @@ class _GaBaSRBase(BayesianEstimatorMixin, BaseEstimator):
 
     def _gibbs(self, Zs, target, B, y_observed, X):
         res = gibbs_sample(
-            as_key(self._seed()), Zs, target, task=self._task, n_features=self.n_features,
-            locally_stationary=bool(self.locally_stationary), num_warmup=self._count("num_warmup"),
-            num_samples=self._count("num_samples"), num_chains=self.num_chains, prior=GibbsPrior(),
-            mean_basis=B, progress_bar=self.progress_bar,
-            chain_method=self.chain_method or "sequential")
+            as_key(self._seed()),
+            Zs,
+            target,
+            task=self._task,
+            n_features=self.n_features,
+            locally_stationary=bool(self.locally_stationary),
+            num_warmup=self._count("num_warmup"),
+            num_samples=self._count("num_samples"),
+            num_chains=self.num_chains,
+            prior=GibbsPrior(),
+            mean_basis=B,
+            progress_bar=self.progress_bar,
+            chain_method=self.chain_method or "sequential",
+        )
         self.gibbs_samples_ = res.samples
         self.gibbs_wall_time_ = res.wall_time
         samples = {k: v for k, v in res.samples.items() if k not in ("z", "z_v")}
         self.idata_ = diagnostics.from_samples(samples, sample_stats=res.sample_stats)
-        diagnostics.set_attrs(self.idata_, sampler="gibbs", num_warmup=self._count("num_warmup"),
-                              num_samples=self._count("num_samples"), num_chains=self.num_chains)
+        diagnostics.set_attrs(
+            self.idata_,
+            sampler="gibbs",
+            num_warmup=self._count("num_warmup"),
+            num_samples=self._count("num_samples"),
+            num_chains=self.num_chains,
+        )
         # the data, as the NUTS path stores it (a saved Gibbs run is reloaded from these)
         coords = self._coords(len(X))
-        diagnostics.add_group(self.idata_, "observed_data", {"y": self._observed(y_observed)},
-                              dims={"y": ["obs"]}, coords=coords, sample_dims=False)
-        diagnostics.add_group(self.idata_, "constant_data", {"X": X},
-                              dims={"X": ["obs", "feature"]}, coords=coords, sample_dims=False)
+        diagnostics.add_group(
+            self.idata_,
+            "observed_data",
+            {"y": self._observed(y_observed)},
+            dims={"y": ["obs"]},
+            coords=coords,
+            sample_dims=False,
+        )
+        diagnostics.add_group(
+            self.idata_,
+            "constant_data",
+            {"X": X},
+            dims={"X": ["obs", "feature"]},
+            coords=coords,
+            sample_dims=False,
+        )
         self._add_gibbs_probe(Zs, target, B)
-        self._finish(list(self._GIBBS_JUDGED), report_only=("alpha", "n_components", "weights",
-                                                            "mu"))
+        self._finish(
+            list(self._GIBBS_JUDGED), report_only=("alpha", "n_components", "weights", "mu")
+        )
 
     #: what a Gibbs run is judged on: quantities that do not change when the components are
     #: relabelled (the log evidence or log-likelihood, the noise, the weight prior precision,
@@ -290,9 +346,14 @@ class _GaBaSRBase(BayesianEstimatorMixin, BaseEstimator):
         """``f_probe`` (predictive mean, or class-1 probability) at five training inputs."""
         P, Bp = self._probe(Z)
         if self._task == "regression":
-            f = predict_regression(self.gibbs_samples_, Z, target, P,
-                                   mean_basis=None if B is None else jnp.asarray(B),
-                                   mean_basis_new=Bp)[0]
+            f = predict_regression(
+                self.gibbs_samples_,
+                Z,
+                target,
+                P,
+                mean_basis=None if B is None else jnp.asarray(B),
+                mean_basis_new=Bp,
+            )[0]
         else:
             f = predict_proba(self.gibbs_samples_, P, mean_basis_new=Bp)
         post = self.idata_.posterior
@@ -309,9 +370,13 @@ class _GaBaSRBase(BayesianEstimatorMixin, BaseEstimator):
     def _store_log_likelihood(self, ll):
         """Store pointwise log densities ``(chains × draws, n)`` as ``log_likelihood``."""
         n_chain = self.idata_.posterior.sizes["chain"]
-        diagnostics.add_group(self.idata_, "log_likelihood",
-                              {"y": ll.reshape(n_chain, -1, ll.shape[-1])},
-                              dims={"y": ["obs"]}, coords={"obs": np.arange(ll.shape[-1])})
+        diagnostics.add_group(
+            self.idata_,
+            "log_likelihood",
+            {"y": ll.reshape(n_chain, -1, ll.shape[-1])},
+            dims={"y": ["obs"]},
+            coords={"obs": np.arange(ll.shape[-1])},
+        )
 
     # ------------------------------------------------------------------ spectral density
     def spectral_density(self, omega_grid=None, *, band: float = 0.9, n_draws: int = 200):
@@ -326,8 +391,9 @@ class _GaBaSRBase(BayesianEstimatorMixin, BaseEstimator):
         sm = self.spectral_mixture(n_draws=n_draws)
         return sm.spectral_density_band(omega_grid, band=band)
 
-    def spectral_mixture(self, n_draws: int = 200, seed: int = 0, *,
-                         posterior=None) -> SpectralMixture:
+    def spectral_mixture(
+        self, n_draws: int = 200, seed: int = 0, *, posterior=None
+    ) -> SpectralMixture:
         """Return the learned mixture as a kernel, in the units of ``X``.
 
         Frequencies are divided by the input scale (standardized angular frequency → radians
@@ -375,8 +441,10 @@ class _GaBaSRBase(BayesianEstimatorMixin, BaseEstimator):
         check_is_fitted(self)
         post = self.idata_.posterior
         pooled = self.spectral_mixture(n_draws=n_draws, posterior=post)
-        chains = [self.spectral_mixture(n_draws=n_draws, posterior=post.isel(chain=[c]))
-                  for c in range(post.sizes["chain"])]
+        chains = [
+            self.spectral_mixture(n_draws=n_draws, posterior=post.isel(chain=[c]))
+            for c in range(post.sizes["chain"])
+        ]
         return chain_peaks(pooled, chains, dim=dim, min_height=min_height)
 
     # ------------------------------------------------------------------ runs and reports
@@ -393,28 +461,40 @@ class _GaBaSRBase(BayesianEstimatorMixin, BaseEstimator):
         if hasattr(self, "classes_"):
             arrays["classes"] = np.asarray(self.classes_)
         spec_none, spec = spec_arrays(self.spec_)
-        meta.update(clip=sc.clip, convergence_vars=list(self.convergence_vars_),
-                    convergence_report_only=list(getattr(self, "convergence_report_only_", [])),
-                    sampler=self.sampler_,
-                    full_bayes=bool(getattr(self, "full_bayes_", True)),
-                    spec_none=spec_none)
+        meta.update(
+            clip=sc.clip,
+            convergence_vars=list(self.convergence_vars_),
+            convergence_report_only=list(getattr(self, "convergence_report_only_", [])),
+            sampler=self.sampler_,
+            full_bayes=bool(getattr(self, "full_bayes_", True)),
+            spec_none=spec_none,
+        )
         meta["model"] = getattr(self, "model_", "features")
-        meta["n_sample_rows"] = int(getattr(self, "n_sample_rows_",
-                                            len(self.idata_.constant_data["X"])))
+        meta["n_sample_rows"] = int(
+            getattr(self, "n_sample_rows_", len(self.idata_.constant_data["X"]))
+        )
         if self._spectral_gp:
-            meta.update(trend_degree=int(self.trend_degree_),
-                        exact_resolution=float(self.exact_spec_.resolution))
+            meta.update(
+                trend_degree=int(self.trend_degree_),
+                exact_resolution=float(self.exact_spec_.resolution),
+            )
             if meta["model"] == "hsgp":
                 b = self.hsgp_basis_
-                meta["hsgp_basis"] = dict(m=list(b.m), L=list(b.L), center=list(b.center),
-                                          truncate=b.truncate)
-            arrays.update({"exact/peaks": np.asarray(self.exact_spec_.peaks),
-                           "exact/log_sigma0": np.asarray(self.exact_spec_.log_sigma0)})
+                meta["hsgp_basis"] = dict(
+                    m=list(b.m), L=list(b.L), center=list(b.center), truncate=b.truncate
+                )
+            arrays.update(
+                {
+                    "exact/peaks": np.asarray(self.exact_spec_.peaks),
+                    "exact/log_sigma0": np.asarray(self.exact_spec_.log_sigma0),
+                }
+            )
         arrays.update(x_center=sc.center, x_scale=sc.scale, freq_scale=self.freq_scale_)
         arrays.update(spec)
         for name in ("spectral_map_", "gibbs_samples_"):
-            arrays.update({f"{name}/{k}": np.asarray(v)
-                           for k, v in getattr(self, name, {}).items()})
+            arrays.update(
+                {f"{name}/{k}": np.asarray(v) for k, v in getattr(self, name, {}).items()}
+            )
         return meta, arrays
 
     def _load_state(self, meta: dict, arrays: dict) -> None:
@@ -433,9 +513,11 @@ class _GaBaSRBase(BayesianEstimatorMixin, BaseEstimator):
             if self.model_ == "hsgp":
                 self.hsgp_basis_ = Basis(**meta["hsgp_basis"])
             self.trend_degree_ = meta["trend_degree"]
-            self.exact_spec_ = G.ExactSpec(jnp.asarray(arrays["exact/peaks"]),
-                                           meta["exact_resolution"],
-                                           jnp.asarray(arrays["exact/log_sigma0"]))
+            self.exact_spec_ = G.ExactSpec(
+                jnp.asarray(arrays["exact/peaks"]),
+                meta["exact_resolution"],
+                jnp.asarray(arrays["exact/log_sigma0"]),
+            )
             self.n_components_ = len(arrays["exact/peaks"]) + 1
         elif self._task == "regression":
             self.model_ = "features"
@@ -445,15 +527,18 @@ class _GaBaSRBase(BayesianEstimatorMixin, BaseEstimator):
             if d:
                 setattr(self, name, d)
         self.full_bayes_ = meta["full_bayes"]
-        self.sampler_ = meta.get("sampler", self._AUTO_SAMPLER if self.sampler == "auto"
-                                 else self.sampler)
-        self.model_description_ = self.MODELS[
-            self.model_ if self._spectral_gp else self.sampler_]
+        self.sampler_ = meta.get(
+            "sampler", self._AUTO_SAMPLER if self.sampler == "auto" else self.sampler
+        )
+        self.model_description_ = self.MODELS[self.model_ if self._spectral_gp else self.sampler_]
         self.convergence_vars_ = meta["convergence_vars"]
         self.convergence_report_only_ = meta.get("convergence_report_only", [])
         self.convergence_ = diagnostics.convergence_report(
-            self.idata_, var_names=self.convergence_vars_, warn=False,
-            report_only=self.convergence_report_only_)
+            self.idata_,
+            var_names=self.convergence_vars_,
+            warn=False,
+            report_only=self.convergence_report_only_,
+        )
         self._Ztrain = self.x_scaler_.transform(np.asarray(self.idata_.constant_data["X"]))
         if hasattr(self, "y_std_"):
             self._ytrain = self.y_std_.transform(np.asarray(self.idata_.observed_data["y"]))

@@ -68,18 +68,41 @@ class GaBaSRClassifier(ClassifierMixin, _GaBaSRBase):  # noqa: D101 (__doc__ is 
     _task = "classification"
     _AUTO_SAMPLER = "gibbs"
 
-    def __init__(self, *, sampler="auto", locally_stationary=False, n_features=64,
-                 n_components=4, mean_function="linear", input_transform="robust",
-                 num_warmup=500, num_samples=500, num_chains=4, chain_method=None,
-                 target_accept_prob=0.8, map_steps=30, full_bayes_max_n=3000,
-                 progress_bar=True, random_state=None):
-        super().__init__(sampler=sampler, locally_stationary=locally_stationary,
-                         n_features=n_features, n_components=n_components,
-                         mean_function=mean_function, input_transform=input_transform,
-                         num_warmup=num_warmup, num_samples=num_samples, num_chains=num_chains,
-                         chain_method=chain_method, target_accept_prob=target_accept_prob,
-                         map_steps=map_steps, progress_bar=progress_bar,
-                         random_state=random_state)
+    def __init__(
+        self,
+        *,
+        sampler="auto",
+        locally_stationary=False,
+        n_features=64,
+        n_components=4,
+        mean_function="linear",
+        input_transform="robust",
+        num_warmup=500,
+        num_samples=500,
+        num_chains=4,
+        chain_method=None,
+        target_accept_prob=0.8,
+        map_steps=30,
+        full_bayes_max_n=3000,
+        progress_bar=True,
+        random_state=None,
+    ):
+        super().__init__(
+            sampler=sampler,
+            locally_stationary=locally_stationary,
+            n_features=n_features,
+            n_components=n_components,
+            mean_function=mean_function,
+            input_transform=input_transform,
+            num_warmup=num_warmup,
+            num_samples=num_samples,
+            num_chains=num_chains,
+            chain_method=chain_method,
+            target_accept_prob=target_accept_prob,
+            map_steps=map_steps,
+            progress_bar=progress_bar,
+            random_state=random_state,
+        )
         self.full_bayes_max_n = full_bayes_max_n
 
     def fit(self, X, y):
@@ -103,13 +126,18 @@ class GaBaSRClassifier(ClassifierMixin, _GaBaSRBase):  # noqa: D101 (__doc__ is 
     def _fit_nuts(self, Z, B, y01, y, X):
         probe = self._probe(Z)
         jB = None if B is None else jnp.asarray(B)
-        kw = dict(X=jnp.asarray(Z), y=jnp.asarray(y01), spec=self.spec_, mean_basis=jB,
-                  probe=probe)
+        kw = dict(X=jnp.asarray(Z), y=jnp.asarray(y01), spec=self.spec_, mean_basis=jB, probe=probe)
         init = classification_initial_values(Z, y01, B, self.spec_, self.freq_scale_)
         self.full_bayes_ = len(Z) <= self.full_bayes_max_n
         if self.full_bayes_:
-            self._nuts(G.gabasr_classification, kw, init,
-                       ["log_lik", "amp", "alpha", "v_alpha", "f_probe"], y, X)
+            self._nuts(
+                G.gabasr_classification,
+                kw,
+                init,
+                ["log_lik", "amp", "alpha", "v_alpha", "f_probe"],
+                y,
+                X,
+            )
             return
         # large data: MAP of everything, then NUTS over the weights with the features fixed
         init = self._map_values(G.gabasr_classification, init, kw)
@@ -117,15 +145,22 @@ class GaBaSRClassifier(ClassifierMixin, _GaBaSRBase):  # noqa: D101 (__doc__ is 
         self.spectral_map_ = {k: np.asarray(v) for k, v in fixed.items()}
         Phi = G.spectral_features(jnp.asarray(Z), fixed, self.spec_)
         Phi_probe = G.spectral_features(probe[0], fixed, self.spec_)
-        kw = dict(X=jnp.asarray(Z), y=jnp.asarray(y01), spec=self.spec_, mean_basis=jB,
-                  probe=probe, features=(Phi, Phi_probe))
+        kw = dict(
+            X=jnp.asarray(Z),
+            y=jnp.asarray(y01),
+            spec=self.spec_,
+            mean_basis=jB,
+            probe=probe,
+            features=(Phi, Phi_probe),
+        )
         init = {k: init[k] for k in ("amp", "z", "beta0") if k in init}
         self._nuts(G.gabasr_classification, kw, init, ["log_lik", "amp", "f_probe"], y, X)
 
     def _spectral_draws(self):
         if getattr(self, "full_bayes_", True):
-            return self._draws(["weights", "mu", "sigma", "v_weights", "v_mu", "v_sigma",
-                                "amp", "z", "beta0"])
+            return self._draws(
+                ["weights", "mu", "sigma", "v_weights", "v_mu", "v_sigma", "amp", "z", "beta0"]
+            )
         return self._draws(["amp", "z", "beta0"])
 
     def _logits(self, Zn):
@@ -133,13 +168,17 @@ class GaBaSRClassifier(ClassifierMixin, _GaBaSRBase):  # noqa: D101 (__doc__ is 
         jBn = None if Bn is None else jnp.asarray(Bn)
         spec = self.spec_
         if getattr(self, "full_bayes_", True):
-            fn = lambda d, Xn, Bn_: G.classification_logits(d, Xn, spec=spec,  # noqa: E731
-                                                            mean_new=Bn_)
+            fn = lambda d, Xn, Bn_: G.classification_logits(
+                d,
+                Xn,
+                spec=spec,  # noqa: E731
+                mean_new=Bn_,
+            )
             return map_draws(fn, self._spectral_draws(), jnp.asarray(Zn), jBn)
         fixed = {k: jnp.asarray(v) for k, v in self.spectral_map_.items()}
         Phi = G.spectral_features(jnp.asarray(Zn), fixed, spec)
         d = self._spectral_draws()
-        eta = (d["amp"][:, None] * (jnp.asarray(d["z"]) @ Phi.T))
+        eta = d["amp"][:, None] * (jnp.asarray(d["z"]) @ Phi.T)
         if jBn is not None:
             eta = eta + jnp.asarray(d["beta0"]) @ jBn.T
         return eta
@@ -148,8 +187,9 @@ class GaBaSRClassifier(ClassifierMixin, _GaBaSRBase):  # noqa: D101 (__doc__ is 
         """:math:`\\sigma(\\eta)` per posterior draw, ``(S, n)``."""
         if self.sampler_ == "gibbs":
             Bn = self._basis(Zn)
-            return predict_proba(self.gibbs_samples_, Zn,
-                                 mean_basis_new=None if Bn is None else jnp.asarray(Bn))
+            return predict_proba(
+                self.gibbs_samples_, Zn, mean_basis_new=None if Bn is None else jnp.asarray(Bn)
+            )
         return np.asarray(jax.nn.sigmoid(self._logits(Zn)))
 
     def _add_loglik(self, Z, y01):
@@ -179,8 +219,10 @@ class GaBaSRClassifier(ClassifierMixin, _GaBaSRBase):  # noqa: D101 (__doc__ is 
         X = self._validate_predict(X)
         with threadpool_limits(1, user_api="blas"):
             Zn = self.x_scaler_.transform(X)
-            out = [proba_interval(self._proba_draws(Zn[sl])[..., None], interval)
-                   for sl in row_slices(len(Zn), 4096)]
+            out = [
+                proba_interval(self._proba_draws(Zn[sl])[..., None], interval)
+                for sl in row_slices(len(Zn), 4096)
+            ]
         lo = np.concatenate([o[0][:, 0] for o in out]) if out else np.zeros(0)
         hi = np.concatenate([o[1][:, 0] for o in out]) if out else np.zeros(0)
         return np.column_stack([1.0 - hi, lo]), np.column_stack([1.0 - lo, hi])
@@ -191,8 +233,9 @@ class GaBaSRClassifier(ClassifierMixin, _GaBaSRBase):  # noqa: D101 (__doc__ is 
         return most_probable_class(self.classes_, P)
 
     @limit_blas
-    def sample_posterior_predictive(self, X, n_draws: int = 200, random_state=None,
-                                    row_offset: int = 0):
+    def sample_posterior_predictive(
+        self, X, n_draws: int = 200, random_state=None, row_offset: int = 0
+    ):
         """Draw predictive labels ``(n_draws, n)``.
 
         Per point and draw a posterior draw
@@ -205,8 +248,9 @@ class GaBaSRClassifier(ClassifierMixin, _GaBaSRBase):  # noqa: D101 (__doc__ is 
         P = self._proba_draws(self.x_scaler_.transform(X))
         seed = draw_seed(self._seed() if random_state is None else random_state)
         rows = row_offset + np.arange(P.shape[1])
-        idx = np.minimum((row_uniforms(seed, rows, n_draws, 0) * P.shape[0]).astype(np.int64),
-                         P.shape[0] - 1)
+        idx = np.minimum(
+            (row_uniforms(seed, rows, n_draws, 0) * P.shape[0]).astype(np.int64), P.shape[0] - 1
+        )
         p = P[idx, np.broadcast_to(np.arange(P.shape[1]), idx.shape)]
         return self.classes_[(row_uniforms(seed, rows, n_draws, 1) < p).astype(int)]
 
@@ -214,4 +258,3 @@ class GaBaSRClassifier(ClassifierMixin, _GaBaSRBase):  # noqa: D101 (__doc__ is 
         tags = super().__sklearn_tags__()
         tags.classifier_tags.multi_class = False
         return tags
-

@@ -154,8 +154,13 @@ class _GPBase(BayesianEstimatorMixin, BaseEstimator):
         return name_leaves(name_leaves(kernel).fit(Xs, y_for_kernel))
 
     def _dims(self):
-        dims = {"amplitude": ["term"], "eta": ["obs"], "f": ["obs"], "y": ["obs"],
-                "X": ["obs", "feature"]}
+        dims = {
+            "amplitude": ["term"],
+            "eta": ["obs"],
+            "f": ["obs"],
+            "y": ["obs"],
+            "X": ["obs", "feature"],
+        }
         for leaf in self.kernel_.leaves():
             for p, h in leaf.hyperparameters().items():
                 if h.ard and h.value is None:
@@ -171,6 +176,7 @@ class _GPBase(BayesianEstimatorMixin, BaseEstimator):
         many rows) do not recompile. The cache is keyed on the identity of the fitted
         ``kernel_`` and ``x_std_`` (new objects at every fit) and is dropped when pickling.
         """
+
         def make(kernel, x_scale):
             fn = per_draw(kernel, x_scale)
             return lambda d, *a: batched_map(lambda x: fn(x, *a), d, 1)
@@ -179,14 +185,20 @@ class _GPBase(BayesianEstimatorMixin, BaseEstimator):
 
     def _cached_jit(self, name, make):
         """``jax.jit(make(kernel_, x_std_.scale))``, cached per fit (see :meth:`_draw_map`)."""
-        return cached_jit(self, name, lambda: make(self.kernel_, self.x_std_.scale),
-                          self.kernel_, self.x_std_)
+        return cached_jit(
+            self, name, lambda: make(self.kernel_, self.x_std_.scale), self.kernel_, self.x_std_
+        )
 
     def _gp_kwargs(self, Xs, y_model) -> dict:
         """Return the exact GP models' arguments: inputs, targets, kernel, scale, prepared Gram."""
         Xj = jnp.asarray(Xs)
-        return dict(X=Xj, y=jnp.asarray(y_model), kernel=self.kernel_, x_scale=self.x_std_.scale,
-                    prepared=prepare_kernel(self.kernel_, Xj, Xj, self.x_std_.scale))
+        return dict(
+            X=Xj,
+            y=jnp.asarray(y_model),
+            kernel=self.kernel_,
+            x_scale=self.x_std_.scale,
+            prepared=prepare_kernel(self.kernel_, Xj, Xj, self.x_std_.scale),
+        )
 
     def _sample(self, model, Xs, y_model, y_observed, X, model_kwargs=None, data_at_mode=None):
         """Run NUTS on ``model``; ``model_kwargs`` default to :meth:`_gp_kwargs`.
@@ -216,17 +228,27 @@ class _GPBase(BayesianEstimatorMixin, BaseEstimator):
             observed={"y": y_observed},
             data_at_mode=data_at_mode,
         )
-        diagnostics.add_group(self.idata_, "constant_data", {"X": X}, dims=dims, coords=coords,
-                              sample_dims=False)
-        diagnostics.set_attrs(self.idata_, model=type(self).__name__, kernel=repr(self.kernel_),
-                              random_state=str(self.random_state))
+        diagnostics.add_group(
+            self.idata_, "constant_data", {"X": X}, dims=dims, coords=coords, sample_dims=False
+        )
+        diagnostics.set_attrs(
+            self.idata_,
+            model=type(self).__name__,
+            kernel=repr(self.kernel_),
+            random_state=str(self.random_state),
+        )
         self._site_names = [v for v in self.idata_.posterior.data_vars if v != "f"]
         self.num_samples_ = self.idata_.posterior.sizes["draw"]
-        self.convergence_ = diagnostics.convergence_report(self.idata_,
-                                                           warn=self.num_samples_ >= 100)
+        self.convergence_ = diagnostics.convergence_report(
+            self.idata_, warn=self.num_samples_ >= 100
+        )
         y_std = getattr(self, "y_std_", None)
-        data, dims = data_unit_variables(self.idata_.posterior, self.kernel_, self.x_std_.scale,
-                                         None if y_std is None else y_std.scale)
+        data, dims = data_unit_variables(
+            self.idata_.posterior,
+            self.kernel_,
+            self.x_std_.scale,
+            None if y_std is None else y_std.scale,
+        )
         diagnostics.add_variables(self.idata_, "posterior", data, dims=dims, coords=coords)
         if isinstance(self, ClassifierMixin):  # a regressor's predictive needs its fit's end
             self._add_posterior_predictive()
@@ -241,9 +263,14 @@ class _GPBase(BayesianEstimatorMixin, BaseEstimator):
         return self._proba_draws(X)
 
     def _draws(self, with_f: bool = False):
-        return flat_draws(self.idata_, [v for v in self.idata_.posterior.data_vars
-                                        if (with_f or v != "f")
-                                        and not v.endswith(diagnostics.DATA_UNITS_SUFFIX)])
+        return flat_draws(
+            self.idata_,
+            [
+                v
+                for v in self.idata_.posterior.data_vars
+                if (with_f or v != "f") and not v.endswith(diagnostics.DATA_UNITS_SUFFIX)
+            ],
+        )
 
     def sample_prior_predictive(self, X, y, n_draws: int = 100, random_state=None):
         """Draws of the observations at the rows of ``X`` under the prior alone.
@@ -285,13 +312,21 @@ class _GPBase(BayesianEstimatorMixin, BaseEstimator):
             self._check_approximation_params()
             if self._resolve_approximation(kernel, xs.transform(X), warn=False) == "hsgp":
                 model = hsgp_regression
-                extra = dict(design=build_design(kernel, xs.transform(X), xs.scale,
-                                                 n_basis=self.n_basis))
-        seed = self._seed() if random_state is None else \
-            int(check_random_state(random_state).randint(0, 2**31 - 1))
+                extra = dict(
+                    design=build_design(kernel, xs.transform(X), xs.scale, n_basis=self.n_basis)
+                )
+        seed = (
+            self._seed()
+            if random_state is None
+            else int(check_random_state(random_state).randint(0, 2**31 - 1))
+        )
         draws = Predictive(model, num_samples=n_draws)(
-            jax.random.PRNGKey(seed), X=jnp.asarray(xs.transform(X)), kernel=kernel,
-            x_scale=xs.scale, **extra)["y"]
+            jax.random.PRNGKey(seed),
+            X=jnp.asarray(xs.transform(X)),
+            kernel=kernel,
+            x_scale=xs.scale,
+            **extra,
+        )["y"]
         draws = np.asarray(draws)
         if classifier:
             return np.asarray(classes)[draws.astype(int)]
@@ -330,8 +365,9 @@ def loo_rows(n: int, n_draws: int, M: int, seed: int) -> np.ndarray:
     :data:`LOO_MAX_WORK`); PSIS-LOO on a row subsample estimates the full sum
     (Magnusson et al. 2019).
     """
-    n_rows = int(min(n, LOO_MAX_POINTS // n_draws,
-                     max(LOO_MIN_ROWS, LOO_MAX_WORK // (n_draws * M * M))))
+    n_rows = int(
+        min(n, LOO_MAX_POINTS // n_draws, max(LOO_MIN_ROWS, LOO_MAX_WORK // (n_draws * M * M)))
+    )
     if n_rows >= n:
         return np.arange(n)
     rng = np.random.default_rng(seed)
@@ -429,18 +465,37 @@ class GPRegressor(JointPredictiveMixin, PredictiveRegressorMixin, RegressorMixin
         With the basis: the posterior mass outside what the basis resolves, per length-scale.
     """
 
-    def __init__(self, kernel=None, *, approximation: str = "auto", n_basis=None,
-                 chunk_size: int | None = None, num_warmup: int = 500,
-                 num_samples: int | str = "auto", num_chains: int = 4,
-                 chain_method: str | None = None,
-                 target_accept_prob: float = 0.8, init: str = "map", dense_mass: bool = False,
-                 adapt_mass_matrix: bool = True, progress_bar: bool = True,
-                 random_state=None):
-        super().__init__(kernel, num_warmup=num_warmup, num_samples=num_samples,
-                         num_chains=num_chains, chain_method=chain_method,
-                         target_accept_prob=target_accept_prob, init=init,
-                         dense_mass=dense_mass, adapt_mass_matrix=adapt_mass_matrix,
-                         progress_bar=progress_bar, random_state=random_state)
+    def __init__(
+        self,
+        kernel=None,
+        *,
+        approximation: str = "auto",
+        n_basis=None,
+        chunk_size: int | None = None,
+        num_warmup: int = 500,
+        num_samples: int | str = "auto",
+        num_chains: int = 4,
+        chain_method: str | None = None,
+        target_accept_prob: float = 0.8,
+        init: str = "map",
+        dense_mass: bool = False,
+        adapt_mass_matrix: bool = True,
+        progress_bar: bool = True,
+        random_state=None,
+    ):
+        super().__init__(
+            kernel,
+            num_warmup=num_warmup,
+            num_samples=num_samples,
+            num_chains=num_chains,
+            chain_method=chain_method,
+            target_accept_prob=target_accept_prob,
+            init=init,
+            dense_mass=dense_mass,
+            adapt_mass_matrix=adapt_mass_matrix,
+            progress_bar=progress_bar,
+            random_state=random_state,
+        )
         self.approximation = approximation
         self.n_basis = n_basis
         self.chunk_size = chunk_size
@@ -473,20 +528,26 @@ class GPRegressor(JointPredictiveMixin, PredictiveRegressorMixin, RegressorMixin
     # ------------------------------------------------------------ choosing the approximation
     def _check_approximation_params(self):
         if self.approximation not in ("auto", "exact", "hsgp"):
-            raise ValueError("approximation must be 'auto', 'exact' or 'hsgp', got "
-                             f"{self.approximation!r}")
+            raise ValueError(
+                f"approximation must be 'auto', 'exact' or 'hsgp', got {self.approximation!r}"
+            )
         nb = self.n_basis
-        ok = nb is None or (isinstance(nb, (int, np.integer)) and not isinstance(nb, bool)
-                            and nb >= 1)
+        ok = nb is None or (
+            isinstance(nb, (int, np.integer)) and not isinstance(nb, bool) and nb >= 1
+        )
         if not ok and isinstance(nb, (list, tuple, np.ndarray)):
-            ok = len(nb) > 0 and all(isinstance(v, (int, np.integer)) and not isinstance(v, bool)
-                                     and v >= 1 for v in nb)
+            ok = len(nb) > 0 and all(
+                isinstance(v, (int, np.integer)) and not isinstance(v, bool) and v >= 1 for v in nb
+            )
         if not ok:
-            raise ValueError("n_basis must be None, a positive int or a sequence of positive "
-                             f"ints (one per input column), got {nb!r}")
+            raise ValueError(
+                "n_basis must be None, a positive int or a sequence of positive "
+                f"ints (one per input column), got {nb!r}"
+            )
         cs = self.chunk_size
-        if cs is not None and (isinstance(cs, bool) or not isinstance(cs, (int, np.integer))
-                               or cs < 1):
+        if cs is not None and (
+            isinstance(cs, bool) or not isinstance(cs, (int, np.integer)) or cs < 1
+        ):
             raise ValueError(f"chunk_size must be None or a positive int, got {cs!r}")
 
     def _resolve_approximation(self, kernel, Xs, warn: bool = True) -> str:
@@ -495,8 +556,12 @@ class GPRegressor(JointPredictiveMixin, PredictiveRegressorMixin, RegressorMixin
         if self.approximation == "exact":
             return "exact"
         reason = hsgp_unsupported_reason(kernel, d)
-        if self.n_basis is not None and reason is None and np.ndim(self.n_basis) == 1 \
-                and len(self.n_basis) != d:
+        if (
+            self.n_basis is not None
+            and reason is None
+            and np.ndim(self.n_basis) == 1
+            and len(self.n_basis) != d
+        ):
             raise ValueError(f"n_basis has {len(self.n_basis)} entries but X has {d} columns")
         if self.approximation == "hsgp":
             if reason is not None:
@@ -504,7 +569,8 @@ class GPRegressor(JointPredictiveMixin, PredictiveRegressorMixin, RegressorMixin
                     f"approximation='hsgp' cannot be used: {reason}. Use approximation='exact' "
                     "(any kernel, O(N^3) per leapfrog step), or a kernel made of Linear, RBF, "
                     "Laplacian, Matern32, Matern52, RationalQuadratic and Periodic(period=...) "
-                    "terms on at most 3 columns")
+                    "terms on at most 3 columns"
+                )
             return "hsgp"
         if n <= AUTO_EXACT_MAX_ROWS:
             return "exact"
@@ -513,7 +579,10 @@ class GPRegressor(JointPredictiveMixin, PredictiveRegressorMixin, RegressorMixin
                 warnings.warn(
                     f"{type(self).__name__}: approximation='auto' runs the exact GP on {n} rows "
                     f"(O(N^3) per leapfrog step: slow) because the Hilbert-space basis cannot "
-                    f"be used: {reason}", UserWarning, stacklevel=3)
+                    f"be used: {reason}",
+                    UserWarning,
+                    stacklevel=3,
+                )
             return "exact"
         return "hsgp"
 
@@ -542,9 +611,11 @@ class GPRegressor(JointPredictiveMixin, PredictiveRegressorMixin, RegressorMixin
         x_scale, seed = self.x_std_.scale, self._seed()
         for i in range(PILOT_ROUNDS):
             stats = self._basis_stats(design, Xs, ys)
-            mode = find_map(hsgp_regression, dict(stats=stats, kernel=self.kernel_,
-                                                  design=design, x_scale=x_scale),
-                            (seed + 7919 * (i + 1)) % 2**31)
+            mode = find_map(
+                hsgp_regression,
+                dict(stats=stats, kernel=self.kernel_, design=design, x_scale=x_scale),
+                (seed + 7919 * (i + 1)) % 2**31,
+            )
             bounds, resolved = {}, True
             for _, spec, stationary, _ in self._stationary_parts(design):
                 site = None if stationary is None else stationary._site("lengthscale")
@@ -569,24 +640,38 @@ class GPRegressor(JointPredictiveMixin, PredictiveRegressorMixin, RegressorMixin
             design = self._pilot_design(design, Xs, ys)
         for attempt in range(2):
             stats = self._basis_stats(design, Xs, ys)
-            self._sample(hsgp_regression, Xs, ys, y, X, model_kwargs=dict(
-                stats=stats, kernel=self.kernel_, design=design, x_scale=x_scale))
+            self._sample(
+                hsgp_regression,
+                Xs,
+                ys,
+                y,
+                X,
+                model_kwargs=dict(stats=stats, kernel=self.kernel_, design=design, x_scale=x_scale),
+            )
             checks = self._basis_checks(design)
-            bad = [c for c in checks
-                   if max(c.fraction_short, c.fraction_long) > BASIS_WARN_FRACTION]
+            bad = [
+                c for c in checks if max(c.fraction_short, c.fraction_long) > BASIS_WARN_FRACTION
+            ]
             if not bad:
                 break
             refit = attempt == 0 and self.n_basis is None
             warnings.warn(
                 f"{type(self).__name__}: the Hilbert-space basis ({design.size} functions) does "
-                "not resolve part of the posterior: " + "; ".join(c.message() for c in bad)
-                + (". Refitting once with a basis chosen from the posterior's length-scales."
-                   if refit else ". Give a larger n_basis, or approximation='exact'."),
-                UserWarning, stacklevel=3)
+                "not resolve part of the posterior: "
+                + "; ".join(c.message() for c in bad)
+                + (
+                    ". Refitting once with a basis chosen from the posterior's length-scales."
+                    if refit
+                    else ". Give a larger n_basis, or approximation='exact'."
+                ),
+                UserWarning,
+                stacklevel=3,
+            )
             if not refit:
                 break
-            design = build_design(self.kernel_, Xs, x_scale, bounds=self._posterior_bounds(),
-                                  growth=2)
+            design = build_design(
+                self.kernel_, Xs, x_scale, bounds=self._posterior_bounds(), growth=2
+            )
         self.hsgp_design_, self._hsgp_stats, self.basis_checks_ = design, stats, checks
         self._set_basis_attributes()
         diagnostics.set_attrs(self.idata_, basis_checks="; ".join(c.message() for c in checks))
@@ -594,12 +679,19 @@ class GPRegressor(JointPredictiveMixin, PredictiveRegressorMixin, RegressorMixin
 
     def _set_basis_attributes(self):
         design, names = self.hsgp_design_, [term_name(t) for t in self.kernel_.terms()]
-        self.n_basis_ = {n: list(t.basis.m) for n, t in zip(names, design.terms, strict=True)
-                         if t.basis is not None}
-        self.boundary_ = {n: list(t.basis.L) for n, t in zip(names, design.terms, strict=True)
-                          if t.basis is not None}
-        diagnostics.set_attrs(self.idata_, hsgp_design=json.dumps(design.to_config()),
-                              n_basis_total=int(design.size))
+        self.n_basis_ = {
+            n: list(t.basis.m)
+            for n, t in zip(names, design.terms, strict=True)
+            if t.basis is not None
+        }
+        self.boundary_ = {
+            n: list(t.basis.L)
+            for n, t in zip(names, design.terms, strict=True)
+            if t.basis is not None
+        }
+        diagnostics.set_attrs(
+            self.idata_, hsgp_design=json.dumps(design.to_config()), n_basis_total=int(design.size)
+        )
 
     def _stationary_parts(self, design):
         """``(term, TermBasis, stationary leaf or None, Periodic or None)`` per basis term."""
@@ -627,12 +719,22 @@ class GPRegressor(JointPredictiveMixin, PredictiveRegressorMixin, RegressorMixin
         for term, spec, stationary, periodic in self._stationary_parts(design):
             if stationary is not None:
                 site, ls = self._lengthscale_draws(stationary)
-                checks.append(check_basis(spec.basis, ls, kernel_family(stationary),
-                                          term=term_name(term), parameter=site))
+                checks.append(
+                    check_basis(
+                        spec.basis,
+                        ls,
+                        kernel_family(stationary),
+                        term=term_name(term),
+                        parameter=site,
+                    )
+                )
             if periodic is not None:
                 _, ls = self._lengthscale_draws(periodic)
-                checks.append(check_harmonics(periodic, spec.n_harmonics, spec.period, ls,
-                                              term=term_name(term)))
+                checks.append(
+                    check_harmonics(
+                        periodic, spec.n_harmonics, spec.period, ls, term=term_name(term)
+                    )
+                )
         return checks
 
     def _posterior_bounds(self) -> dict:
@@ -648,8 +750,10 @@ class GPRegressor(JointPredictiveMixin, PredictiveRegressorMixin, RegressorMixin
             if site in self.idata_.posterior:
                 d = self._draws_of(site)
                 lo, up = lengthscale_bounds(leaf, self.x_std_.scale)
-                bounds[site] = (np.minimum(lo, np.quantile(d, 0.025, axis=0)),
-                                np.maximum(up, np.quantile(d, 0.975, axis=0)))
+                bounds[site] = (
+                    np.minimum(lo, np.quantile(d, 0.025, axis=0)),
+                    np.maximum(up, np.quantile(d, 0.975, axis=0)),
+                )
         return bounds
 
     def _hsgp_factor_fn(self):
@@ -658,8 +762,11 @@ class GPRegressor(JointPredictiveMixin, PredictiveRegressorMixin, RegressorMixin
         hit = cache.get("hsgp_factor_fn")
         if hit is None or hit[0] is not self.hsgp_design_:
             kernel, design, x_scale = self.kernel_, self.hsgp_design_, self.x_std_.scale
-            fn = jax.jit(lambda d, st: batched_map(
-                lambda x: hsgp_factors(kernel, design, x, st, x_scale), d, 1))
+            fn = jax.jit(
+                lambda d, st: batched_map(
+                    lambda x: hsgp_factors(kernel, design, x, st, x_scale), d, 1
+                )
+            )
             hit = cache["hsgp_factor_fn"] = (design, fn)
         return hit[1]
 
@@ -683,8 +790,11 @@ class GPRegressor(JointPredictiveMixin, PredictiveRegressorMixin, RegressorMixin
         Phi = self.hsgp_design_.features(jnp.asarray(Xs[rows]))
         yj = jnp.asarray(ys[rows])
         factors = self._hsgp_factor_fn()
-        loo = jax.jit(lambda R, w, nv, P, yy: batched_map(
-            lambda f: hsgp_loo_and_fitted(f[0], f[1], f[2], P, yy), (R, w, nv), 1))
+        loo = jax.jit(
+            lambda R, w, nv, P, yy: batched_map(
+                lambda f: hsgp_loo_and_fitted(f[0], f[1], f[2], P, yy), (R, w, nv), 1
+            )
+        )
         keep = n_draws * len(rows) <= FITTED_MAX_POINTS
         ll, loc, scale = [], [], []
         for sl in self._hsgp_draw_blocks(draws):
@@ -696,14 +806,17 @@ class GPRegressor(JointPredictiveMixin, PredictiveRegressorMixin, RegressorMixin
                 scale.append(np.sqrt(out[2] + np.asarray(nv)[:, None]))
         ll = np.concatenate(ll) - np.log(self.y_std_.scale)
         ll = ll.reshape(self.idata_.posterior.sizes["chain"], -1, ll.shape[-1])
-        diagnostics.add_group(self.idata_, "log_likelihood", {"y": ll}, dims={"y": ["obs"]},
-                              coords={"obs": rows})
+        diagnostics.add_group(
+            self.idata_, "log_likelihood", {"y": ll}, dims={"y": ["obs"]}, coords={"obs": rows}
+        )
         if len(rows) < n:
             diagnostics.set_attrs(self.idata_, loo_subsample=int(len(rows)))
         if not keep:
             return None
-        return MixturePredictive(np.concatenate(loc) * self.y_std_.scale + self.y_std_.mean,
-                                 np.concatenate(scale) * self.y_std_.scale)
+        return MixturePredictive(
+            np.concatenate(loc) * self.y_std_.scale + self.y_std_.mean,
+            np.concatenate(scale) * self.y_std_.scale,
+        )
 
     def _warn_outside_box(self, Xs):
         outside = int(np.sum(~self.hsgp_design_.contains(Xs)))
@@ -712,7 +825,9 @@ class GPRegressor(JointPredictiveMixin, PredictiveRegressorMixin, RegressorMixin
                 f"{type(self).__name__}: {outside} of {len(Xs)} rows lie outside the box on "
                 "which the Hilbert-space basis approximates the kernel; predictions there "
                 "fall back towards the prior mean and are not those of the GP",
-                UserWarning, stacklevel=5)
+                UserWarning,
+                stacklevel=5,
+            )
 
     def _hsgp_moments(self):
         r"""Return the posterior moments of the basis weights over all draws, cached per fit.
@@ -733,12 +848,16 @@ class GPRegressor(JointPredictiveMixin, PredictiveRegressorMixin, RegressorMixin
             draws = self._draws()
             n_draws = len(next(iter(draws.values())))
             factors = self._hsgp_factor_fn()
-            reduce = jax.jit(lambda R, w, nv: (jnp.einsum("sij,sik->jk", R, R) + w.T @ w,
-                                               jnp.sum(w, 0), jnp.sum(nv)))
+            reduce = jax.jit(
+                lambda R, w, nv: (
+                    jnp.einsum("sij,sik->jk", R, R) + w.T @ w,
+                    jnp.sum(w, 0),
+                    jnp.sum(nv),
+                )
+            )
             RR = w_sum = nv_sum = 0.0
             for sl in self._hsgp_draw_blocks(draws):
-                a, b, c = reduce(*factors({k: v[sl] for k, v in draws.items()},
-                                          self._hsgp_stats))
+                a, b, c = reduce(*factors({k: v[sl] for k, v in draws.items()}, self._hsgp_stats))
                 RR, w_sum, nv_sum = RR + np.asarray(a), w_sum + np.asarray(b), nv_sum + float(c)
             w_bar = w_sum / n_draws
             G = RR / n_draws - np.outer(w_bar, w_bar)
@@ -768,8 +887,7 @@ class GPRegressor(JointPredictiveMixin, PredictiveRegressorMixin, RegressorMixin
             m, v = _mixture_moments(design.features(jnp.asarray(Xs[sl])), w_bar, G, nu_bar)
             mean[sl], var[sl] = np.asarray(m), np.asarray(v)
         mean = mean * self.y_std_.scale + self.y_std_.mean
-        return (mean, np.sqrt(np.maximum(var, 0.0)) * self.y_std_.scale) if return_std \
-            else mean
+        return (mean, np.sqrt(np.maximum(var, 0.0)) * self.y_std_.scale) if return_std else mean
 
     def _standardize_x(self, X):
         return self.x_std_.transform(X)
@@ -805,8 +923,12 @@ class GPRegressor(JointPredictiveMixin, PredictiveRegressorMixin, RegressorMixin
         self._warn_outside_box(Xs)
         draws = self._draws()
         pick = rng.integers(len(next(iter(draws.values()))), size=n_samples)
-        R, w, _ = (np.asarray(a) for a in self._hsgp_factor_fn()(
-            {k: v[pick] for k, v in draws.items()}, self._hsgp_stats))
+        R, w, _ = (
+            np.asarray(a)
+            for a in self._hsgp_factor_fn()(
+                {k: v[pick] for k, v in draws.items()}, self._hsgp_stats
+            )
+        )
         # w ~ N(w_s, R_s^T R_s)
         W = w + np.einsum("sij,si->sj", R, rng.standard_normal(w.shape))
         return np.asarray(self.hsgp_design_.features(jnp.asarray(Xs))) @ W.T
@@ -822,8 +944,7 @@ class GPRegressor(JointPredictiveMixin, PredictiveRegressorMixin, RegressorMixin
         draws = self._draws()
         factors = self._factors(draws, Xtr, ytr)
         if factors is not None:
-            draws = {**draws, "__Linv": factors[0], "__alpha": factors[1],
-                     "__jitter": factors[2]}
+            draws = {**draws, "__Linv": factors[0], "__alpha": factors[1], "__jitter": factors[2]}
         return draws, Xtr, ytr
 
     def _predictive_hsgp(self, Xs):
@@ -837,12 +958,17 @@ class GPRegressor(JointPredictiveMixin, PredictiveRegressorMixin, RegressorMixin
         factors = self._hsgp_factor_fn()
         if len(blocks) == 1 and (hit is None or hit[0] is not self.hsgp_design_):
             hit = cache["hsgp_factors_all"] = (
-                self.hsgp_design_, tuple(np.asarray(a) for a in factors(draws, self._hsgp_stats)))
+                self.hsgp_design_,
+                tuple(np.asarray(a) for a in factors(draws, self._hsgp_stats)),
+            )
         loc, scale = np.empty((n_draws, len(Xs))), np.empty((n_draws, len(Xs)))
         rows = _chunks(len(Xs), max(16, design.size), budget=2**22)
         for sl_d in blocks:
-            R, w, nv = hit[1] if len(blocks) == 1 else \
-                factors({k: v[sl_d] for k, v in draws.items()}, self._hsgp_stats)
+            R, w, nv = (
+                hit[1]
+                if len(blocks) == 1
+                else factors({k: v[sl_d] for k, v in draws.items()}, self._hsgp_stats)
+            )
             for sl in rows:
                 Phi = design.features(jnp.asarray(Xs[sl]))
                 mean, var = _predict_draws(R, w, Phi)
@@ -855,8 +981,9 @@ class GPRegressor(JointPredictiveMixin, PredictiveRegressorMixin, RegressorMixin
         meta["approximation"] = getattr(self, "approximation_", "exact")
         if meta["approximation"] == "hsgp":
             meta["hsgp_design"] = self.hsgp_design_.to_config()
-            arrays.update({f"hsgp/{k}": np.asarray(v)
-                           for k, v in self._hsgp_stats._asdict().items()})
+            arrays.update(
+                {f"hsgp/{k}": np.asarray(v) for k, v in self._hsgp_stats._asdict().items()}
+            )
         return meta, arrays
 
     def _load_state(self, meta, arrays):
@@ -883,18 +1010,25 @@ class GPRegressor(JointPredictiveMixin, PredictiveRegressorMixin, RegressorMixin
         def one(draw):
             theta = theta_from_draw(kernel, draw, x_scale)
             K = kernel_matrix(kernel, theta, draw["amplitude"], prepared=prepared)
-            A = triangular_inverse(cholesky(K + (draw["noise"] ** 2 + JITTER)
-                                            * jnp.eye(X.shape[0])))
+            A = triangular_inverse(
+                cholesky(K + (draw["noise"] ** 2 + JITTER) * jnp.eye(X.shape[0]))
+            )
             return loo_and_fitted_rows(A, A.T @ (A @ y), y, draw["noise"])
 
         ll, loc, sd = map(np.asarray, map_draws(one, self._draws()))
-        fitted = MixturePredictive(loc * self.y_std_.scale + self.y_std_.mean,
-                                   sd * self.y_std_.scale)
+        fitted = MixturePredictive(
+            loc * self.y_std_.scale + self.y_std_.mean, sd * self.y_std_.scale
+        )
         ll = ll - np.log(self.y_std_.scale)
         n_chain = self.idata_.posterior.sizes["chain"]
         ll = ll.reshape(n_chain, -1, ll.shape[-1])
-        diagnostics.add_group(self.idata_, "log_likelihood", {"y": ll}, dims={"y": ["obs"]},
-                              coords={"obs": np.arange(ll.shape[-1])})
+        diagnostics.add_group(
+            self.idata_,
+            "log_likelihood",
+            {"y": ll},
+            dims={"y": ["obs"]},
+            coords={"obs": np.arange(ll.shape[-1])},
+        )
         return fitted
 
     def _factors(self, draws, Xtr, ytr):
@@ -910,8 +1044,9 @@ class GPRegressor(JointPredictiveMixin, PredictiveRegressorMixin, RegressorMixin
         hit = cache.get("factors")
         if hit is None or hit[0] is not self.kernel_ or hit[1] is not self.x_std_:
             kernel, x_scale = self.kernel_, self.x_std_.scale
-            out = map_draws(lambda d, Xt, yt: regression_factors(kernel, d, Xt, yt, x_scale),
-                            draws, Xtr, ytr)
+            out = map_draws(
+                lambda d, Xt, yt: regression_factors(kernel, d, Xt, yt, x_scale), draws, Xtr, ytr
+            )
             # on the host: arrays sharded over the CPU devices (map_draws's pmap) would make
             # every later jitted call a multi-device computation
             out = tuple(np.asarray(a) for a in out)
@@ -924,24 +1059,38 @@ class GPRegressor(JointPredictiveMixin, PredictiveRegressorMixin, RegressorMixin
         X = self._validate_predict(X)
         if getattr(self, "approximation_", "exact") == "hsgp":
             loc, scale = self._predictive_hsgp(self.x_std_.transform(X))
-            return MixturePredictive(loc * self.y_std_.scale + self.y_std_.mean,
-                                     scale * self.y_std_.scale)
+            return MixturePredictive(
+                loc * self.y_std_.scale + self.y_std_.mean, scale * self.y_std_.scale
+            )
         Xs = jnp.asarray(self.x_std_.transform(X))
         draws, Xtr, ytr = self._training_draws()
         if "__Linv" not in draws:  # too many draws x training points to keep: factor per chunk
-            fn = self._draw_map("regression", lambda kernel, x_scale: (
-                lambda d, Xt, yt, Xn: regression_predictive(kernel, d, Xt, yt, Xn, x_scale)))
+            fn = self._draw_map(
+                "regression",
+                lambda kernel, x_scale: (
+                    lambda d, Xt, yt, Xn: regression_predictive(kernel, d, Xt, yt, Xn, x_scale)
+                ),
+            )
             args = (draws, Xtr, ytr)
         else:
-            fn = self._draw_map("regression_factors", lambda kernel, x_scale: (
-                lambda d, Xt, Xn: (*predict_from_factors(kernel, d, (d["__Linv"], d["__alpha"]),
-                                                         Xt, Xn, x_scale), d["__jitter"])))
+            fn = self._draw_map(
+                "regression_factors",
+                lambda kernel, x_scale: (
+                    lambda d, Xt, Xn: (
+                        *predict_from_factors(
+                            kernel, d, (d["__Linv"], d["__alpha"]), Xt, Xn, x_scale
+                        ),
+                        d["__jitter"],
+                    )
+                ),
+            )
             args = (draws, Xtr)
         locs, scales = [], []
         jitter_max = 0.0
         # rows per chunk bounded by the draws and by the (16 draws x N_train x rows) blocks
-        for sl in _chunks(len(Xs), max(self.idata_.posterior.sizes["draw"] * self.num_chains,
-                                      16 * len(Xtr))):
+        for sl in _chunks(
+            len(Xs), max(self.idata_.posterior.sizes["draw"] * self.num_chains, 16 * len(Xtr))
+        ):
             mean, var, noise2, jit = fn(*args, Xs[sl])
             locs.append(np.asarray(mean))
             scales.append(np.sqrt(np.asarray(var) + np.asarray(noise2)[:, None]))
@@ -950,7 +1099,6 @@ class GPRegressor(JointPredictiveMixin, PredictiveRegressorMixin, RegressorMixin
         loc = np.concatenate(locs, axis=1) * self.y_std_.scale + self.y_std_.mean
         scale = np.concatenate(scales, axis=1) * self.y_std_.scale
         return MixturePredictive(loc, scale)
-
 
 
 @register_estimator
@@ -993,16 +1141,35 @@ class GPClassifier(ClassifierMixin, _GPBase):  # noqa: D101 (__doc__ is an f-str
     {_SAMPLER_DOC}
     """
 
-    def __init__(self, kernel=None, *, inference: str = "laplace", num_warmup: int = 500,
-                 num_samples: int = 500, num_chains: int = 4, chain_method: str | None = None,
-                 target_accept_prob: float = 0.8, init: str = "map", dense_mass: bool = False,
-                 adapt_mass_matrix: bool = True, progress_bar: bool = True,
-                 random_state=None):
-        super().__init__(kernel, num_warmup=num_warmup, num_samples=num_samples,
-                         num_chains=num_chains, chain_method=chain_method,
-                         target_accept_prob=target_accept_prob, init=init,
-                         dense_mass=dense_mass, adapt_mass_matrix=adapt_mass_matrix,
-                         progress_bar=progress_bar, random_state=random_state)
+    def __init__(
+        self,
+        kernel=None,
+        *,
+        inference: str = "laplace",
+        num_warmup: int = 500,
+        num_samples: int = 500,
+        num_chains: int = 4,
+        chain_method: str | None = None,
+        target_accept_prob: float = 0.8,
+        init: str = "map",
+        dense_mass: bool = False,
+        adapt_mass_matrix: bool = True,
+        progress_bar: bool = True,
+        random_state=None,
+    ):
+        super().__init__(
+            kernel,
+            num_warmup=num_warmup,
+            num_samples=num_samples,
+            num_chains=num_chains,
+            chain_method=chain_method,
+            target_accept_prob=target_accept_prob,
+            init=init,
+            dense_mass=dense_mass,
+            adapt_mass_matrix=adapt_mass_matrix,
+            progress_bar=progress_bar,
+            random_state=random_state,
+        )
         self.inference = inference
 
     #: ``num_samples="auto"``: blocks of draws until converged
@@ -1020,8 +1187,10 @@ class GPClassifier(ClassifierMixin, _GPBase):  # noqa: D101 (__doc__ is an f-str
         X, y = self._validate_fit(X, y, classifier=True)
         self.classes_, y01 = validate_classes(y)
         if len(self.classes_) > 2 and self.inference == "latent":
-            raise ValueError(f"y has {len(self.classes_)} classes: inference='latent' handles "
-                             "two classes only; use inference='laplace' (the default)")
+            raise ValueError(
+                f"y has {len(self.classes_)} classes: inference='latent' handles "
+                "two classes only; use inference='laplace' (the default)"
+            )
         self.x_std_ = Standardizer.fit(X)
         Xs = self.x_std_.transform(X)
         self.kernel_ = self._fit_kernel(Xs, y01)
@@ -1035,17 +1204,30 @@ class GPClassifier(ClassifierMixin, _GPBase):  # noqa: D101 (__doc__ is an f-str
         else:
             kernel, x_scale = self.kernel_, self.x_std_.scale
             Xj, yj = jnp.asarray(Xs), jnp.asarray(y01)
-            self._sample(gp_classification_laplace, Xs, y01, y01, X,
-                         model_kwargs=self._gp_kwargs(Xs, y01) | dict(
-                             newton_start=jnp.zeros(len(y01))),
-                         # each draw's mode search starts at the latent mode of the posterior mode
-                         data_at_mode=lambda v: dict(newton_start=v["f"]))
-            ll = np.asarray(map_draws(
-                lambda d: laplace_classification_loo(kernel, d, Xj, yj, x_scale),
-                self._draws(with_f=True)))
+            self._sample(
+                gp_classification_laplace,
+                Xs,
+                y01,
+                y01,
+                X,
+                model_kwargs=self._gp_kwargs(Xs, y01) | dict(newton_start=jnp.zeros(len(y01))),
+                # each draw's mode search starts at the latent mode of the posterior mode
+                data_at_mode=lambda v: dict(newton_start=v["f"]),
+            )
+            ll = np.asarray(
+                map_draws(
+                    lambda d: laplace_classification_loo(kernel, d, Xj, yj, x_scale),
+                    self._draws(with_f=True),
+                )
+            )
             ll = ll.reshape(self.idata_.posterior.sizes["chain"], -1, ll.shape[-1])
-        diagnostics.add_group(self.idata_, "log_likelihood", {"y": ll}, dims={"y": ["obs"]},
-                              coords={"obs": np.arange(len(y01))})
+        diagnostics.add_group(
+            self.idata_,
+            "log_likelihood",
+            {"y": ll},
+            dims={"y": ["obs"]},
+            coords={"obs": np.arange(len(y01))},
+        )
         return self
 
     def _multiclass(self) -> bool:
@@ -1061,15 +1243,25 @@ class GPClassifier(ClassifierMixin, _GPBase):  # noqa: D101 (__doc__ is an f-str
         """NUTS on the softmax model; returns the LA-LOO log-likelihood (chain, draw, n)."""
         Xj, yj = jnp.asarray(Xs), jnp.asarray(y)
         kernel, x_scale = self.kernel_, self.x_std_.scale
-        self._sample(gp_classification_softmax, Xs, y, y, X,
-                     model_kwargs=self._gp_kwargs(Xs, y) | dict(
-                         n_classes=len(self.classes_),
-                         newton_start=jnp.zeros((len(self.classes_), len(y)))),
-                     # each draw's mode search starts at the latent mode of the posterior mode
-                     data_at_mode=lambda v: dict(newton_start=v["f"]))
-        ll = np.asarray(map_draws(
-            lambda d: softmax_classification_loo(kernel, d, Xj, yj, x_scale, _draw_key(d)),
-            self._softmax_draws()))
+        self._sample(
+            gp_classification_softmax,
+            Xs,
+            y,
+            y,
+            X,
+            model_kwargs=self._gp_kwargs(Xs, y)
+            | dict(
+                n_classes=len(self.classes_), newton_start=jnp.zeros((len(self.classes_), len(y)))
+            ),
+            # each draw's mode search starts at the latent mode of the posterior mode
+            data_at_mode=lambda v: dict(newton_start=v["f"]),
+        )
+        ll = np.asarray(
+            map_draws(
+                lambda d: softmax_classification_loo(kernel, d, Xj, yj, x_scale, _draw_key(d)),
+                self._softmax_draws(),
+            )
+        )
         return ll.reshape(self.idata_.posterior.sizes["chain"], -1, ll.shape[-1])
 
     def _softmax_draws(self):
@@ -1088,15 +1280,21 @@ class GPClassifier(ClassifierMixin, _GPBase):  # noqa: D101 (__doc__ is an f-str
         Xs = jnp.asarray(self.x_std_.transform(X))
         Xtr = jnp.asarray(self.x_std_.transform(np.asarray(self.idata_.constant_data["X"])))
         ytr = jnp.asarray(np.asarray(self.idata_.observed_data["y"]), dtype=jnp.int32)
-        fn = self._draw_map("softmax", lambda kernel, x_scale: (
-            lambda d, Xt, Xn: softmax_classification_predictive(kernel, d, Xt, ytr, Xn,
-                                                                x_scale, _draw_key(d))))
+        fn = self._draw_map(
+            "softmax",
+            lambda kernel, x_scale: (
+                lambda d, Xt, Xn: softmax_classification_predictive(
+                    kernel, d, Xt, ytr, Xn, x_scale, _draw_key(d)
+                )
+            ),
+        )
         draws = self._softmax_draws()
         C = len(self.classes_)
         keep = reduce or (lambda a: a)
         out = []
-        for sl in _chunks(len(Xs), max(len(draws["f"]) * (2 * C + C * C), 16 * len(Xtr),
-                                       SOFTMAX_MC_DRAWS * C)):
+        for sl in _chunks(
+            len(Xs), max(len(draws["f"]) * (2 * C + C * C), 16 * len(Xtr), SOFTMAX_MC_DRAWS * C)
+        ):
             o = fn(draws, Xtr, Xs[sl])
             out.append([keep(np.asarray(o[k])) for k in parts])
         axis = 1 if reduce is None else 0
@@ -1108,18 +1306,28 @@ class GPClassifier(ClassifierMixin, _GPBase):  # noqa: D101 (__doc__ is an f-str
         Xtr = jnp.asarray(self.x_std_.transform(np.asarray(self.idata_.constant_data["X"])))
         if getattr(self, "inference", "latent") == "laplace":
             ytr = jnp.asarray(np.asarray(self.idata_.observed_data["y"]), dtype=float)  # 0/1
-            fn = self._draw_map("laplace", lambda kernel, x_scale: (
-                lambda d, Xt, Xn: laplace_classification_predictive(kernel, d, Xt, ytr, Xn,
-                                                                    x_scale)))
+            fn = self._draw_map(
+                "laplace",
+                lambda kernel, x_scale: (
+                    lambda d, Xt, Xn: laplace_classification_predictive(
+                        kernel, d, Xt, ytr, Xn, x_scale
+                    )
+                ),
+            )
             draws = self._draws(with_f=True)
         else:
-            fn = self._draw_map("classification", lambda kernel, x_scale: (
-                lambda d, Xt, Xn: classification_predictive(kernel, d, Xt, Xn, x_scale)))
+            fn = self._draw_map(
+                "classification",
+                lambda kernel, x_scale: (
+                    lambda d, Xt, Xn: classification_predictive(kernel, d, Xt, Xn, x_scale)
+                ),
+            )
             draws = self._draws()
         means, vars_ = [], []
         jitter_max = 0.0
-        for sl in _chunks(len(Xs), max(self.idata_.posterior.sizes["draw"] * self.num_chains,
-                                      16 * len(Xtr))):
+        for sl in _chunks(
+            len(Xs), max(self.idata_.posterior.sizes["draw"] * self.num_chains, 16 * len(Xtr))
+        ):
             m, v, jit = fn(draws, Xtr, Xs[sl])
             means.append(np.asarray(m))
             vars_.append(np.asarray(v))
@@ -1177,8 +1385,9 @@ class GPClassifier(ClassifierMixin, _GPBase):  # noqa: D101 (__doc__ is an f-str
         return most_probable_class(self.classes_, proba)
 
     @limit_blas
-    def sample_posterior_predictive(self, X, n_draws: int = 200, random_state=None,
-                                    row_offset: int = 0):
+    def sample_posterior_predictive(
+        self, X, n_draws: int = 200, random_state=None, row_offset: int = 0
+    ):
         """Draw predictive labels, ``(n_draws, n)`` (class labels).
 
         Per point and draw a posterior draw :math:`s`, :math:`f \\sim N(\\mu_s, v_s)`, then a
@@ -1205,9 +1414,10 @@ class GPClassifier(ClassifierMixin, _GPBase):  # noqa: D101 (__doc__ is an f-str
             return self.classes_[(u[2] < special.expit(f)).astype(int)]
         C = m.shape[2]
         lam, vec = np.linalg.eigh(cov[idx, cols])  # Sigma_s may be singular
-        z = special.ndtri(np.stack(u[1:C + 1], axis=-1))
-        f = m[idx, cols] + np.einsum("...cd,...d->...c", vec * np.sqrt(np.maximum(lam, 0.0))[
-            ..., None, :], z)
+        z = special.ndtri(np.stack(u[1 : C + 1], axis=-1))
+        f = m[idx, cols] + np.einsum(
+            "...cd,...d->...c", vec * np.sqrt(np.maximum(lam, 0.0))[..., None, :], z
+        )
         cdf = np.cumsum(special.softmax(f, axis=-1), axis=-1)
         return self.classes_[np.minimum(np.sum(cdf < u[C + 1][..., None], axis=-1), C - 1)]
 
@@ -1273,8 +1483,12 @@ def _report_jitter(jitter: float, est) -> None:
             "noise, or an invalid kernel)"
         )
     if jitter > 1e-6:
-        warnings.warn(f"{type(est).__name__}: Cholesky needed jitter {jitter:.1e} on some "
-                      "draws (ill-conditioned kernel matrix)", UserWarning, stacklevel=3)
+        warnings.warn(
+            f"{type(est).__name__}: Cholesky needed jitter {jitter:.1e} on some "
+            "draws (ill-conditioned kernel matrix)",
+            UserWarning,
+            stacklevel=3,
+        )
     est.max_jitter_ = max(getattr(est, "max_jitter_", 0.0), jitter)
     # recorded with the posterior too, so that the report and saved runs show it
     diagnostics.set_attrs(est.idata_, max_jitter=float(est.max_jitter_))

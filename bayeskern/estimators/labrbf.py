@@ -48,8 +48,7 @@ __all__ = ["LABRBFRegressor"]
 
 #: LAB-RBF settings named in the estimator (the ones a user searches); the rest of
 #: :class:`~bayeskern.kernels.labrbf.LABRBF`'s arguments go in ``kernel_params``
-_NAMED = ("p", "max_support", "alpha", "theta0", "learning_rate", "n_iter_round",
-          "n_iter_final")
+_NAMED = ("p", "max_support", "alpha", "theta0", "learning_rate", "n_iter_round", "n_iter_final")
 
 
 def _nig_predictive_np(post: blr.NIGPosterior, Phi: np.ndarray):
@@ -66,8 +65,9 @@ def _nig_predictive_np(post: blr.NIGPosterior, Phi: np.ndarray):
 
 
 @register_estimator
-class LABRBFRegressor(PredictiveRegressorMixin, BayesianEstimatorMixin, RegressorMixin,
-                      BaseEstimator):
+class LABRBFRegressor(
+    PredictiveRegressorMixin, BayesianEstimatorMixin, RegressorMixin, BaseEstimator
+):
     r"""Asymmetric kernel ridge regression with locally adaptive bandwidths (LAB-RBF).
 
     Seed 002 (He et al.), Algorithm 1 + eq. (8), with a conjugate Bayesian last layer on the
@@ -216,8 +216,10 @@ class LABRBFRegressor(PredictiveRegressorMixin, BayesianEstimatorMixin, Regresso
         extra = dict(self.kernel_params or {})
         clash = sorted(set(extra) & set(_NAMED + ("random_state", "progress_bar")))
         if clash:
-            raise ValueError(f"kernel_params must not repeat the estimator's own parameters "
-                             f"{clash}; set them directly")
+            raise ValueError(
+                f"kernel_params must not repeat the estimator's own parameters "
+                f"{clash}; set them directly"
+            )
         kw = {name: getattr(self, name) for name in _NAMED}
         try:
             return LABRBF(**kw, **extra, random_state=seed, progress_bar=self.progress_bar)
@@ -232,8 +234,7 @@ class LABRBFRegressor(PredictiveRegressorMixin, BayesianEstimatorMixin, Regresso
         if isinstance(ne, bool) or not isinstance(ne, (int, np.integer)) or ne < 1:
             raise ValueError(f"n_estimators must be an integer >= 1, got {ne!r}")
         if ne * cf > 0.5:
-            raise ValueError(f"n_estimators * calibration_fraction must be <= 0.5, got "
-                             f"{ne} * {cf}")
+            raise ValueError(f"n_estimators * calibration_fraction must be <= 0.5, got {ne} * {cf}")
         if self.kernel_params is not None and not isinstance(self.kernel_params, dict):
             raise ValueError(f"kernel_params must be a dict or None, got {self.kernel_params!r}")
         for name in ("a0", "b0"):
@@ -263,15 +264,16 @@ class LABRBFRegressor(PredictiveRegressorMixin, BayesianEstimatorMixin, Regresso
         n_cal = int(round(self.calibration_fraction * n))
         perm = np.random.default_rng(seed).permutation(n)
         if self.calibration_fraction > 0 and n_cal >= 2 and n - E * n_cal >= 4:
-            blocks = [np.sort(perm[j * n_cal:(j + 1) * n_cal]) for j in range(E)]
+            blocks = [np.sort(perm[j * n_cal : (j + 1) * n_cal]) for j in range(E)]
         else:
             blocks = [np.zeros(0, dtype=int)] * E
         self.kernels_ = []
         for j, cal in enumerate(blocks):
             # the block is never trained on; it only says whether the trained bandwidths beat
             # the untrained global one (a two-way choice: its residuals stay honest)
-            self.kernels_.append(self._make_kernel(seed + j).fit(
-                X, y, validation_index=cal if len(cal) else None))
+            self.kernels_.append(
+                self._make_kernel(seed + j).fit(X, y, validation_index=cal if len(cal) else None)
+            )
         self._set_fitted_views()
         self.support_vectors_ = X[self.support_index_]
         self.n_iter_ = int(sum(k.n_iter_ for k in self.kernels_))
@@ -284,8 +286,9 @@ class LABRBFRegressor(PredictiveRegressorMixin, BayesianEstimatorMixin, Regresso
         self.y_scale_ = float(np.std(y)) if np.std(y) > 0 else 1.0
         if len(blocks[0]):
             rows = np.concatenate(blocks)
-            r = np.concatenate([y[c] - k.predict_f1(X[c]) for k, c in zip(self.kernels_, blocks,
-                                                                          strict=True)])
+            r = np.concatenate(
+                [y[c] - k.predict_f1(X[c]) for k, c in zip(self.kernels_, blocks, strict=True)]
+            )
         else:
             rows = np.setdiff1d(np.arange(n), self.support_index_)
             rows = rows if len(rows) else np.arange(n)
@@ -343,8 +346,10 @@ class LABRBFRegressor(PredictiveRegressorMixin, BayesianEstimatorMixin, Regresso
         L = np.asarray(post.L)
         z = rng.standard_normal((S, L.shape[0]))
         # w = w_N + sigma L^{-T} z has covariance sigma^2 Lambda_N^{-1}
-        W = np.asarray(post.w) + np.sqrt(sigma2)[:, None] * solve_triangular(
-            L, z.T, lower=True, trans="T").T
+        W = (
+            np.asarray(post.w)
+            + np.sqrt(sigma2)[:, None] * solve_triangular(L, z.T, lower=True, trans="T").T
+        )
         noise = np.sqrt(sigma2) * self.y_scale_
         W = W * self.y_scale_
         shape = (self.num_chains, self.num_samples)
@@ -359,22 +364,43 @@ class LABRBFRegressor(PredictiveRegressorMixin, BayesianEstimatorMixin, Regresso
         )
         mu = W @ Phi.T  # (S, n_rows)
         ll = stats.norm.logpdf(resid[None, :], mu, noise[:, None])
-        diagnostics.add_group(idata, "log_likelihood", {"y": ll.reshape(shape + (-1,))},
-                              dims={"y": ["obs"]}, coords={"obs": rows})
-        diagnostics.add_group(idata, "observed_data", {"y": resid}, dims={"y": ["obs"]},
-                              coords={"obs": rows}, sample_dims=False)
+        diagnostics.add_group(
+            idata,
+            "log_likelihood",
+            {"y": ll.reshape(shape + (-1,))},
+            dims={"y": ["obs"]},
+            coords={"obs": rows},
+        )
+        diagnostics.add_group(
+            idata,
+            "observed_data",
+            {"y": resid},
+            dims={"y": ["obs"]},
+            coords={"obs": rows},
+            sample_dims=False,
+        )
         # replicated residuals, one per exact draw (w_s, sigma_s): y_rep = phi^T w_s + sigma_s z
         y_rep = mu + noise[:, None] * rng.standard_normal(mu.shape)
-        diagnostics.add_group(idata, "posterior_predictive", {"y": y_rep.reshape(shape + (-1,))},
-                              dims={"y": ["obs"]}, coords={"obs": rows})
-        diagnostics.set_attrs(idata, inference="exact NIG draws (Bayesian last layer)",
-                              random_seed=seed, model="LABRBFRegressor",
-                              prior_precision=self.prior_precision_)
+        diagnostics.add_group(
+            idata,
+            "posterior_predictive",
+            {"y": y_rep.reshape(shape + (-1,))},
+            dims={"y": ["obs"]},
+            coords={"obs": rows},
+        )
+        diagnostics.set_attrs(
+            idata,
+            inference="exact NIG draws (Bayesian last layer)",
+            random_seed=seed,
+            model="LABRBFRegressor",
+            prior_precision=self.prior_precision_,
+        )
         # the inputs' names (pandas columns) too, though the posterior is over the basis
         diagnostics.add_coords(idata, "posterior", input_feature=self._coords(0)["feature"])
         self.idata_ = idata
         self.convergence_ = diagnostics.convergence_report(
-            idata, var_names=["noise", "weight_norm"], warn=False)
+            idata, var_names=["noise", "weight_norm"], warn=False
+        )
 
     # ------------------------------------------------------------------ predict
     def _check_X(self, X):
@@ -423,15 +449,22 @@ class LABRBFRegressor(PredictiveRegressorMixin, BayesianEstimatorMixin, Regresso
     def _save_state(self) -> tuple[dict, dict]:
         """Fitted state for :func:`bayeskern.runs.save_run` (JSON metadata + arrays)."""
         check_is_fitted(self)
-        meta = {"n_features_in": int(self.n_features_in_),
-                "kernels": [k.get_config() for k in self.kernels_], "history": self.history_,
-                **{k: getattr(self, k) for k in self._SCALARS}}
+        meta = {
+            "n_features_in": int(self.n_features_in_),
+            "kernels": [k.get_config() for k in self.kernels_],
+            "history": self.history_,
+            **{k: getattr(self, k) for k in self._SCALARS},
+        }
         if hasattr(self, "feature_names_in_"):
             meta["feature_names_in"] = [str(c) for c in self.feature_names_in_]
-        arrays = {f"kernel{j}/{k}": v for j, kern in enumerate(self.kernels_)
-                  for k, v in kern.get_state().items()}
-        arrays.update({f"posterior/{k}": np.asarray(v)
-                       for k, v in self.posterior_._asdict().items()})
+        arrays = {
+            f"kernel{j}/{k}": v
+            for j, kern in enumerate(self.kernels_)
+            for k, v in kern.get_state().items()
+        }
+        arrays.update(
+            {f"posterior/{k}": np.asarray(v) for k, v in self.posterior_._asdict().items()}
+        )
         arrays["support_vectors"] = self.support_vectors_
         arrays["calibration_index"] = self.calibration_index_
         return meta, arrays
@@ -446,18 +479,20 @@ class LABRBFRegressor(PredictiveRegressorMixin, BayesianEstimatorMixin, Regresso
         self.kernels_ = []
         for j, config in enumerate(meta["kernels"]):
             pre = f"kernel{j}/"
-            state = {k[len(pre):]: v for k, v in arrays.items() if k.startswith(pre)}
+            state = {k[len(pre) :]: v for k, v in arrays.items() if k.startswith(pre)}
             self.kernels_.append(kernel_from_config(config, state))
         self._set_fitted_views()
         for k in self._SCALARS:
             setattr(self, k, meta[k])
         self.history_ = meta["history"]
         self.posterior_ = blr.NIGPosterior(
-            *(arrays[f"posterior/{f}"] for f in blr.NIGPosterior._fields))
+            *(arrays[f"posterior/{f}"] for f in blr.NIGPosterior._fields)
+        )
         self.support_vectors_ = arrays["support_vectors"]
         self.calibration_index_ = arrays["calibration_index"]
         self.convergence_ = diagnostics.convergence_report(
-            self.idata_, var_names=["noise", "weight_norm"], warn=False)
+            self.idata_, var_names=["noise", "weight_norm"], warn=False
+        )
 
     def __sklearn_tags__(self):
         tags = super().__sklearn_tags__()

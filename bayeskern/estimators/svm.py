@@ -48,8 +48,15 @@ class KernelSVC(ClassifierMixin, BaseEstimator):
         As in :class:`sklearn.svm.SVC`.
     """
 
-    def __init__(self, kernel=None, C: float = 1.0, class_weight=None, probability: bool = False,
-                 tol: float = 1e-3, max_iter: int = -1):
+    def __init__(
+        self,
+        kernel=None,
+        C: float = 1.0,
+        class_weight=None,
+        probability: bool = False,
+        tol: float = 1e-3,
+        max_iter: int = -1,
+    ):
         self.kernel = kernel
         self.C = C
         self.class_weight = class_weight
@@ -66,9 +73,15 @@ class KernelSVC(ClassifierMixin, BaseEstimator):
     def _svc(self) -> SVC:
         # `probability` is passed only when asked for (scikit-learn 1.9 deprecates the flag)
         extra = {"probability": True} if self.probability else {}
-        return SVC(C=self.C, kernel="precomputed", class_weight=self.class_weight,
-                   tol=self.tol, max_iter=self.max_iter,
-                   random_state=getattr(self, "random_state", None), **extra)
+        return SVC(
+            C=self.C,
+            kernel="precomputed",
+            class_weight=self.class_weight,
+            tol=self.tol,
+            max_iter=self.max_iter,
+            random_state=getattr(self, "random_state", None),
+            **extra,
+        )
 
     @limit_blas
     def fit(self, X, y):

@@ -96,8 +96,10 @@ def _scaled_prior(prior_data, d):
         raise TypeError("prior_data must be a tuple (X_prior, y_prior)") from None
     Xp = np.atleast_2d(np.asarray(Xp, dtype=float))
     if Xp.shape[1] != d or len(Xp) != len(yp):
-        raise ValueError(f"prior_data: X_prior must have {d} columns and as many rows as "
-                         f"y_prior, got {Xp.shape} and {len(yp)}")
+        raise ValueError(
+            f"prior_data: X_prior must have {d} columns and as many rows as "
+            f"y_prior, got {Xp.shape} and {len(yp)}"
+        )
     if not np.all(np.isfinite(Xp)):
         raise ValueError("prior_data: X_prior contains NaN or inf")
     return Xp, np.asarray(yp)
@@ -146,9 +148,19 @@ class VSKClassifier(ClassifierMixin, BaseEstimator):
     classes_ : the two class labels; :math:`\psi` is the probability of ``classes_[1]``.
     """
 
-    def __init__(self, C: float = 1.0, kernel: str = "rbf", gamma="scale",
-                 scaling="naive_bayes", weight: float = 1.0, prior_data=None, class_weight=None,
-                 tol: float = 1e-3, max_iter: int = -1, random_state=None):
+    def __init__(
+        self,
+        C: float = 1.0,
+        kernel: str = "rbf",
+        gamma="scale",
+        scaling="naive_bayes",
+        weight: float = 1.0,
+        prior_data=None,
+        class_weight=None,
+        tol: float = 1e-3,
+        max_iter: int = -1,
+        random_state=None,
+    ):
         self.C = C
         self.kernel = kernel
         self.gamma = gamma
@@ -176,9 +188,15 @@ class VSKClassifier(ClassifierMixin, BaseEstimator):
             scaling = NaiveBayesScaling(scaling.columns, prior, scaling.var_smoothing)
         self.scaler_ = MinMaxScaler().fit(X)
         self.scaling_ = scaling.fit(X, y)
-        self.svc_ = SVC(C=self.C, kernel=self.kernel, gamma=self.gamma,
-                        class_weight=self.class_weight, tol=self.tol, max_iter=self.max_iter,
-                        random_state=self.random_state)
+        self.svc_ = SVC(
+            C=self.C,
+            kernel=self.kernel,
+            gamma=self.gamma,
+            class_weight=self.class_weight,
+            tol=self.tol,
+            max_iter=self.max_iter,
+            random_state=self.random_state,
+        )
         self.X_fit_ = self._augment(X)
         self.svc_.fit(self.X_fit_, y)
         return self
@@ -190,8 +208,9 @@ class VSKClassifier(ClassifierMixin, BaseEstimator):
         return np.asarray(self.scaling_.transform(X))
 
     def _augment(self, X):
-        return np.hstack([self.scaler_.transform(X),
-                          self.weight * np.asarray(self.scaling_.transform(X))])
+        return np.hstack(
+            [self.scaler_.transform(X), self.weight * np.asarray(self.scaling_.transform(X))]
+        )
 
     def augment(self, X) -> np.ndarray:
         """Return the augmented points :math:`\\Psi(X) = (\\tilde X, w\\,\\psi(X))`."""
@@ -272,8 +291,16 @@ class VSKRegressor(RegressorMixin, BaseEstimator):
     scaling_ : the fitted scaling function.
     """
 
-    def __init__(self, gamma: float = 1.0, kernel: str = "rbf", nu: float = 1e-4,
-                 scaling="linear", weight: float = 1.0, columns=None, normalize: bool = True):
+    def __init__(
+        self,
+        gamma: float = 1.0,
+        kernel: str = "rbf",
+        nu: float = 1e-4,
+        scaling="linear",
+        weight: float = 1.0,
+        columns=None,
+        normalize: bool = True,
+    ):
         self.gamma = gamma
         self.kernel = kernel
         self.nu = nu
@@ -304,8 +331,9 @@ class VSKRegressor(RegressorMixin, BaseEstimator):
         self.cond_ = condition_number(K, symmetric=True)
         self.coef_ = krn_fit(K, y, nu)
         if not np.all(np.isfinite(self.coef_)):
-            raise FloatingPointError("VSKRegressor: the network coefficients are not finite; "
-                                     "raise nu or lower gamma")
+            raise FloatingPointError(
+                "VSKRegressor: the network coefficients are not finite; raise nu or lower gamma"
+            )
         return self
 
     def psi(self, X) -> np.ndarray:
@@ -380,8 +408,9 @@ class VSKFeatureExtractor(TransformerMixin, BaseEstimator):
         if self.keep is None:
             n = self.n_features
             if isinstance(n, bool) or not isinstance(n, (int, np.integer)) or not 1 <= n <= d:
-                raise ValueError(f"n_features must be an int in [1, {d}] for X with "
-                                 f"n_features = {d}, got {n!r}")
+                raise ValueError(
+                    f"n_features must be an int in [1, {d}] for X with n_features = {d}, got {n!r}"
+                )
             rng = check_random_state(self.random_state)
             keep = np.sort(rng.choice(d, n - 1, replace=False))
         else:
@@ -410,8 +439,9 @@ class VSKFeatureExtractor(TransformerMixin, BaseEstimator):
         return tags
 
 
-def make_svm_selector(n_features: int = 2, cv: int = 5, scoring: str = "f1_weighted",
-                      C_grid=None) -> SelectFromModel:
+def make_svm_selector(
+    n_features: int = 2, cv: int = 5, scoring: str = "f1_weighted", C_grid=None
+) -> SelectFromModel:
     r"""SVM-S (seed 000, section 7): keep the features with the largest linear-SVM weights.
 
     A linear ``SVC`` is tuned by ``cv``-fold grid search over ``C_grid`` (default the
@@ -421,12 +451,15 @@ def make_svm_selector(n_features: int = 2, cv: int = 5, scoring: str = "f1_weigh
     """
     grid = {"C": paper_param_grid("linear")["C"] if C_grid is None else list(C_grid)}
     search = GridSearchCV(SVC(kernel="linear"), grid, cv=cv, scoring=scoring)
-    return SelectFromModel(search, importance_getter="best_estimator_.coef_",
-                           max_features=n_features, threshold=-np.inf)
+    return SelectFromModel(
+        search,
+        importance_getter="best_estimator_.coef_",
+        max_features=n_features,
+        threshold=-np.inf,
+    )
 
 
-def compare_vsk(X, y, *, base=None, scaling=None, task: str = "auto", weight=None,
-                **gp_params):
+def compare_vsk(X, y, *, base=None, scaling=None, task: str = "auto", weight=None, **gp_params):
     r"""Fit a Bayesian GP with the plain kernel and with its VSK; compare them by PSIS-LOO.
 
     Both models are :class:`~bayeskern.estimators.gp.GPClassifier` (binary ``y``) or

@@ -25,7 +25,18 @@ from bayeskern.inference.nuts import (
     run_nuts,
 )
 
-__all__ = ["run_nuts", "AUTO_BLOCK", "AUTO_MAX_SAMPLES", "find_map", "laplace_inits",
-           "model_functions", "MapResult", "ModelFunctions", "choose_chain_method",
-           "check_sampler_counts", "as_key",
-           "GaBaSRGibbs", "gibbs_sample"]
+__all__ = [
+    "run_nuts",
+    "AUTO_BLOCK",
+    "AUTO_MAX_SAMPLES",
+    "find_map",
+    "laplace_inits",
+    "model_functions",
+    "MapResult",
+    "ModelFunctions",
+    "choose_chain_method",
+    "check_sampler_counts",
+    "as_key",
+    "GaBaSRGibbs",
+    "gibbs_sample",
+]

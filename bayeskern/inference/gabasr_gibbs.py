@@ -412,8 +412,9 @@ def _put(a, blocks, val, axis):
     """
     off = 0
     for st, w in blocks:
-        a = lax.dynamic_update_slice_in_dim(a, lax.slice_in_dim(val, off, off + w, axis=axis),
-                                            st, axis)
+        a = lax.dynamic_update_slice_in_dim(
+            a, lax.slice_in_dim(val, off, off + w, axis=axis), st, axis
+        )
         off += w
     return a
 
@@ -447,8 +448,10 @@ def _block_proposal(ev: Evidence, blocks, F, weights, y_eff, lam0):
     S = FtWF + lam0 * jnp.eye(m, dtype=dtype) - cR.T @ h
     S = 0.5 * (S + S.T)
     LS = jnp.linalg.cholesky(S)
-    logdet = ev.logdet + 2.0 * jnp.sum(jnp.log(jnp.diagonal(LJ))) + 2.0 * jnp.sum(
-        jnp.log(jnp.diagonal(LS))
+    logdet = (
+        ev.logdet
+        + 2.0 * jnp.sum(jnp.log(jnp.diagonal(LJ)))
+        + 2.0 * jnp.sum(jnp.log(jnp.diagonal(LS)))
     )
     g = bJ - h.T @ bR
     r = jsl.solve_triangular(LS, g, lower=True)
@@ -525,7 +528,8 @@ def _blocks_omega(j, M, M2, ls):
     if not ls:
         return ((j, 1), (M + j, 1))
     return tuple((k * M + j, 1) for k in range(M2)) + tuple(
-        (M * M2 + k * M + j, 1) for k in range(M2))
+        (M * M2 + k * M + j, 1) for k in range(M2)
+    )
 
 
 def _blocks_v(k, M1, M2):
@@ -577,8 +581,9 @@ def _sizes(M, prior: GibbsPrior):
     return max(K, K0), K0
 
 
-def init(key, X, y, *, task, n_features, n_features_v=0, mean_basis=None,
-         prior: GibbsPrior | None = None):
+def init(
+    key, X, y, *, task, n_features, n_features_v=0, mean_basis=None, prior: GibbsPrior | None = None
+):
     """Build the initial :class:`GibbsState`, static :class:`SweepConfig` and :class:`GibbsData`.
 
     Returns ``(state, config, data)``; pass them to :func:`build_sweep`.
@@ -611,16 +616,16 @@ def init(key, X, y, *, task, n_features, n_features_v=0, mean_basis=None,
     y_eff = y if task == "regression" else y - 0.5
     G = (Phi * weights[:, None]).T @ Phi
     ev = _evidence_from_G(Phi, G, Phi.T @ y_eff, lam0)
-    state = GibbsState(omega, dp, v, dp_v, ev, lam0, weights, jnp.zeros(P, dtype),
-                       jnp.asarray(1.0, dtype))
+    state = GibbsState(
+        omega, dp, v, dp_v, ev, lam0, weights, jnp.zeros(P, dtype), jnp.asarray(1.0, dtype)
+    )
     cfg = SweepConfig(task, M, M2, ls, prior)
     hv = (None, None) if hyper_2 is None else hyper_2
     data = GibbsData(X, y, y_eff, y @ y, *hyper_1, *hv)
     return state, cfg, data
 
 
-def _mh_moves(key, ev, data: GibbsData, weights, lam0, cfg: SweepConfig, params, dp, which,
-              other):
+def _mh_moves(key, ev, data: GibbsData, weights, lam0, cfg: SweepConfig, params, dp, which, other):
     """Random-order independence-MH moves of every frequency of one mixture."""
     X, y_eff = data.X, data.y_eff
     n = X.shape[0]
@@ -716,11 +721,13 @@ def _sweep(cfg: SweepConfig, key, state: GibbsState, data: GibbsData):
         c2 = (Q.T @ ev.b) ** 2
 
         def ell_lam(lam):
-            return _log_evidence(task, jnp.sum(jnp.log(lam + s)), jnp.sum(c2 / (lam + s)),
-                                 lam, P, n, data.yy, prior)
+            return _log_evidence(
+                task, jnp.sum(jnp.log(lam + s)), jnp.sum(c2 / (lam + s)), lam, P, n, data.yy, prior
+            )
 
         info["drift"] = jnp.abs(ell_end - ell_lam(lam0))
         if prior.prior_precision is None:
+
             def lam_target(u):  # log lambda_0, Gamma prior plus the Jacobian
                 lam = jnp.exp(u)
                 return ell_lam(lam) + prior.lam_shape * u - prior.lam_rate * lam
@@ -734,22 +741,30 @@ def _sweep(cfg: SweepConfig, key, state: GibbsState, data: GibbsData):
                 return (jnp.where(acc, u_new, u), jnp.where(acc, lp_new, lp)), None
 
             u0 = jnp.log(lam0)
-            (u, _), _ = lax.scan(rw, (u0, lam_target(u0)),
-                                 jax.random.split(keys[5], prior.lam_steps))
+            (u, _), _ = lax.scan(
+                rw, (u0, lam_target(u0)), jax.random.split(keys[5], prior.lam_steps)
+            )
             lam0 = jnp.exp(u)
         A = (Q / (lam0 + s)) @ Q.T
-        ev = ev._replace(A=0.5 * (A + A.T), logdet=jnp.sum(jnp.log(lam0 + s)),
-                         quad=jnp.sum(c2 / (lam0 + s)))
-        info["log_marginal"] = _log_evidence(task, ev.logdet, ev.quad, lam0, P, n, data.yy,
-                                             prior)
+        ev = ev._replace(
+            A=0.5 * (A + A.T), logdet=jnp.sum(jnp.log(lam0 + s)), quad=jnp.sum(c2 / (lam0 + s))
+        )
+        info["log_marginal"] = _log_evidence(task, ev.logdet, ev.quad, lam0, P, n, data.yy, prior)
         aN = prior.a0 + 0.5 * n
         bN = prior.b0 + 0.5 * jnp.maximum(data.yy - ev.quad, 0.0)
         noise = jnp.sqrt(bN / bkr.gamma(keys[6], jnp.asarray(aN, dtype)))
     else:
         L = jnp.linalg.cholesky(ev.G + lam0 * jnp.eye(P, dtype=dtype))
-        exact = _log_evidence(task, 2 * jnp.sum(jnp.log(jnp.diagonal(L))),
-                              jnp.sum(jsl.solve_triangular(L, ev.b, lower=True) ** 2),
-                              lam0, P, n, 0.0, prior)
+        exact = _log_evidence(
+            task,
+            2 * jnp.sum(jnp.log(jnp.diagonal(L))),
+            jnp.sum(jsl.solve_triangular(L, ev.b, lower=True) ** 2),
+            lam0,
+            P,
+            n,
+            0.0,
+            prior,
+        )
         info["drift"] = jnp.abs(ell_end - exact)
         eps = jax.random.normal(keys[5], (P,), dtype)
         beta = jsl.cho_solve((L, True), ev.b) + jsl.solve_triangular(L.T, eps, lower=False)
@@ -775,10 +790,15 @@ def _record(state: GibbsState, info, cfg: SweepConfig):
         "prior_precision": state.lam0,
     }
     if cfg.locally_stationary:
-        out.update(v=state.v, z_v=state.dp_v.z, alpha_v=state.dp_v.alpha,
-                   n_components_v=jnp.sum(state.dp_v.counts > 0),
-                   weights_v=state.dp_v.counts / cfg.M2, mu_v=state.dp_v.mu,
-                   prec_chol_v=state.dp_v.U)
+        out.update(
+            v=state.v,
+            z_v=state.dp_v.z,
+            alpha_v=state.dp_v.alpha,
+            n_components_v=jnp.sum(state.dp_v.counts > 0),
+            weights_v=state.dp_v.counts / cfg.M2,
+            mu_v=state.dp_v.mu,
+            prec_chol_v=state.dp_v.U,
+        )
     if cfg.task == "regression":
         out.update(log_marginal=info["log_marginal"], noise=state.noise)
     else:
@@ -790,20 +810,37 @@ def _record(state: GibbsState, info, cfg: SweepConfig):
 # --------------------------------------------------------------------------- driver
 
 
-def _validate(X, y, task, n_features, n_features_v, num_warmup, num_samples, num_chains,
-              mean_basis, dtype, chain_method, evidence):
+def _validate(
+    X,
+    y,
+    task,
+    n_features,
+    n_features_v,
+    num_warmup,
+    num_samples,
+    num_chains,
+    mean_basis,
+    dtype,
+    chain_method,
+    evidence,
+):
     if task not in ("regression", "classification"):
         raise ValueError(f"task must be 'regression' or 'classification', got {task!r}")
-    for name, val, lo in (("n_features", n_features, 1), ("n_features_v", n_features_v, 0),
-                          ("num_warmup", num_warmup, 0), ("num_samples", num_samples, 1),
-                          ("num_chains", num_chains, 1)):
+    for name, val, lo in (
+        ("n_features", n_features, 1),
+        ("n_features_v", n_features_v, 0),
+        ("num_warmup", num_warmup, 0),
+        ("num_samples", num_samples, 1),
+        ("num_chains", num_chains, 1),
+    ):
         if isinstance(val, bool) or not isinstance(val, (int, np.integer)) or val < lo:
             raise ValueError(f"{name} must be an integer >= {lo}, got {val!r}")
     if dtype not in ("float64", "float32", np.float64, np.float32):
         raise ValueError(f"dtype must be 'float64' or 'float32', got {dtype!r}")
     if chain_method not in ("sequential", "vectorized", "parallel"):
-        raise ValueError("chain_method must be 'sequential', 'vectorized' or 'parallel', got "
-                         f"{chain_method!r}")
+        raise ValueError(
+            f"chain_method must be 'sequential', 'vectorized' or 'parallel', got {chain_method!r}"
+        )
     if evidence not in ("rank", "full"):
         raise ValueError(f"evidence must be 'rank' or 'full', got {evidence!r}")
     try:
@@ -829,7 +866,8 @@ def _validate(X, y, task, n_features, n_features_v, num_warmup, num_samples, num
         mean_basis = np.asarray(mean_basis, dtype=np.float64)
         if mean_basis.ndim != 2 or mean_basis.shape[0] != X.shape[0]:
             raise ValueError(
-                f"mean_basis must have shape ({X.shape[0]}, p), got {mean_basis.shape}")
+                f"mean_basis must have shape ({X.shape[0]}, p), got {mean_basis.shape}"
+            )
         if not np.all(np.isfinite(mean_basis)):
             raise ValueError("mean_basis contains NaN or infinite values")
     return X, y, mean_basis
@@ -900,9 +938,15 @@ class GaBaSRGibbs(MCMCKernel):
 
     sample_field = "draws"
 
-    def __init__(self, task: str = "regression", n_features: int = 250, *,
-                 n_features_v: int = 0, prior: GibbsPrior | None = None,
-                 evidence: str = "rank"):
+    def __init__(
+        self,
+        task: str = "regression",
+        n_features: int = 250,
+        *,
+        n_features_v: int = 0,
+        prior: GibbsPrior | None = None,
+        evidence: str = "rank",
+    ):
         if task not in ("regression", "classification"):
             raise ValueError(f"task must be 'regression' or 'classification', got {task!r}")
         for name, val, lo in (("n_features", n_features, 1), ("n_features_v", n_features_v, 0)):
@@ -913,8 +957,9 @@ class GaBaSRGibbs(MCMCKernel):
         prior = GibbsPrior() if prior is None else prior
         if not isinstance(prior, GibbsPrior):
             raise TypeError(f"prior must be a GibbsPrior, got {type(prior).__name__}")
-        self.config = SweepConfig(task, int(n_features), int(n_features_v), n_features_v > 0,
-                                  prior, evidence)
+        self.config = SweepConfig(
+            task, int(n_features), int(n_features_v), n_features_v > 0, prior, evidence
+        )
         self.model = None  # no NumPyro model function: az.from_numpyro then skips the trace
 
     def __eq__(self, other):
@@ -927,9 +972,16 @@ class GaBaSRGibbs(MCMCKernel):
         """Return BaNK's initial state from ``model_kwargs`` ``X``, ``y`` (and ``mean_basis``)."""
         cfg = self.config
         k_init, k_run = jax.random.split(rng_key)
-        st, _, data = init(k_init, model_kwargs["X"], model_kwargs["y"], task=cfg.task,
-                           n_features=cfg.M, n_features_v=cfg.M2,
-                           mean_basis=model_kwargs.get("mean_basis"), prior=cfg.prior)
+        st, _, data = init(
+            k_init,
+            model_kwargs["X"],
+            model_kwargs["y"],
+            task=cfg.task,
+            n_features=cfg.M,
+            n_features_v=cfg.M2,
+            mean_basis=model_kwargs.get("mean_basis"),
+            prior=cfg.prior,
+        )
         info = jax.eval_shape(functools.partial(_sweep, cfg), k_run, st, data)[1]
         info = jax.tree.map(lambda a: jnp.zeros(a.shape, a.dtype), info)
         return self._state(k_run, st, data, info)
@@ -937,8 +989,15 @@ class GaBaSRGibbs(MCMCKernel):
     def _state(self, key, st, data, info):
         draws, stats = _record(st, info, self.config)
         zero = jnp.zeros((), stats["accept_rate"].dtype)
-        return GibbsMCMCState(key, st, data, draws, stats["accept_rate"],
-                              stats.get("accept_rate_v", zero), stats["drift"])
+        return GibbsMCMCState(
+            key,
+            st,
+            data,
+            draws,
+            stats["accept_rate"],
+            stats.get("accept_rate_v", zero),
+            stats["drift"],
+        )
 
     def sample(self, state, model_args, model_kwargs):
         """One sweep (module docstring)."""
@@ -1056,21 +1115,43 @@ def gibbs_sample(
     if not isinstance(prior, GibbsPrior):
         raise TypeError(f"prior must be a GibbsPrior, got {type(prior).__name__}")
     n_features_v = (4 if n_features_v is None else n_features_v) if locally_stationary else 0
-    X, y, mean_basis = _validate(X, y, task, n_features, n_features_v, num_warmup, num_samples,
-                                 num_chains, mean_basis, dtype, chain_method, evidence)
+    X, y, mean_basis = _validate(
+        X,
+        y,
+        task,
+        n_features,
+        n_features_v,
+        num_warmup,
+        num_samples,
+        num_chains,
+        mean_basis,
+        dtype,
+        chain_method,
+        evidence,
+    )
     jdtype = jnp.float64 if np.dtype(dtype) == np.float64 else jnp.float32
     if jdtype == jnp.float64 and not jax.config.jax_enable_x64:
         raise ValueError("dtype='float64' needs jax_enable_x64 (import bayeskern turns it on)")
     if isinstance(key, (int, np.integer)):
         key = jax.random.PRNGKey(int(key))
-    kernel = GaBaSRGibbs(task, n_features, n_features_v=n_features_v, prior=prior,
-                         evidence=evidence)
-    data = dict(X=jnp.asarray(X, jdtype), y=jnp.asarray(y, jdtype),
-                mean_basis=None if mean_basis is None else jnp.asarray(mean_basis, jdtype))
+    kernel = GaBaSRGibbs(
+        task, n_features, n_features_v=n_features_v, prior=prior, evidence=evidence
+    )
+    data = dict(
+        X=jnp.asarray(X, jdtype),
+        y=jnp.asarray(y, jdtype),
+        mean_basis=None if mean_basis is None else jnp.asarray(mean_basis, jdtype),
+    )
     t0 = time.perf_counter()
     if progress_bar or chain_method == "parallel":
-        mcmc = MCMC(kernel, num_warmup=num_warmup, num_samples=num_samples,
-                    num_chains=num_chains, chain_method=chain_method, progress_bar=progress_bar)
+        mcmc = MCMC(
+            kernel,
+            num_warmup=num_warmup,
+            num_samples=num_samples,
+            num_chains=num_chains,
+            chain_method=chain_method,
+            progress_bar=progress_bar,
+        )
         fields = ("accept_rate", "drift") + (("accept_rate_v",) if locally_stationary else ())
         with warnings.catch_warnings():
             # "not enough devices to run parallel chains": MCMC then runs them one by one
@@ -1105,7 +1186,8 @@ def gibbs_sample(
         if not np.all(np.isfinite(d[k])):
             raise FloatingPointError(
                 f"the Gibbs sampler produced non-finite values in {k!r}; the design is "
-                "probably ill-conditioned (try dtype='float64' or a larger prior_precision)")
+                "probably ill-conditioned (try dtype='float64' or a larger prior_precision)"
+            )
     return GibbsResult(samples, stats, last, wall)
 
 
@@ -1124,9 +1206,16 @@ def _flat_regression_draws(samples):
     return jnp.asarray(om), jnp.asarray(lam), jnp.zeros((om.shape[0], 1, 1)), False
 
 
-def regression_posteriors(samples, X_train, y_train, *, mean_basis=None,
-                          prior: GibbsPrior | None = None, chunk_size: int | None = None,
-                          draws=None) -> blr.NIGPosterior:
+def regression_posteriors(
+    samples,
+    X_train,
+    y_train,
+    *,
+    mean_basis=None,
+    prior: GibbsPrior | None = None,
+    chunk_size: int | None = None,
+    draws=None,
+) -> blr.NIGPosterior:
     """NIG posterior of the weights and noise for every draw (seed 003 eq. 10), stacked.
 
     :math:`\\Lambda_N = \\Phi^\\top\\Phi + \\lambda_0 I`,
@@ -1147,15 +1236,27 @@ def regression_posteriors(samples, X_train, y_train, *, mean_basis=None,
         rows = (Xt,) if mean_basis is None else (Xt, mean_basis)
         stats = blr.scan_feature_stats(
             lambda *r: design_matrix(r[0], omega, v, r[1] if len(r) > 1 else None),
-            rows, yt, chunk_size)
+            rows,
+            yt,
+            chunk_size,
+        )
         return blr.nig_posterior(stats, lam0, prior.a0, prior.b0)
 
     return jax.jit(lambda a: lax.map(one, a))((om, lam, vs))
 
 
-def predict_regression(samples, X_train, y_train, X_new, *, mean_basis=None,
-                       mean_basis_new=None, prior: GibbsPrior | None = None,
-                       posteriors: blr.NIGPosterior | None = None, draws=None):
+def predict_regression(
+    samples,
+    X_train,
+    y_train,
+    X_new,
+    *,
+    mean_basis=None,
+    mean_basis_new=None,
+    prior: GibbsPrior | None = None,
+    posteriors: blr.NIGPosterior | None = None,
+    draws=None,
+):
     """Student-t predictive ``(loc, scale, df)`` per draw, each ``(S, n_new)`` (seed 003 eq. 10).
 
     For every draw the NIG posterior of the weights given the design of its frequencies
@@ -1165,8 +1266,9 @@ def predict_regression(samples, X_train, y_train, X_new, *, mean_basis=None,
     :class:`bayeskern.predictive.MixturePredictive`.
     """
     if posteriors is None:
-        posteriors = regression_posteriors(samples, X_train, y_train, mean_basis=mean_basis,
-                                           prior=prior, draws=draws)
+        posteriors = regression_posteriors(
+            samples, X_train, y_train, mean_basis=mean_basis, prior=prior, draws=draws
+        )
     om, _, vs, has_v = _flat_regression_draws(samples)
     if draws is not None:
         om, vs = om[draws], vs[draws]

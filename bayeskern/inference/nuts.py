@@ -34,9 +34,19 @@ from bayeskern import diagnostics
 from bayeskern.devices import release_pmap_programs
 from bayeskern.kernels import Kernel
 
-__all__ = ["run_nuts", "AUTO_BLOCK", "AUTO_MAX_SAMPLES", "find_map", "laplace_inits",
-           "model_functions", "MapResult", "ModelFunctions", "choose_chain_method",
-           "check_sampler_counts", "as_key"]
+__all__ = [
+    "run_nuts",
+    "AUTO_BLOCK",
+    "AUTO_MAX_SAMPLES",
+    "find_map",
+    "laplace_inits",
+    "model_functions",
+    "MapResult",
+    "ModelFunctions",
+    "choose_chain_method",
+    "check_sampler_counts",
+    "as_key",
+]
 
 
 def as_key(seed) -> jax.Array:
@@ -157,8 +167,7 @@ def split_data(model_kwargs: dict) -> tuple[list, Callable]:
     structure for arrays (or tracers) of the same shapes: jitted functions of ``data``
     compile once per shape, not once per data set.
     """
-    leaves, treedef = jax.tree.flatten(
-        model_kwargs, is_leaf=lambda v: isinstance(v, Kernel))
+    leaves, treedef = jax.tree.flatten(model_kwargs, is_leaf=lambda v: isinstance(v, Kernel))
     is_data = [isinstance(v, (np.ndarray, np.generic, jax.Array)) for v in leaves]
     data = [v for v, d in zip(leaves, is_data, strict=True) if d]
     fixed = [None if d else v for v, d in zip(leaves, is_data, strict=True)]
@@ -187,7 +196,8 @@ def model_functions(model: Callable, model_kwargs: dict, keys, init_strategy) ->
 
     def starts(key, data):
         tr = trace(substitute(seed(model, key), substitute_fn=init_strategy)).get_trace(
-            **bind(data))
+            **bind(data)
+        )
         values = {}
         for name, site in tr.items():
             if site["type"] == "deterministic":
@@ -196,12 +206,15 @@ def model_functions(model: Callable, model_kwargs: dict, keys, init_strategy) ->
                 continue
             support = site["fn"].support
             if support.is_discrete:
-                raise NotImplementedError(f"site {name!r} is discrete; bayeskern's samplers "
-                                          "need continuous latent sites")
+                raise NotImplementedError(
+                    f"site {name!r} is discrete; bayeskern's samplers need continuous latent sites"
+                )
             for bound in ("lower_bound", "upper_bound"):
                 if not isinstance(getattr(support, bound, 0.0), (int, float)):
-                    raise NotImplementedError(f"the support of site {name!r} depends on other "
-                                              "sites; bayeskern's samplers do not handle that")
+                    raise NotImplementedError(
+                        f"the support of site {name!r} depends on other "
+                        "sites; bayeskern's samplers do not handle that"
+                    )
             supports[name] = support
             values[name] = site["value"]
         return values
@@ -210,7 +223,8 @@ def model_functions(model: Callable, model_kwargs: dict, keys, init_strategy) ->
     transforms = {name: biject_to(support) for name, support in supports.items()}
     z = {name: transforms[name].inv(v) for name, v in values.items()}
     potential_of, postprocess_of = get_potential_fn(
-        model, transforms, replay_model=bool(has_deterministic), dynamic_args=True)
+        model, transforms, replay_model=bool(has_deterministic), dynamic_args=True
+    )
 
     def potential_gen(data):
         return potential_of(**bind(data))
@@ -218,8 +232,15 @@ def model_functions(model: Callable, model_kwargs: dict, keys, init_strategy) ->
     def postprocess_gen(data):
         return postprocess_of(**bind(data))
 
-    return ModelFunctions(potential_gen(data), postprocess_gen(data), transforms, z, data,
-                          potential_gen, postprocess_gen)
+    return ModelFunctions(
+        potential_gen(data),
+        postprocess_gen(data),
+        transforms,
+        z,
+        data,
+        potential_gen,
+        postprocess_gen,
+    )
 
 
 # --------------------------------------------------------------------------- the mode
@@ -256,9 +277,16 @@ def _site_values(functions: ModelFunctions, z: dict) -> str:
     return ", ".join(parts)
 
 
-def find_map(model: Callable, model_kwargs: dict, rng_key, *, num_starts: int = 4,
-             max_iter: int = 200, gtol: float = 1e-4,
-             functions: ModelFunctions | None = None) -> MapResult:
+def find_map(
+    model: Callable,
+    model_kwargs: dict,
+    rng_key,
+    *,
+    num_starts: int = 4,
+    max_iter: int = 200,
+    gtol: float = 1e-4,
+    functions: ModelFunctions | None = None,
+) -> MapResult:
     """Posterior mode of a NumPyro model by L-BFGS from several starts.
 
     The first start is the prior median of every site (NumPyro's ``init_to_median``), the
@@ -277,13 +305,19 @@ def find_map(model: Callable, model_kwargs: dict, rng_key, *, num_starts: int = 
     """
     k_median, k_uniform = jax.random.split(as_key(rng_key))
     if functions is None:
-        functions = model_functions(model, model_kwargs, k_median[None],
-                                    init_to_median(num_samples=15))
+        functions = model_functions(
+            model, model_kwargs, k_median[None], init_to_median(num_samples=15)
+        )
     median = jax.tree.map(lambda a: a[0], functions.starts)
     x_median, unravel = ravel_pytree(median)
     # NumPyro's init_to_uniform, drawn directly on the flat unconstrained vector
-    uniform = jax.random.uniform(k_uniform, (num_starts - 1, x_median.shape[0]), minval=-2.0,
-                                 maxval=2.0, dtype=x_median.dtype)
+    uniform = jax.random.uniform(
+        k_uniform,
+        (num_starts - 1, x_median.shape[0]),
+        minval=-2.0,
+        maxval=2.0,
+        dtype=x_median.dtype,
+    )
     starts = [x_median, *uniform]
     potential_gen, data = functions.potential_gen, functions.data
     compiled = jax.jit(jax.value_and_grad(lambda x, data: potential_gen(data)(unravel(x))))
@@ -305,8 +339,9 @@ def find_map(model: Callable, model_kwargs: dict, rng_key, *, num_starts: int = 
             xs.append(x0)
             values.append(np.inf)
             continue
-        res = optimize.minimize(fun, x0, jac=True, method="L-BFGS-B",
-                                options=dict(maxiter=max_iter, gtol=gtol))
+        res = optimize.minimize(
+            fun, x0, jac=True, method="L-BFGS-B", options=dict(maxiter=max_iter, gtol=gtol)
+        )
         xs.append(res.x)
         values.append(float(res.fun) if np.isfinite(res.fun) else np.inf)
     values = np.asarray(values)
@@ -321,13 +356,16 @@ def find_map(model: Callable, model_kwargs: dict, rng_key, *, num_starts: int = 
         )
     x = xs[best]
     h = 1e-4 * np.maximum(1.0, np.abs(x))
-    cols = [(fun(x + h[j] * e)[1] - fun(x - h[j] * e)[1]) / (2 * h[j])
-            for j, e in enumerate(np.eye(len(x)))]
+    cols = [
+        (fun(x + h[j] * e)[1] - fun(x - h[j] * e)[1]) / (2 * h[j])
+        for j, e in enumerate(np.eye(len(x)))
+    ]
     H = np.column_stack(cols)
     if not np.all(np.isfinite(H)):
         H = np.eye(len(x))
-    return MapResult(unravel(jnp.asarray(x)), float(values[best]), 0.5 * (H + H.T), values,
-                     value_and_grad)
+    return MapResult(
+        unravel(jnp.asarray(x)), float(values[best]), 0.5 * (H + H.T), values, value_and_grad
+    )
 
 
 def _inverse_hessian(H: np.ndarray, floor: float = 1e-2) -> np.ndarray:
@@ -341,8 +379,9 @@ def _inverse_hessian(H: np.ndarray, floor: float = 1e-2) -> np.ndarray:
     return (V / lam) @ V.T
 
 
-def laplace_inits(map_result: MapResult, rng_key, num_chains: int,
-                  scale: float = 1.0) -> tuple[dict, np.ndarray]:
+def laplace_inits(
+    map_result: MapResult, rng_key, num_chains: int, scale: float = 1.0
+) -> tuple[dict, np.ndarray]:
     """One start per chain drawn from the Laplace approximation :math:`N(z^*, H^{-1})`.
 
     A draw with a non-finite potential is pulled halfway towards the mode, up to ten times
@@ -460,12 +499,16 @@ def run_nuts(
     mcmc : numpyro.infer.MCMC
     """
     if num_warmup == "auto":
-        raise ValueError("num_warmup must be a non-negative integer, got 'auto' (the "
-                         "estimators resolve it)")
+        raise ValueError(
+            "num_warmup must be a non-negative integer, got 'auto' (the estimators resolve it)"
+        )
     check_sampler_counts(num_warmup, num_samples, num_chains, auto=True)
     auto = isinstance(num_samples, str)
-    if auto and (isinstance(max_samples, bool) or not isinstance(max_samples, (int, np.integer))
-                 or max_samples < 1):
+    if auto and (
+        isinstance(max_samples, bool)
+        or not isinstance(max_samples, (int, np.integer))
+        or max_samples < 1
+    ):
         raise ValueError(f"max_samples must be a positive integer, got {max_samples!r}")
     block = min(AUTO_BLOCK, max_samples) if auto else num_samples
     if init not in ("map", "prior"):
@@ -475,23 +518,28 @@ def run_nuts(
     map_info = {}
     inverse_mass = None
     if init == "map":
-        functions = model_functions(model, model_kwargs, k_start[None],
-                                    init_to_median(num_samples=15))
-        mode = find_map(model, model_kwargs, k_map, functions=functions,
-                        num_starts=num_map_starts)
+        functions = model_functions(
+            model, model_kwargs, k_start[None], init_to_median(num_samples=15)
+        )
+        mode = find_map(model, model_kwargs, k_map, functions=functions, num_starts=num_map_starts)
         init_params, inverse_mass = laplace_inits(mode, k_init, num_chains)
         dense_mass = True
         if data_at_mode is not None:
             at_mode = jax.jit(functions.postprocess_fn)(mode.z)
             data, _ = split_data({**model_kwargs, **data_at_mode(at_mode)})
-            functions = functions._replace(data=data,
-                                           potential_fn=functions.potential_gen(data),
-                                           postprocess_fn=functions.postprocess_gen(data))
-        map_info = dict(map_log_density=-mode.potential,
-                        map_starts_log_density=str(np.round(-mode.potentials, 3).tolist()))
+            functions = functions._replace(
+                data=data,
+                potential_fn=functions.potential_gen(data),
+                postprocess_fn=functions.postprocess_gen(data),
+            )
+        map_info = dict(
+            map_log_density=-mode.potential,
+            map_starts_log_density=str(np.round(-mode.potentials, 3).tolist()),
+        )
     else:
-        functions = model_functions(model, model_kwargs,
-                                    jax.random.split(k_start, num_chains), init_strategy)
+        functions = model_functions(
+            model, model_kwargs, jax.random.split(k_start, num_chains), init_strategy
+        )
         init_params = functions.starts
     if num_chains == 1:
         init_params = jax.tree.map(lambda a: a[0], init_params)
@@ -519,13 +567,15 @@ def run_nuts(
         mcmc.run(key, functions.data, extra_fields=_STATS, init_params=init_params)
         samples = mcmc.get_samples(group_by_chain=True)
         stats = mcmc.get_extra_fields(group_by_chain=True)
-        idata = diagnostics.from_mcmc(samples, stats, dims=dims, coords=coords,
-                                      observed=observed)
+        idata = diagnostics.from_mcmc(samples, stats, dims=dims, coords=coords, observed=observed)
         taken = block
         if judged is not None:  # a model may leave a site out (e.g. no periodic component)
             judged = [v for v in judged if v in idata.posterior]
-        while auto and taken < max_samples and not diagnostics.convergence_report(
-                idata, var_names=judged, warn=False).mixed:
+        while (
+            auto
+            and taken < max_samples
+            and not diagnostics.convergence_report(idata, var_names=judged, warn=False).mixed
+        ):
             # continue every chain from its last state, adaptation frozen
             mcmc.post_warmup_state = mcmc.last_state
             mcmc.num_samples = min(block, max_samples - taken)
@@ -533,8 +583,9 @@ def run_nuts(
             taken += mcmc.num_samples
             samples = _append_draws(samples, mcmc.get_samples(group_by_chain=True))
             stats = _append_draws(stats, mcmc.get_extra_fields(group_by_chain=True))
-            idata = diagnostics.from_mcmc(samples, stats, dims=dims, coords=coords,
-                                          observed=observed)
+            idata = diagnostics.from_mcmc(
+                samples, stats, dims=dims, coords=coords, observed=observed
+            )
     if method == "parallel":  # NumPyro pmaps a new closure per run: let its programs go
         release_pmap_programs()
     diagnostics.set_attrs(
@@ -580,14 +631,17 @@ class _DataArgumentNUTS(NUTS):
 
     def _init_state(self, rng_key, model_args, model_kwargs, init_params):
         if self._init_fn is None:
-            init_fn, self._sample_fn = hmc(potential_fn_gen=self._potential_gen,
-                                           kinetic_fn=self._kinetic_fn, algo=self._algo)
+            init_fn, self._sample_fn = hmc(
+                potential_fn_gen=self._potential_gen, kinetic_fn=self._kinetic_fn, algo=self._algo
+            )
 
-            def compiled_init_fn(init_params, *, rng_key, inverse_mass_matrix=None,
-                                 model_args=(), **static):
+            def compiled_init_fn(
+                init_params, *, rng_key, inverse_mass_matrix=None, model_args=(), **static
+            ):
                 def run(params, key, mass, args):
-                    return init_fn(params, rng_key=key, inverse_mass_matrix=mass,
-                                   model_args=args, **static)
+                    return init_fn(
+                        params, rng_key=key, inverse_mass_matrix=mass, model_args=args, **static
+                    )
 
                 return jax.jit(run)(init_params, rng_key, inverse_mass_matrix, model_args)
 

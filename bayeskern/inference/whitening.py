@@ -37,8 +37,9 @@ from bayeskern.models.gabasr import whitened_model
 __all__ = ["laplace_whitening", "map_point", "unwhiten_draws", "run_whitened_nuts"]
 
 
-def laplace_whitening(model: Callable, init: dict, model_kwargs: dict[str, Any], *, rng_key,
-                      map_steps: int) -> tuple[dict[str, Any], float]:
+def laplace_whitening(
+    model: Callable, init: dict, model_kwargs: dict[str, Any], *, rng_key, map_steps: int
+) -> tuple[dict[str, Any], float]:
     """Return the MAP point and the Laplace square root of ``model``, for whitened NUTS.
 
     Works on the flattened unconstrained parameters :math:`z` of ``model`` and its potential
@@ -85,8 +86,9 @@ def laplace_whitening(model: Callable, init: dict, model_kwargs: dict[str, Any],
     FloatingPointError
         When the log density at the end point is not finite.
     """
-    info = initialize_model(rng_key, model, model_kwargs=model_kwargs,
-                            init_strategy=init_to_value(values=init))
+    info = initialize_model(
+        rng_key, model, model_kwargs=model_kwargs, init_strategy=init_to_value(values=init)
+    )
     flat0, unravel = ravel_pytree(info.param_info.z)
     U = lambda f: info.potential_fn(unravel(f))  # noqa: E731
     vg = jax.jit(jax.value_and_grad(U))
@@ -112,16 +114,26 @@ def laplace_whitening(model: Callable, init: dict, model_kwargs: dict[str, Any],
         if done:
             break
     if not np.isfinite(u_f):
-        raise FloatingPointError("GaBaSR: the MAP initialization reached a non-finite "
-                                 "log density; try input_transform='standard' or fewer "
-                                 "n_features")
+        raise FloatingPointError(
+            "GaBaSR: the MAP initialization reached a non-finite "
+            "log density; try input_transform='standard' or fewer "
+            "n_features"
+        )
     lam, V = np.linalg.eigh(np.asarray(hess(f)))
     root = V / np.sqrt(np.maximum(np.abs(lam), 1e-3))
-    transforms = {name: biject_to(site["fn"].support)
-                  for name, site in info.model_trace.items()
-                  if name in info.param_info.z}
-    whitened = dict(base_model=model, base_kwargs=model_kwargs, loc=jnp.asarray(f),
-                    scale_tril=jnp.asarray(root), unravel=unravel, transforms=transforms)
+    transforms = {
+        name: biject_to(site["fn"].support)
+        for name, site in info.model_trace.items()
+        if name in info.param_info.z
+    }
+    whitened = dict(
+        base_model=model,
+        base_kwargs=model_kwargs,
+        loc=jnp.asarray(f),
+        scale_tril=jnp.asarray(root),
+        unravel=unravel,
+        transforms=transforms,
+    )
     return whitened, -u_f
 
 
@@ -164,16 +176,29 @@ def unwhiten_draws(u, whitened: dict[str, Any]) -> dict[str, np.ndarray]:
     """
     u = np.asarray(u)
     C, S, D = u.shape
-    zf = (np.asarray(whitened["loc"])[None]
-          + u.reshape(-1, D) @ np.asarray(whitened["scale_tril"]).T)
-    values = jax.vmap(lambda f: {k: t(v) for k, t in whitened["transforms"].items()
-                                 for v in [whitened["unravel"](f)[k]]})(jnp.asarray(zf))
+    zf = np.asarray(whitened["loc"])[None] + u.reshape(-1, D) @ np.asarray(whitened["scale_tril"]).T
+    values = jax.vmap(
+        lambda f: {
+            k: t(v) for k, t in whitened["transforms"].items() for v in [whitened["unravel"](f)[k]]
+        }
+    )(jnp.asarray(zf))
     return {k: np.asarray(v).reshape((C, S) + v.shape[1:]) for k, v in values.items()}
 
 
-def run_whitened_nuts(model: Callable, model_kwargs: dict[str, Any], init: dict, *,
-                      laplace_key, rng_key, map_steps: int, X, y_observed, coords: dict,
-                      dims: dict[str, list[str]] | None = None, **nuts_kwargs):
+def run_whitened_nuts(
+    model: Callable,
+    model_kwargs: dict[str, Any],
+    init: dict,
+    *,
+    laplace_key,
+    rng_key,
+    map_steps: int,
+    X,
+    y_observed,
+    coords: dict,
+    dims: dict[str, list[str]] | None = None,
+    **nuts_kwargs,
+):
     """NUTS on ``model`` in Laplace-whitened coordinates, with the named sites as posterior.
 
     :func:`laplace_whitening`, then :func:`bayeskern.inference.run_nuts` on
@@ -207,17 +232,32 @@ def run_whitened_nuts(model: Callable, model_kwargs: dict[str, Any], init: dict,
     map_value : float
         The log posterior density at the MAP point.
     """
-    whitened, map_value = laplace_whitening(model, init, model_kwargs, rng_key=laplace_key,
-                                            map_steps=map_steps)
-    idata, _ = run_nuts(whitened_model, model_kwargs=whitened, rng_key=rng_key,
-                        dense_mass=True, init_strategy=init_to_uniform(radius=1.0),
-                        coords=coords, dims=dims, observed={"y": y_observed}, **nuts_kwargs)
+    whitened, map_value = laplace_whitening(
+        model, init, model_kwargs, rng_key=laplace_key, map_steps=map_steps
+    )
+    idata, _ = run_nuts(
+        whitened_model,
+        model_kwargs=whitened,
+        rng_key=rng_key,
+        dense_mass=True,
+        init_strategy=init_to_uniform(radius=1.0),
+        coords=coords,
+        dims=dims,
+        observed={"y": y_observed},
+        **nuts_kwargs,
+    )
     post = idata.posterior
     attrs = dict(post.attrs)
     data = {k: np.asarray(post[k]) for k in post.data_vars if k != "u"}
     data.update(unwhiten_draws(post["u"], whitened))
     diagnostics.add_group(idata, "posterior", data, dims=dims, coords=coords)
     diagnostics.set_attrs(idata, **attrs)
-    diagnostics.add_group(idata, "constant_data", {"X": X}, dims={"X": ["obs", "feature"]},
-                          coords=coords, sample_dims=False)
+    diagnostics.add_group(
+        idata,
+        "constant_data",
+        {"X": X},
+        dims={"X": ["obs", "feature"]},
+        coords=coords,
+        sample_dims=False,
+    )
     return idata, map_value

@@ -71,10 +71,18 @@ __all__ = [
     "get_kernel",
 ]
 
-_BY_NAME = {"rbf": RBF, "laplacian": Laplacian, "matern32": Matern32, "matern52": Matern52,
-            "rq": RationalQuadratic, "rational_quadratic": RationalQuadratic,
-            "linear": Linear, "periodic": Periodic,
-            "mahalanobis": MahalanobisRBF, "mahalanobis_rbf": MahalanobisRBF}
+_BY_NAME = {
+    "rbf": RBF,
+    "laplacian": Laplacian,
+    "matern32": Matern32,
+    "matern52": Matern52,
+    "rq": RationalQuadratic,
+    "rational_quadratic": RationalQuadratic,
+    "linear": Linear,
+    "periodic": Periodic,
+    "mahalanobis": MahalanobisRBF,
+    "mahalanobis_rbf": MahalanobisRBF,
+}
 
 
 def get_kernel(spec) -> Kernel:
@@ -91,9 +99,7 @@ def get_kernel(spec) -> Kernel:
         prod = None
         for name in term.split("*"):
             if name not in _BY_NAME:
-                raise ValueError(
-                    f"kernel: unknown kernel name {name!r}; known: {sorted(_BY_NAME)}"
-                )
+                raise ValueError(f"kernel: unknown kernel name {name!r}; known: {sorted(_BY_NAME)}")
             k = _BY_NAME[name]()
             prod = k if prod is None else prod * k
         total = prod if total is None else total + prod

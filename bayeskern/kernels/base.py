@@ -70,6 +70,7 @@ def register_learner(kernel_cls: type):
     callable
         A decorator returning ``fn`` unchanged.
     """
+
     def register(fn):
         LEARNERS[kernel_cls] = fn
         return fn
@@ -97,8 +98,10 @@ def learner(kernel: Kernel) -> Callable:
         # layer above the kernels) is imported; bayeskern's lazy import loads it on first need
         importlib.import_module("bayeskern.learning")
         return learner(kernel)
-    raise RuntimeError(f"no training function is registered for {type(kernel).__name__} "
-                       "(register one with bayeskern.kernels.base.register_learner)")
+    raise RuntimeError(
+        f"no training function is registered for {type(kernel).__name__} "
+        "(register one with bayeskern.kernels.base.register_learner)"
+    )
 
 
 # --------------------------------------------------------------------------- pytrees
@@ -126,8 +129,11 @@ def _is_node(value) -> bool:
     """Return ``True`` for a registered object, or a list/tuple made only of them."""
     if type(value) in _PYTREE_CLASSES:
         return True
-    return (isinstance(value, (list, tuple)) and len(value) > 0
-            and all(type(v) in _PYTREE_CLASSES for v in value))
+    return (
+        isinstance(value, (list, tuple))
+        and len(value) > 0
+        and all(type(v) in _PYTREE_CLASSES for v in value)
+    )
 
 
 class _Identity:
@@ -194,9 +200,14 @@ class _PytreeAux:
         self.order = order
         self.dynamic = dynamic
         self.static = static
-        self._key = (cls, order, dynamic, tuple(
-            (k, ("alias", v.target) if isinstance(v, _Alias) else _freeze(v))
-            for k, v in static))
+        self._key = (
+            cls,
+            order,
+            dynamic,
+            tuple(
+                (k, ("alias", v.target) if isinstance(v, _Alias) else _freeze(v)) for k, v in static
+            ),
+        )
 
     def __eq__(self, other):
         return isinstance(other, _PytreeAux) and self._key == other._key
@@ -274,7 +285,8 @@ def register_fitted_pytree(cls: type) -> type:
     """
     if cls not in _PYTREE_CLASSES:
         jax.tree_util.register_pytree_with_keys(
-            cls, _pytree_flatten_with_keys, _pytree_unflatten, _pytree_flatten)
+            cls, _pytree_flatten_with_keys, _pytree_unflatten, _pytree_flatten
+        )
         _PYTREE_CLASSES.add(cls)
     return cls
 
@@ -427,8 +439,11 @@ class Kernel:
 
         Its Gram matrix is then the same at every posterior draw.
         """
-        return all(h.value is not None for k in [self, *self.leaves()]
-                   for h in k.hyperparameters().values())
+        return all(
+            h.value is not None
+            for k in [self, *self.leaves()]
+            for h in k.hyperparameters().values()
+        )
 
     def prepare(self, theta: dict, X1: jax.Array, X2: jax.Array):
         """Compute the parts of ``gram(theta, X1, X2)`` that the sampled parameters leave alone.
@@ -596,8 +611,9 @@ class _Binary(Kernel):
         return (self.k1.prepare(theta, X1, X2), self.k2.prepare(theta, X1, X2))
 
     def gram_prepared(self, theta, prepared):
-        return self.op(self.k1.gram_prepared(theta, prepared[0]),
-                       self.k2.gram_prepared(theta, prepared[1]))
+        return self.op(
+            self.k1.gram_prepared(theta, prepared[0]), self.k2.gram_prepared(theta, prepared[1])
+        )
 
     def pairwise_prepared(self):
         return self.k1.pairwise_prepared() and self.k2.pairwise_prepared()

@@ -318,8 +318,12 @@ class CkRBF(Kernel):
         if _traced(X1, X2) or self._traced_state():
             dt = X1.dtype
             q, ell = ckrbf_exponent(
-                X1, X2, self.cells(X1), self.cells(X2),
-                jnp.asarray(self.log_norms_, dtype=dt), jnp.asarray(self.precisions_, dtype=dt),
+                X1,
+                X2,
+                self.cells(X1),
+                self.cells(X2),
+                jnp.asarray(self.log_norms_, dtype=dt),
+                jnp.asarray(self.precisions_, dtype=dt),
                 jnp.asarray(self.cell_means_, dtype=dt),
             )
             return ell - jnp.asarray(self.log_offset_, dtype=dt), q
@@ -363,8 +367,7 @@ class CkRBF(Kernel):
         self._check_fitted()
         xp = jnp if _traced(X) or self._traced_state() else np
         a = self.cells(X)
-        return jnp.asarray(xp.exp(xp.asarray(self.log_norms_)[a, a]
-                                  - xp.asarray(self.log_offset_)))
+        return jnp.asarray(xp.exp(xp.asarray(self.log_norms_)[a, a] - xp.asarray(self.log_offset_)))
 
     def evaluate(self, theta, x1, x2):
         """Return the kernel value for one pair of points."""

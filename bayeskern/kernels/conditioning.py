@@ -103,8 +103,10 @@ def _gram_np(kernel, X1, X2=None) -> np.ndarray:
         return np.asarray(gram(k, X1, X2, theta))
     if callable(kernel):
         return np.asarray(kernel(X1, X1 if X2 is None else X2), dtype=float)
-    raise TypeError(f"kernel must be a bayeskern Kernel or a callable (X1, X2) -> Gram, got "
-                    f"{type(kernel).__name__}")
+    raise TypeError(
+        f"kernel must be a bayeskern Kernel or a callable (X1, X2) -> Gram, got "
+        f"{type(kernel).__name__}"
+    )
 
 
 def kernel_diagnostics(kernel, X, points=None) -> dict:
@@ -204,8 +206,7 @@ def shape_sweep(
     if shapes.size == 0 or not np.all(np.isfinite(shapes)):
         raise ValueError("shapes must be a non-empty array of finite numbers")
     want_error = y is not None and X_test is not None and y_test is not None
-    out = {"shape": shapes, "cond": np.empty(len(shapes)),
-           "spectral_ratio": np.empty(len(shapes))}
+    out = {"shape": shapes, "cond": np.empty(len(shapes)), "spectral_ratio": np.empty(len(shapes))}
     if want_error:
         out["error"] = np.empty(len(shapes))
     for i, g in enumerate(shapes):

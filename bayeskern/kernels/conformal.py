@@ -57,7 +57,6 @@ __all__ = [
 _OPTIMIZERS = ("eigen", "gradient")
 
 
-
 class SquaredExponential(RBF):
     r"""The :class:`~bayeskern.kernels.RBF` kernel with a matrix-form Gram.
 
@@ -172,10 +171,19 @@ class Conformal(Kernel):
     history_ : :math:`J_\mu` per accepted gradient step (gradient optimizer only).
     """
 
-    def __init__(self, base_kernel=None, factor_kernel=None, gamma1="scale",
-                 optimizer: str = "eigen", mu: float = 1e-3, n_expansion=None,
-                 eta0: float = 0.01, n_iter: int = 1000, early_stop: bool = True,
-                 random_state=None):
+    def __init__(
+        self,
+        base_kernel=None,
+        factor_kernel=None,
+        gamma1="scale",
+        optimizer: str = "eigen",
+        mu: float = 1e-3,
+        n_expansion=None,
+        eta0: float = 0.01,
+        n_iter: int = 1000,
+        early_stop: bool = True,
+        random_state=None,
+    ):
         self.base_kernel = base_kernel
         self.factor_kernel = factor_kernel
         self.gamma1 = gamma1
@@ -212,8 +220,9 @@ class Conformal(Kernel):
         if not isinstance(self._base, Kernel):
             raise TypeError(f"base_kernel must be a bayeskern Kernel, got {self._base!r}")
         if self.factor_kernel is not None and not isinstance(self.factor_kernel, Kernel):
-            raise TypeError(f"factor_kernel must be a bayeskern Kernel or None, "
-                            f"got {self.factor_kernel!r}")
+            raise TypeError(
+                f"factor_kernel must be a bayeskern Kernel or None, got {self.factor_kernel!r}"
+            )
         if self.optimizer not in _OPTIMIZERS:
             raise ValueError(f"optimizer must be one of {_OPTIMIZERS}, got {self.optimizer!r}")
         if not (np.isscalar(self.mu) and not isinstance(self.mu, str) and self.mu >= 0):
@@ -225,8 +234,9 @@ class Conformal(Kernel):
         if self.n_expansion is not None and not (
             isinstance(self.n_expansion, (int, np.integer)) and self.n_expansion >= 1
         ):
-            raise ValueError(f"n_expansion must be a positive int or None, "
-                             f"got {self.n_expansion!r}")
+            raise ValueError(
+                f"n_expansion must be a positive int or None, got {self.n_expansion!r}"
+            )
         if not (np.isscalar(self.eta0) and self.eta0 > 0):
             raise ValueError(f"eta0 must be a positive number, got {self.eta0!r}")
         if not (isinstance(self.n_iter, (int, np.integer)) and self.n_iter >= 1):
@@ -292,5 +302,7 @@ class Conformal(Kernel):
         return self.factor(X) ** 2 * self._base.diag(theta, X)
 
     def __repr__(self):
-        return (f"Conformal(base_kernel={self._base!r}, optimizer={self.optimizer!r}, "
-                f"mu={self.mu!r}, n_expansion={self.n_expansion!r})")
+        return (
+            f"Conformal(base_kernel={self._base!r}, optimizer={self.optimizer!r}, "
+            f"mu={self.mu!r}, n_expansion={self.n_expansion!r})"
+        )

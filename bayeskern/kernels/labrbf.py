@@ -496,8 +496,9 @@ class LABRBFFeatures(Kernel):
     def _phi(self, theta, X):
         s = self._p(theta, "bandwidth_scale") if self.name_ is not None and theta else 1.0
         Z = (jnp.asarray(X) - self.center_) / self.half_range_
-        return labrbf_gram(Z, jnp.asarray(self.support_), jnp.asarray(self.bandwidths_) * s,
-                           int(self.p_))
+        return labrbf_gram(
+            Z, jnp.asarray(self.support_), jnp.asarray(self.bandwidths_) * s, int(self.p_)
+        )
 
     def gram(self, theta, X1, X2):
         """Return the Gram matrix of the normalized features."""

@@ -25,8 +25,14 @@ import numpyro.distributions as dist
 
 from .base import Hyper, Kernel
 
-__all__ = ["SpectralMixture", "spectral_mixture_kernel", "mixture_density", "periodogram_peaks",
-           "density_peaks", "chain_peaks"]
+__all__ = [
+    "SpectralMixture",
+    "spectral_mixture_kernel",
+    "mixture_density",
+    "periodogram_peaks",
+    "density_peaks",
+    "chain_peaks",
+]
 
 
 def spectral_mixture_kernel(tau, weights, means, scales):
@@ -54,8 +60,9 @@ def _npdf(x, m, s):
     return np.exp(-0.5 * ((x - m) / s) ** 2) / (np.sqrt(2 * np.pi) * s)
 
 
-def periodogram_peaks(x: np.ndarray, r: np.ndarray, n_peaks: int, w_min: float, w_max: float,
-                      n_grid: int = 4000) -> np.ndarray:
+def periodogram_peaks(
+    x: np.ndarray, r: np.ndarray, n_peaks: int, w_min: float, w_max: float, n_grid: int = 4000
+) -> np.ndarray:
     """Angular frequencies of the ``n_peaks`` highest Lomb-Scargle peaks of residuals ``r``.
 
     Peaks closer than ``2 w_min`` to one another are merged (one component per spectral
@@ -145,7 +152,7 @@ class SpectralMixture(Kernel):
             gaps = np.diff(np.unique(X[:, 0]))
             w_max = np.pi / np.median(gaps[gaps > 1e-9]) if np.any(gaps > 1e-9) else 10.0
             peaks = periodogram_peaks(X[:, 0], r, K - 1, 2 * res, w_max)
-            means[1:1 + len(peaks), 0] = peaks
+            means[1 : 1 + len(peaks), 0] = peaks
         k.means_ = means
         k.scales_ = np.full((K, d), res)
         k.scales_[0] = 1.0  # first component: an RBF of unit (standardized) length-scale
@@ -166,10 +173,12 @@ class SpectralMixture(Kernel):
             m = jnp.asarray(self.means_[k])
             s = jnp.asarray(self.scales_[k])
             hp[f"weight_{k}"] = Hyper(None, lambda: dist.HalfNormal(1.0), 1.0)
-            hp[f"mean_{k}"] = Hyper(None, lambda m=m: dist.Normal(m, res).to_event(1),
-                                    self.means_[k])
-            hp[f"scale_{k}"] = Hyper(None, lambda s=s: dist.LogNormal(jnp.log(s), 1.0)
-                                     .to_event(1), self.scales_[k])
+            hp[f"mean_{k}"] = Hyper(
+                None, lambda m=m: dist.Normal(m, res).to_event(1), self.means_[k]
+            )
+            hp[f"scale_{k}"] = Hyper(
+                None, lambda s=s: dist.LogNormal(jnp.log(s), 1.0).to_event(1), self.scales_[k]
+            )
         return hp
 
     def _params(self, theta):
@@ -178,10 +187,15 @@ class SpectralMixture(Kernel):
             return tuple(jnp.asarray(a) for a in fx)
         K = int(self.n_components)
         w = jnp.stack([self._p(theta, f"weight_{k}") for k in range(K)])
-        m = jnp.stack([jnp.broadcast_to(self._p(theta, f"mean_{k}"), self.means_[k].shape)
-                       for k in range(K)])
-        s = jnp.stack([jnp.broadcast_to(self._p(theta, f"scale_{k}"), self.scales_[k].shape)
-                       for k in range(K)])
+        m = jnp.stack(
+            [jnp.broadcast_to(self._p(theta, f"mean_{k}"), self.means_[k].shape) for k in range(K)]
+        )
+        s = jnp.stack(
+            [
+                jnp.broadcast_to(self._p(theta, f"scale_{k}"), self.scales_[k].shape)
+                for k in range(K)
+            ]
+        )
         return w, m, s
 
     def evaluate(self, theta, x1, x2):
@@ -201,8 +215,9 @@ class SpectralMixture(Kernel):
 
     # ---------------------------------------------------------------- spectral density
     @classmethod
-    def from_draws(cls, weights, means, scales, *, n_draws: int = 200,
-                   seed: int = 0) -> SpectralMixture:
+    def from_draws(
+        cls, weights, means, scales, *, n_draws: int = 200, seed: int = 0
+    ) -> SpectralMixture:
         """Return the posterior-mean mixture of posterior draws of a spectral mixture.
 
         Parameters
@@ -224,8 +239,7 @@ class SpectralMixture(Kernel):
             for :meth:`spectral_density_band`.
         """
         w, m, s = np.asarray(weights), np.asarray(means), np.asarray(scales)
-        idx = np.random.default_rng(seed).choice(len(w), size=min(n_draws, len(w)),
-                                                 replace=False)
+        idx = np.random.default_rng(seed).choice(len(w), size=min(n_draws, len(w)), replace=False)
         idx.sort()
         w, m, s = w[idx], m[idx], s[idx]
         S, K = w.shape
@@ -265,16 +279,24 @@ class SpectralMixture(Kernel):
         if not hasattr(self, "draws_weights_"):
             dens = self.spectral_density(grid, dim)
             return grid, dens, dens, dens
-        per = np.stack([mixture_density(grid, w, m[:, dim], s[:, dim]) for w, m, s in
-                        zip(self.draws_weights_, self.draws_means_, self.draws_scales_,
-                                            strict=True)])
+        per = np.stack(
+            [
+                mixture_density(grid, w, m[:, dim], s[:, dim])
+                for w, m, s in zip(
+                    self.draws_weights_, self.draws_means_, self.draws_scales_, strict=True
+                )
+            ]
+        )
         a = (1 - band) / 2
         return grid, per.mean(0), np.quantile(per, a, axis=0), np.quantile(per, 1 - a, axis=0)
 
     def get_state(self):
         """Return the fitted arrays for saving."""
-        return {k: np.asarray(v) for k, v in vars(self).items()
-                if k.endswith("_") and k != "name_" and isinstance(v, (np.ndarray, jax.Array))}
+        return {
+            k: np.asarray(v)
+            for k, v in vars(self).items()
+            if k.endswith("_") and k != "name_" and isinstance(v, (np.ndarray, jax.Array))
+        }
 
 
 def density_peaks(density: np.ndarray, min_height: float = 0.0) -> np.ndarray:
@@ -298,13 +320,15 @@ def density_peaks(density: np.ndarray, min_height: float = 0.0) -> np.ndarray:
     """
     dens = np.asarray(density)
     top = dens.max()
-    peak = np.r_[dens[0] > dens[1], (dens[1:-1] > dens[:-2]) & (dens[1:-1] >= dens[2:]),
-                 dens[-1] > dens[-2]]
+    peak = np.r_[
+        dens[0] > dens[1], (dens[1:-1] > dens[:-2]) & (dens[1:-1] >= dens[2:]), dens[-1] > dens[-2]
+    ]
     return np.flatnonzero(peak & (dens >= min_height * top))
 
 
-def chain_peaks(pooled: SpectralMixture, chains, *, dim: int = 0, min_height: float = 0.05,
-                n_grid: int = 1024):
+def chain_peaks(
+    pooled: SpectralMixture, chains, *, dim: int = 0, min_height: float = 0.05, n_grid: int = 1024
+):
     """Which spectral peaks each chain holds: the local maxima of each chain's density.
 
     On a grid of ``n_grid`` angular frequencies from 0 to the default upper end of

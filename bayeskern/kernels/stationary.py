@@ -170,9 +170,7 @@ def _matern_density(nu: float, u):
     One row at a time: older NumPyro releases take a single frequency vector.
     """
     d = u.shape[1]
-    return jax.vmap(
-        lambda w: spectral_density_matern(dim=d, nu=nu, w=w, alpha=1.0, length=1.0)
-    )(u)
+    return jax.vmap(lambda w: spectral_density_matern(dim=d, nu=nu, w=w, alpha=1.0, length=1.0))(u)
 
 
 class RBF(_Stationary):

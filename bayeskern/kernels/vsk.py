@@ -134,11 +134,15 @@ class Scaling:
             return
         cols = np.atleast_1d(np.asarray(self.columns))
         if cols.dtype.kind not in "iu" or cols.ndim != 1 or len(cols) == 0:
-            raise TypeError(f"{type(self).__name__}: columns must be a list of int indices, "
-                            f"got {self.columns!r}")
+            raise TypeError(
+                f"{type(self).__name__}: columns must be a list of int indices, "
+                f"got {self.columns!r}"
+            )
         if cols.min() < -d or cols.max() >= d:
-            raise ValueError(f"{type(self).__name__}: columns {cols.tolist()} out of range for "
-                             f"X with {d} columns")
+            raise ValueError(
+                f"{type(self).__name__}: columns {cols.tolist()} out of range for "
+                f"X with {d} columns"
+            )
 
     def fit(self, X: np.ndarray, y: np.ndarray | None = None) -> Scaling:
         """Return a fitted copy (the default scaling learns nothing)."""
@@ -150,8 +154,7 @@ class Scaling:
 
     @staticmethod
     def _fitted_outputs(s: Scaling, X: np.ndarray) -> int:
-        psi = _as_psi_matrix(np.asarray(s.transform(X)), len(X),
-                             f"scaling {type(s).__name__}")
+        psi = _as_psi_matrix(np.asarray(s.transform(X)), len(X), f"scaling {type(s).__name__}")
         return psi.shape[1]
 
     def transform(self, X) -> jax.Array:
@@ -308,8 +311,9 @@ class CallableScaling(Scaling):
         X = np.asarray(X, dtype=float)
         self._check_columns(X.shape[1])
         s = copy.copy(self)
-        s.n_outputs_ = _as_psi_matrix(self.fn(self._cols(X)), len(X), "the scaling function"
-                                      ).shape[1]
+        s.n_outputs_ = _as_psi_matrix(self.fn(self._cols(X)), len(X), "the scaling function").shape[
+            1
+        ]
         return s
 
     def transform(self, X):
@@ -371,17 +375,20 @@ def make_scaling(spec) -> Scaling:
             return NaiveBayesScaling()
         if spec == "linear":
             return LinearModelScaling()
-        raise ValueError(f"scaling: unknown scaling name {spec!r}; known: 'naive_bayes', "
-                         "'linear' (or "
-                         "pass a Scaling, a callable or a list of them)")
+        raise ValueError(
+            f"scaling: unknown scaling name {spec!r}; known: 'naive_bayes', "
+            "'linear' (or "
+            "pass a Scaling, a callable or a list of them)"
+        )
     if isinstance(spec, (list, tuple)):
         if not spec:
             raise ValueError("scaling: an empty list of scalings")
         return StackedScaling(list(spec))
     if callable(spec):
         return CallableScaling(spec)
-    raise TypeError(f"scaling must be 'naive_bayes', a Scaling, a callable or a list, got "
-                    f"{type(spec).__name__}")
+    raise TypeError(
+        f"scaling must be 'naive_bayes', a Scaling, a callable or a list, got {type(spec).__name__}"
+    )
 
 
 # ======================================================================== the kernel
@@ -460,8 +467,9 @@ class VSK(Kernel):
             for p, h in leaf.hyperparameters().items():
                 hyper[f"{leaf.name_}_{p}"] = h
         if self.weight is not None and not (np.isscalar(self.weight) and self.weight >= 0):
-            raise ValueError(f"VSK: weight must be a non-negative number or None, got "
-                             f"{self.weight!r}")
+            raise ValueError(
+                f"VSK: weight must be a non-negative number or None, got {self.weight!r}"
+            )
         hyper["weight"] = Hyper(self.weight, _weight_prior, 1.0)
         return hyper
 
@@ -490,8 +498,9 @@ class VSK(Kernel):
             return np.arange(d)
         cols = np.atleast_1d(np.asarray(self.columns))
         if cols.dtype.kind not in "iu" or cols.ndim != 1 or len(cols) == 0:
-            raise TypeError(f"VSK: columns must be a non-empty list of int indices, got "
-                            f"{self.columns!r}")
+            raise TypeError(
+                f"VSK: columns must be a non-empty list of int indices, got {self.columns!r}"
+            )
         if cols.min() < -d or cols.max() >= d:
             raise ValueError(f"VSK: columns {cols.tolist()} out of range for X with {d} columns")
         return cols % d
@@ -499,8 +508,7 @@ class VSK(Kernel):
     @property
     def is_fitted(self) -> bool:
         """Return ``True`` after :meth:`fit`."""
-        return (hasattr(self, "scaling_") or hasattr(self, "nb_theta_")
-                or hasattr(self, "lin_coef_"))
+        return hasattr(self, "scaling_") or hasattr(self, "nb_theta_") or hasattr(self, "lin_coef_")
 
     def _pytree_skip(self) -> tuple[str, ...]:
         """Leave ``scaling_`` out of the pytree when it is rebuilt from the ``nb_*`` arrays.
@@ -509,8 +517,12 @@ class VSK(Kernel):
         perturbed or traced (:func:`~bayeskern.kernels.base.register_fitted_pytree`).
         """
         s = self.__dict__.get("scaling_")
-        rebuilt = (type(s) is NaiveBayesScaling and hasattr(self, "nb_theta_")
-                   or type(s) is LinearModelScaling and hasattr(self, "lin_coef_"))
+        rebuilt = (
+            type(s) is NaiveBayesScaling
+            and hasattr(self, "nb_theta_")
+            or type(s) is LinearModelScaling
+            and hasattr(self, "lin_coef_")
+        )
         return ("scaling_",) if rebuilt and s.columns is None else ()
 
     def _fitted_scaling(self) -> Scaling:
@@ -529,8 +541,10 @@ class VSK(Kernel):
 
     def _check_fitted(self):
         if not self.is_fitted:
-            raise RuntimeError("VSK kernel is not fitted: call fit(X, y) first (the "
-                               "estimators do it), so that the scaling function is learned")
+            raise RuntimeError(
+                "VSK kernel is not fitted: call fit(X, y) first (the "
+                "estimators do it), so that the scaling function is learned"
+            )
 
     # -------------------------------------------------------------- evaluation
     def psi(self, X) -> jax.Array:
@@ -562,8 +576,9 @@ class VSK(Kernel):
         inner = self._inner()
         X1, X2 = jnp.asarray(X1), jnp.asarray(X2)
         w = self._p(theta, "weight")
-        K = inner.gram(self._base_theta(theta, inner), X1[:, self.x_columns_],
-                       X2[:, self.x_columns_])
+        K = inner.gram(
+            self._base_theta(theta, inner), X1[:, self.x_columns_], X2[:, self.x_columns_]
+        )
         P1, P2 = w * self.psi(X1), w * self.psi(X2)
         if self._form() == "sum":
             return K, P1 @ P2.T
@@ -592,9 +607,13 @@ class VSK(Kernel):
     def get_config(self):
         """Return the JSON configuration (named scalings only)."""
         if not isinstance(self.scaling, str):
-            raise TypeError("VSK with a custom scaling object or callable cannot be saved "
-                            "without pickle; only scaling='naive_bayes' is saved")
+            raise TypeError(
+                "VSK with a custom scaling object or callable cannot be saved "
+                "without pickle; only scaling='naive_bayes' is saved"
+            )
         if self.scaling not in ("naive_bayes", "linear"):
-            raise TypeError("only VSK(scaling='naive_bayes') or VSK(scaling='linear') can be "
-                            "saved without pickle")
+            raise TypeError(
+                "only VSK(scaling='naive_bayes') or VSK(scaling='linear') can be "
+                "saved without pickle"
+            )
         return super().get_config()

@@ -53,9 +53,7 @@ def train_ckrbf(kernel: CkRBF, X, y=None) -> CkRBF:
     if kernel.X_unlabeled is not None:
         U = _as_matrix(kernel.X_unlabeled, "X_unlabeled")
         if U.shape[1] != X.shape[1]:
-            raise ValueError(
-                f"X_unlabeled has {U.shape[1]} columns but X has {X.shape[1]}"
-            )
+            raise ValueError(f"X_unlabeled has {U.shape[1]} columns but X has {X.shape[1]}")
         X = np.vstack([X, U])
     n, d = X.shape
     if n < kernel.n_clusters:
@@ -82,20 +80,29 @@ def _fit_partition(kernel: CkRBF, X) -> np.ndarray:
 
 def _fit_partition_threads(kernel: CkRBF, X) -> np.ndarray:
     if kernel.partition == "kmeans":
-        model = KMeans(kernel.n_clusters, init="k-means++", n_init=10,
-                       random_state=kernel.random_state).fit(X)
+        model = KMeans(
+            kernel.n_clusters, init="k-means++", n_init=10, random_state=kernel.random_state
+        ).fit(X)
         cells = model.labels_
         active = np.unique(cells)
         kernel.centers_ = model.cluster_centers_[active]
     else:
         if kernel.partition == "gmm":
-            model = GaussianMixture(kernel.n_clusters, covariance_type="full",
-                                    random_state=kernel.random_state, reg_covar=1e-6)
+            model = GaussianMixture(
+                kernel.n_clusters,
+                covariance_type="full",
+                random_state=kernel.random_state,
+                reg_covar=1e-6,
+            )
         else:
             model = BayesianGaussianMixture(
-                n_components=kernel.n_clusters, covariance_type="full",
+                n_components=kernel.n_clusters,
+                covariance_type="full",
                 weight_concentration_prior_type="dirichlet_process",
-                random_state=kernel.random_state, max_iter=500, reg_covar=1e-6)
+                random_state=kernel.random_state,
+                max_iter=500,
+                reg_covar=1e-6,
+            )
         with warnings.catch_warnings():
             # non-convergence of EM changes the partition, not the validity of the kernel
             warnings.simplefilter("ignore", category=ConvergenceWarning)

@@ -18,8 +18,13 @@ import scipy.linalg
 from bayeskern.kernels.base import gram, register_learner
 from bayeskern.kernels.conformal import Conformal, check_class_labels
 
-__all__ = ["train_conformal", "scatter_matrices", "fisher_ratio", "fisher_eigen",
-           "fisher_gradient_ascent"]
+__all__ = [
+    "train_conformal",
+    "scatter_matrices",
+    "fisher_ratio",
+    "fisher_eigen",
+    "fisher_gradient_ascent",
+]
 
 
 def scatter_matrices(K0, K1, y) -> tuple[np.ndarray, np.ndarray]:
@@ -101,8 +106,14 @@ def fisher_eigen(M0, N0, mu: float) -> tuple[np.ndarray, float]:
 
 
 def fisher_gradient_ascent(
-    M0, N0, mu: float = 0.0, *, eta0: float = 1.0, n_iter: int = 1000,
-    early_stop: bool = True, alpha0=None,
+    M0,
+    N0,
+    mu: float = 0.0,
+    *,
+    eta0: float = 1.0,
+    n_iter: int = 1000,
+    early_stop: bool = True,
+    alpha0=None,
 ) -> tuple[np.ndarray, np.ndarray]:
     r"""Maximize :math:`J_\mu` by the seed's gradient ascent (Algorithm 1, corrected).
 
@@ -176,8 +187,9 @@ def train_conformal(kernel: Conformal, X, y=None) -> Conformal:
     else:
         k.gamma1_ = np.asarray(np.nan)
     k.expansion_ = _expansion(k, X, np.random.default_rng(kernel.random_state))
-    alpha, M0, N0, mu, degenerate = _learn_alpha(k, X, codes, k.expansion_, float(kernel.mu),
-                                                 warn=True)
+    alpha, M0, N0, mu, degenerate = _learn_alpha(
+        k, X, codes, k.expansion_, float(kernel.mu), warn=True
+    )
     e0 = np.eye(len(M0))[0]
     K1 = _design(k, X, k.expansion_)
     q = K1 @ alpha
@@ -187,8 +199,9 @@ def train_conformal(kernel: Conformal, X, y=None) -> Conformal:
         alpha, q = -alpha, -q
     rms = np.sqrt(np.mean(q**2))
     if not np.isfinite(rms) or rms == 0:
-        raise FloatingPointError("the learned conformal factor q is zero or not finite on "
-                                 "the training data; increase mu")
+        raise FloatingPointError(
+            "the learned conformal factor q is zero or not finite on the training data; increase mu"
+        )
     k.alpha_ = alpha / rms
     k.fisher_ratio_init_ = float("nan") if degenerate else fisher_ratio(e0, M0, N0, mu)
     k.fisher_ratio_ = float("nan") if degenerate else fisher_ratio(alpha, M0, N0, mu)
@@ -226,15 +239,18 @@ def _learn_alpha(kernel: Conformal, X, codes, E, mu_rel, warn=False):
         if degenerate and warn:
             # no within-class spread in the factor features (for example all rows of X
             # equal to rounding): J is 0/0, nothing to learn; keep q = 1, the base kernel
-            warnings.warn("Conformal: the within-class scatter N0 is zero (the inputs do "
-                          "not vary within the classes); the Fisher ratio is undefined, so "
-                          "the conformal factor is left at q = 1 (the base kernel)",
-                          stacklevel=4)
+            warnings.warn(
+                "Conformal: the within-class scatter N0 is zero (the inputs do "
+                "not vary within the classes); the Fisher ratio is undefined, so "
+                "the conformal factor is left at q = 1 (the base kernel)",
+                stacklevel=4,
+            )
         return e0, M0, N0, 0.0, degenerate
     mu = mu_rel * max(np.trace(N0), 0.0) / len(N0)
     if kernel.optimizer == "eigen":
         alpha, _ = fisher_eigen(M0, N0, mu)
     else:
         alpha, kernel.history_ = fisher_gradient_ascent(
-            M0, N0, mu, eta0=kernel.eta0, n_iter=kernel.n_iter, early_stop=kernel.early_stop)
+            M0, N0, mu, eta0=kernel.eta0, n_iter=kernel.n_iter, early_stop=kernel.early_stop
+        )
     return alpha, M0, N0, mu, False

@@ -124,8 +124,9 @@ def _auto_support(n: int) -> int:
     return int(min(300, max(2, n // 3)))
 
 
-def bandwidth_floor(Z: np.ndarray, p: int, rng: np.random.Generator, n_pairs: int = 2000,
-                    level: float = 0.1) -> float:
+def bandwidth_floor(
+    Z: np.ndarray, p: int, rng: np.random.Generator, n_pairs: int = 2000, level: float = 0.1
+) -> float:
     r"""Smallest bandwidth allowed in training: :math:`\theta_{\min} = \ell^{1/p} / D`.
 
     :math:`D` is the median distance between two training rows (in the kernel's
@@ -245,27 +246,33 @@ def _train(kernel: LABRBF, X, y, validation_index=None) -> LABRBF:
     def predict_all(Theta, Zsv, ysv, mask, lam=None):
         # every (padded) row at once: one shape, one compilation per fit
         lam = k_lam if lam is None else lam
-        return np.asarray(_predict_blocks(Theta, Zsv, ysv, mask, Zj, lam, p=kernel.p),
-                          dtype=float)[:n]
+        return np.asarray(_predict_blocks(Theta, Zsv, ysv, mask, Zj, lam, p=kernel.p), dtype=float)[
+            :n
+        ]
 
     Zsv, ysv, mask = padded(support)
     pool = pool_of(support)
     # theta0 and/or alpha "auto": a grid search of f1 with one global bandwidth on the
     # training rows outside the initial support (seed Appendix E, Fig. 5: the result
     # depends on the initial bandwidth)
-    floor = bandwidth_floor(Z[tr_idx], kernel.p, rng) if kernel.min_bandwidth == "auto" \
+    floor = (
+        bandwidth_floor(Z[tr_idx], kernel.p, rng)
+        if kernel.min_bandwidth == "auto"
         else float(kernel.min_bandwidth)
+    )
     k.min_bandwidth_ = np.asarray(floor)
     floor_j = jnp.asarray(floor, dt)
-    thetas = (np.unique(np.maximum(math.sqrt(30.0 / d) * 2.0 ** np.arange(-8.0, 4.0), floor))
-              if kernel.theta0 == "auto" else [max(float(kernel.theta0), floor)])
+    thetas = (
+        np.unique(np.maximum(math.sqrt(30.0 / d) * 2.0 ** np.arange(-8.0, 4.0), floor))
+        if kernel.theta0 == "auto"
+        else [max(float(kernel.theta0), floor)]
+    )
     lams = [1e-3, 1e-2, 1e-1, 1.0] if kernel.alpha == "auto" else [float(kernel.alpha)]
     if len(thetas) * len(lams) > 1:
         best = (np.inf, thetas[0], lams[0])
         for lam_ in lams:
             for g in thetas:
-                f = predict_all(jnp.full((M, d_pad), g, dt), Zsv, ysv, mask,
-                                jnp.asarray(lam_, dt))
+                f = predict_all(jnp.full((M, d_pad), g, dt), Zsv, ysv, mask, jnp.asarray(lam_, dt))
                 e = float(np.mean((f[pool] - ys[pool]) ** 2))
                 if np.isfinite(e) and e < best[0]:
                     best = (e, g, lam_)
@@ -311,8 +318,8 @@ def _train(kernel: LABRBF, X, y, validation_index=None) -> LABRBF:
             steps = min(chunk, n_iter - done)
             idx = jnp.asarray(batches(pool, steps))
             Theta, state, losses = _run_chunk(
-                Theta, state, lr, Zsv, ysv, mask, Zj, yj, idx, lam, floor_j, p=kernel.p,
-                opt=opt)
+                Theta, state, lr, Zsv, ysv, mask, Zj, yj, idx, lam, floor_j, p=kernel.p, opt=opt
+            )
             check_finite(Theta, losses)
             done += steps
             if early:
@@ -335,8 +342,9 @@ def _train(kernel: LABRBF, X, y, validation_index=None) -> LABRBF:
     n_steps = 0
     r = 0
     while True:
-        Theta, done = run(Theta, kernel.n_iter_round, "adam", kernel.learning_rate, pool,
-                          Zsv, ysv, mask, False)
+        Theta, done = run(
+            Theta, kernel.n_iter_round, "adam", kernel.learning_rate, pool, Zsv, ysv, mask, False
+        )
         n_steps += done
         res = predict_all(Theta, Zsv, ysv, mask)[pool] - ys[pool]
         history["round"].append(r)
@@ -360,12 +368,30 @@ def _train(kernel: LABRBF, X, y, validation_index=None) -> LABRBF:
         pool = pool_of(support)
         if len(pool) == 0:
             break
-    Theta, done = run(Theta, kernel.n_iter_final, "adam", kernel.learning_rate, pool,
-                      Zsv, ysv, mask, kernel.early_stopping)
+    Theta, done = run(
+        Theta,
+        kernel.n_iter_final,
+        "adam",
+        kernel.learning_rate,
+        pool,
+        Zsv,
+        ysv,
+        mask,
+        kernel.early_stopping,
+    )
     n_steps += done
     if kernel.sgd_iter:
-        Theta, done = run(Theta, kernel.sgd_iter, "sgd", kernel.sgd_learning_rate, pool,
-                          Zsv, ysv, mask, kernel.early_stopping)
+        Theta, done = run(
+            Theta,
+            kernel.sgd_iter,
+            "sgd",
+            kernel.sgd_learning_rate,
+            pool,
+            Zsv,
+            ysv,
+            mask,
+            kernel.early_stopping,
+        )
         n_steps += done
     bar.update(1)
     bar.close()
@@ -384,8 +410,14 @@ def _train(kernel: LABRBF, X, y, validation_index=None) -> LABRBF:
         raise FloatingPointError("LAB-RBF bandwidths are not finite after training")
     # final solve in float64, whatever the training precision
     y_sv = jnp.asarray(ys[k.support_index_])
-    beta, coef = _masked_fit(jnp.asarray(k.bandwidths_), jnp.asarray(k.support_), y_sv,
-                             jnp.ones(m, dtype=bool), kernel.p, float(k.alpha_))
+    beta, coef = _masked_fit(
+        jnp.asarray(k.bandwidths_),
+        jnp.asarray(k.support_),
+        y_sv,
+        jnp.ones(m, dtype=bool),
+        kernel.p,
+        float(k.alpha_),
+    )
     if not (bool(jnp.isfinite(beta)) and bool(jnp.all(jnp.isfinite(coef)))):
         raise FloatingPointError(
             "the asymmetric KRR system K(X_sv, X_sv) + alpha*I is singular; raise alpha"

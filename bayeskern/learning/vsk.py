@@ -61,8 +61,7 @@ def fit_naive_bayes_scaling(scaling: NaiveBayesScaling, X, y=None) -> NaiveBayes
             raise TypeError("prior_data must be a tuple (X_prior, y_prior)") from None
         Xp = np.atleast_2d(np.asarray(Xp, dtype=float))
         if Xp.shape[1] != X.shape[1]:
-            raise ValueError(f"prior_data: X_prior has {Xp.shape[1]} columns, X has "
-                             f"{X.shape[1]}")
+            raise ValueError(f"prior_data: X_prior has {Xp.shape[1]} columns, X has {X.shape[1]}")
         Xc = np.vstack([Xc, scaling._cols(Xp)])
         yc = np.concatenate([yc, np.asarray(yp)])
     classes = np.unique(yc)
@@ -77,8 +76,9 @@ def fit_naive_bayes_scaling(scaling: NaiveBayesScaling, X, y=None) -> NaiveBayes
     s.theta_ = nb.theta_
     # GaussianNB smooths by a fraction of the largest variance, which is 0 when every
     # feature is constant: fall back to that fraction of the squared scale of the values
-    s.var_ = np.where(nb.var_ > 0, nb.var_,
-                      max(scaling.var_smoothing, 1e-12) * max(float(np.max(Xc**2)), 1.0))
+    s.var_ = np.where(
+        nb.var_ > 0, nb.var_, max(scaling.var_smoothing, 1e-12) * max(float(np.max(Xc**2)), 1.0)
+    )
     s.class_log_prior_ = np.log(nb.class_prior_)
     s.n_outputs_ = 1
     return s
@@ -114,14 +114,17 @@ def fit_parametric_scaling(scaling: ParametricScaling, X, y=None) -> ParametricS
     def residual(beta):
         out = np.asarray(scaling.model(Xc, beta), dtype=float).reshape(-1)
         if out.shape != y.shape:
-            raise ValueError(f"ParametricScaling: model returned shape {out.shape} for "
-                             f"{len(y)} points; expected ({len(y)},)")
+            raise ValueError(
+                f"ParametricScaling: model returned shape {out.shape} for "
+                f"{len(y)} points; expected ({len(y)},)"
+            )
         return y - out
 
     kw = {} if scaling.bounds is None else {"bounds": scaling.bounds}
     try:
-        res = optimize.least_squares(residual, np.atleast_1d(np.asarray(scaling.beta0, float)),
-                                     **kw)
+        res = optimize.least_squares(
+            residual, np.atleast_1d(np.asarray(scaling.beta0, float)), **kw
+        )
     except ValueError as e:
         raise ValueError(f"ParametricScaling: the model could not be fitted: {e}") from e
     if res.status <= 0 or not np.all(np.isfinite(res.x)) or not np.isfinite(res.cost):

@@ -33,16 +33,32 @@ def _ax(ax, figsize=(6.4, 4.0)):
     return ax
 
 
-def plot_predictive_1d(x, predictive, *, X_train=None, y_train=None, X_test=None, y_test=None,
-                       probs=(0.5, 0.9), ax=None):
+def plot_predictive_1d(
+    x,
+    predictive,
+    *,
+    X_train=None,
+    y_train=None,
+    X_test=None,
+    y_test=None,
+    probs=(0.5, 0.9),
+    ax=None,
+):
     """Predictive mean and central bands (probabilities ``probs``) along a 1-D input ``x``."""
     ax = _ax(ax, (8, 4))
     x = np.ravel(x)
     order = np.argsort(x)
     for p, alpha in zip(sorted(probs, reverse=True), (0.2, 0.35, 0.5), strict=False):
         lo, hi = predictive.interval(p)
-        ax.fill_between(x[order], lo[order], hi[order], alpha=alpha, color="C0", lw=0,
-                        label=f"{int(p * 100)} % predictive interval")
+        ax.fill_between(
+            x[order],
+            lo[order],
+            hi[order],
+            alpha=alpha,
+            color="C0",
+            lw=0,
+            label=f"{int(p * 100)} % predictive interval",
+        )
     ax.plot(x[order], predictive.mean()[order], color="C0", lw=1.2, label="predictive mean")
     if X_train is not None:
         ax.plot(np.ravel(X_train), y_train, ".", ms=2.5, color="k", label="training data")
@@ -52,8 +68,17 @@ def plot_predictive_1d(x, predictive, *, X_train=None, y_train=None, X_test=None
     return ax
 
 
-def plot_predictive_comparison(x, predictives: dict, *, X_test=None, y_test=None,
-                               X_train=None, y_train=None, prob: float = 0.95, ax=None):
+def plot_predictive_comparison(
+    x,
+    predictives: dict,
+    *,
+    X_test=None,
+    y_test=None,
+    X_train=None,
+    y_train=None,
+    prob: float = 0.95,
+    ax=None,
+):
     """Predictive means and central ``prob`` intervals of several models along a 1-D input.
 
     Parameters
@@ -79,8 +104,15 @@ def plot_predictive_comparison(x, predictives: dict, *, X_test=None, y_test=None
     for i, (name, pred) in enumerate(predictives.items()):
         lo, hi = pred.interval(prob)
         color = f"C{i}"
-        ax.fill_between(x[order], lo[order], hi[order], alpha=0.2, color=color, lw=0,
-                        label=f"{name}: {int(round(prob * 100))} % interval")
+        ax.fill_between(
+            x[order],
+            lo[order],
+            hi[order],
+            alpha=0.2,
+            color=color,
+            lw=0,
+            label=f"{name}: {int(round(prob * 100))} % interval",
+        )
         ax.plot(x[order], lo[order], color=color, lw=0.5, alpha=0.7)
         ax.plot(x[order], hi[order], color=color, lw=0.5, alpha=0.7)
         ax.plot(x[order], pred.mean()[order], color=color, lw=1.2, label=f"{name}: mean")
@@ -97,8 +129,16 @@ def plot_observed_vs_predicted(y, predictive, *, prob=0.9, ax=None):
     ax = _ax(ax, (5, 5))
     m = predictive.mean()
     lo, hi = predictive.interval(prob)
-    ax.errorbar(m, y, xerr=[m - lo, hi - m], fmt=".", ms=3, alpha=0.6, elinewidth=0.6,
-                label=f"mean and {int(prob * 100)} % interval")
+    ax.errorbar(
+        m,
+        y,
+        xerr=[m - lo, hi - m],
+        fmt=".",
+        ms=3,
+        alpha=0.6,
+        elinewidth=0.6,
+        label=f"mean and {int(prob * 100)} % interval",
+    )
     lims = [min(np.min(y), np.min(lo)), max(np.max(y), np.max(hi))]
     ax.plot(lims, lims, "k--", lw=0.8)
     ax.set_xlabel("predicted")
@@ -166,8 +206,9 @@ def plot_trace(idata, var_names, *, max_vars=6):
             for j in range(flat.shape[-1]):
                 series.append((f"{v}[{j}]", flat[..., j]))
     series = series[:max_vars]
-    fig, axes = subplots(len(series), 2, figsize=(9, 1.6 * len(series) + 0.4),
-                             layout="constrained", squeeze=False)
+    fig, axes = subplots(
+        len(series), 2, figsize=(9, 1.6 * len(series) + 0.4), layout="constrained", squeeze=False
+    )
     for (name, a), (ax_t, ax_h) in zip(series, axes, strict=True):
         for c in range(a.shape[0]):
             ax_t.plot(a[c], lw=0.5, alpha=0.8)

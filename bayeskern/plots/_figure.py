@@ -19,8 +19,9 @@ __all__ = ["subplots", "detached"]
 _DETACHED = contextvars.ContextVar("bayeskern_plots_detached", default=False)
 
 
-def subplots(nrows: int = 1, ncols: int = 1, *, figsize=None, layout=None, squeeze: bool = True,
-             **subplot_kw):
+def subplots(
+    nrows: int = 1, ncols: int = 1, *, figsize=None, layout=None, squeeze: bool = True, **subplot_kw
+):
     """``plt.subplots(nrows, ncols, ...)``, or a detached figure inside :func:`detached`.
 
     Parameters
@@ -43,8 +44,7 @@ def subplots(nrows: int = 1, ncols: int = 1, *, figsize=None, layout=None, squee
     if _DETACHED.get():
         fig = Figure(figsize=figsize, layout=layout)
         return fig, fig.subplots(nrows, ncols, squeeze=squeeze, **subplot_kw)
-    return plt.subplots(nrows, ncols, figsize=figsize, layout=layout, squeeze=squeeze,
-                        **subplot_kw)
+    return plt.subplots(nrows, ncols, figsize=figsize, layout=layout, squeeze=squeeze, **subplot_kw)
 
 
 @contextlib.contextmanager

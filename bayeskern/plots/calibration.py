@@ -26,13 +26,13 @@ def _resample(p_draws: np.ndarray, log_w: np.ndarray) -> np.ndarray:
     cdf = np.cumsum(np.exp(log_w - log_w.max(axis=0)), axis=0)
     cdf /= cdf[-1]
     u = (np.arange(S) + 0.5) / S
-    idx = np.stack([np.minimum(np.searchsorted(cdf[:, i], u), S - 1)
-                    for i in range(p_draws.shape[1])], axis=1)
+    idx = np.stack(
+        [np.minimum(np.searchsorted(cdf[:, i], u), S - 1) for i in range(p_draws.shape[1])], axis=1
+    )
     return np.take_along_axis(p_draws, idx, axis=0)
 
 
-def reliability_bands(y, p_draws, *, log_weights=None, n_bins: int = 10,
-                      prob: float = 0.9) -> dict:
+def reliability_bands(y, p_draws, *, log_weights=None, n_bins: int = 10, prob: float = 0.9) -> dict:
     """Reliability diagram bins with posterior and posterior-predictive bands.
 
     Points are binned (equal width) by their predictive probability
@@ -78,22 +78,34 @@ def reliability_bands(y, p_draws, *, log_weights=None, n_bins: int = 10,
     bins = np.minimum((pbar * n_bins).astype(int), n_bins - 1)
     y_rep = np.random.default_rng(0).random(P.shape) < P  # posterior-predictive outcomes
     q = [(1 - prob) / 2, (1 + prob) / 2]
-    out = {k: [] for k in ("mean_predicted", "observed", "count", "lower", "upper",
-                           "observed_lower", "observed_upper")}
+    out = {
+        k: []
+        for k in (
+            "mean_predicted",
+            "observed",
+            "count",
+            "lower",
+            "upper",
+            "observed_lower",
+            "observed_upper",
+        )
+    }
     for b in range(n_bins):
         m = bins == b
         if not m.any():
             continue
         lo, hi = np.quantile(P[:, m].mean(axis=1), q)
         rep_lo, rep_hi = np.quantile(y_rep[:, m].mean(axis=1), q)
-        for k, v in zip(out, (pbar[m].mean(), y[m].mean(), int(m.sum()), lo, hi, rep_lo, rep_hi),
-                        strict=True):
+        for k, v in zip(
+            out, (pbar[m].mean(), y[m].mean(), int(m.sum()), lo, hi, rep_lo, rep_hi), strict=True
+        ):
             out[k].append(v)
     return {k: np.asarray(v) for k, v in out.items()}
 
 
-def plot_reliability_band(y, p_draws, *, log_weights=None, n_bins: int = 10, prob: float = 0.9,
-                          ax=None):
+def plot_reliability_band(
+    y, p_draws, *, log_weights=None, n_bins: int = 10, prob: float = 0.9, ax=None
+):
     """Reliability diagram with the posterior and posterior-predictive bands of each bin.
 
     See :func:`reliability_bands`: the interval of the bin's mean probability is drawn as a
@@ -106,10 +118,24 @@ def plot_reliability_band(y, p_draws, *, log_weights=None, n_bins: int = 10, pro
     t = reliability_bands(y, p_draws, log_weights=log_weights, n_bins=n_bins, prob=prob)
     c = t["mean_predicted"]
     ax.plot([0, 1], [0, 1], "k--", lw=0.8, label="perfect calibration")
-    ax.vlines(c, t["observed_lower"], t["observed_upper"], color="0.6", lw=6, alpha=0.5,
-              label=f"{int(round(prob * 100))} % posterior-predictive band of the frequency")
-    ax.errorbar(c, t["observed"], xerr=[c - t["lower"], t["upper"] - c], fmt="o-", color="C0",
-                capsize=3, label=f"model, {int(round(prob * 100))} % posterior band")
+    ax.vlines(
+        c,
+        t["observed_lower"],
+        t["observed_upper"],
+        color="0.6",
+        lw=6,
+        alpha=0.5,
+        label=f"{int(round(prob * 100))} % posterior-predictive band of the frequency",
+    )
+    ax.errorbar(
+        c,
+        t["observed"],
+        xerr=[c - t["lower"], t["upper"] - c],
+        fmt="o-",
+        color="C0",
+        capsize=3,
+        label=f"model, {int(round(prob * 100))} % posterior band",
+    )
     for x, f, n in zip(c, t["observed"], t["count"], strict=True):
         ax.annotate(str(n), (x, f), fontsize=6, xytext=(2, 2), textcoords="offset points")
     ax.set_xlim(-0.02, 1.02)
@@ -136,8 +162,13 @@ def plot_loo_pit(pit, *, bins: int = 10):
     n = len(pit)
     grid = np.linspace(0, 1, 201)
     half = 1.358 / np.sqrt(max(n, 1))
-    ax_e.fill_between(grid, np.clip(grid - half, 0, 1), np.clip(grid + half, 0, 1),
-                      color="0.85", label="95 % band of uniform ECDFs")
+    ax_e.fill_between(
+        grid,
+        np.clip(grid - half, 0, 1),
+        np.clip(grid + half, 0, 1),
+        color="0.85",
+        label="95 % band of uniform ECDFs",
+    )
     ax_e.step(pit, np.arange(1, n + 1) / n, where="post", color="C0", label="LOO-PIT ECDF")
     ax_e.plot([0, 1], [0, 1], "k--", lw=0.8)
     ax_e.set_xlabel("LOO-PIT value")

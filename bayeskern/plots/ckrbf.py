@@ -81,21 +81,35 @@ def plot_cells(kernel, X, y=None, *, dims=(0, 1), ax=None):
         col = colors[a % len(colors)]
         for m, c in enumerate(classes):
             sel = cells == a if c is None else (cells == a) & (np.asarray(y) == c)
-            ax.scatter(X[sel, i], X[sel, j], s=12, color=col, marker=markers[m % len(markers)],
-                       alpha=0.7, label=f"cell {a}" if m == 0 else None)
+            ax.scatter(
+                X[sel, i],
+                X[sel, j],
+                s=12,
+                color=col,
+                marker=markers[m % len(markers)],
+                alpha=0.7,
+                label=f"cell {a}" if m == 0 else None,
+            )
         S = kernel.covariances_[a][np.ix_([i, j], [i, j])]
         w, v = np.linalg.eigh(S)
         angle = np.degrees(np.arctan2(v[1, -1], v[0, -1]))
-        ax.add_patch(Ellipse(kernel.cell_means_[a][[i, j]], *(4 * np.sqrt(np.maximum(w[::-1], 0))),
-                             angle=angle, fill=False, color=col, lw=1.5))
+        ax.add_patch(
+            Ellipse(
+                kernel.cell_means_[a][[i, j]],
+                *(4 * np.sqrt(np.maximum(w[::-1], 0))),
+                angle=angle,
+                fill=False,
+                color=col,
+                lw=1.5,
+            )
+        )
     ax.set_xlabel(f"x{i}")
     ax.set_ylabel(f"x{j}")
     ax.legend(frameon=False, fontsize="small")
     return ax
 
 
-def plot_ckrbf_panel(kernel, X, y=None, *, tuning_scores: dict | None = None,
-                     feature_names=None):
+def plot_ckrbf_panel(kernel, X, y=None, *, tuning_scores: dict | None = None, feature_names=None):
     r"""Report panel of a fitted :class:`~bayeskern.kernels.CkRBF`.
 
     Left: the points in a 2-D projection (the first two principal axes of ``X``; the input
@@ -119,8 +133,10 @@ def plot_ckrbf_panel(kernel, X, y=None, *, tuning_scores: dict | None = None,
     if d == 1:
         P = np.eye(1)
         Z = np.column_stack([X[:, 0], np.zeros(n) if y is None else np.asarray(y, float)])
-        labels = [feature_names[0] if feature_names is not None else "x0",
-                  "0" if y is None else "y"]
+        labels = [
+            feature_names[0] if feature_names is not None else "x0",
+            "0" if y is None else "y",
+        ]
     elif d == 2:
         P = np.eye(2)
         Z = X
@@ -138,8 +154,16 @@ def plot_ckrbf_panel(kernel, X, y=None, *, tuning_scores: dict | None = None,
             S = P.T @ kernel.covariances_[a] @ P
             w, v = np.linalg.eigh(S)
             angle = np.degrees(np.arctan2(v[1, -1], v[0, -1]))
-            ax.add_patch(Ellipse(kernel.cell_means_[a] @ P, *(4 * np.sqrt(np.maximum(w[::-1], 0))),
-                                 angle=angle, fill=False, color=col, lw=1.5))
+            ax.add_patch(
+                Ellipse(
+                    kernel.cell_means_[a] @ P,
+                    *(4 * np.sqrt(np.maximum(w[::-1], 0))),
+                    angle=angle,
+                    fill=False,
+                    color=col,
+                    lw=1.5,
+                )
+            )
     ax.set_xlabel(f"{labels[0]} (standardized)" if d <= 2 else labels[0])
     ax.set_ylabel(labels[1])
     ax.legend(frameon=False, fontsize="small")
@@ -166,11 +190,19 @@ def _(kernel, X, y=None, theta=None, feature_names=None) -> list:
     # cells and per-cell bandwidths
     scores = getattr(kernel, "tuning_scores_", None)
     fig = plot_ckrbf_panel(kernel, X, y, tuning_scores=scores, feature_names=feature_names)
-    pf = ("the right plot is the share of the (C, γ) tuning grid that scores at least α, "
-          "P_f(α): higher curves mean a model that is easier to tune" if scores else
-          "no P_f(α) curve is shown because no tuning-grid scores are attached (a Bayesian GP "
-          "samples γ instead of tuning it; see bayeskern.tuning.grid_scores)")
-    return [("CkRBF: clusters and per-cell bandwidths", fig,
-             f"The training points are split into {kernel.n_cells_} cells, each with its own "
-             "covariance Σ_a (ellipse: 2 standard deviations) that sets the kernel's "
-             f"bandwidth near those points (bars: cell size and √(tr Σ_a/d)); {pf}.")]
+    pf = (
+        "the right plot is the share of the (C, γ) tuning grid that scores at least α, "
+        "P_f(α): higher curves mean a model that is easier to tune"
+        if scores
+        else "no P_f(α) curve is shown because no tuning-grid scores are attached (a Bayesian GP "
+        "samples γ instead of tuning it; see bayeskern.tuning.grid_scores)"
+    )
+    return [
+        (
+            "CkRBF: clusters and per-cell bandwidths",
+            fig,
+            f"The training points are split into {kernel.n_cells_} cells, each with its own "
+            "covariance Σ_a (ellipse: 2 standard deviations) that sets the kernel's "
+            f"bandwidth near those points (bars: cell size and √(tr Σ_a/d)); {pf}.",
+        )
+    ]

@@ -22,8 +22,17 @@ def _ax(ax, figsize=(6.0, 5.0)):
     return ax
 
 
-def plot_mds(estimator, X_train, y_train, X_test=None, y_test=None, *, space: str = "kernel",
-             random_state=0, ax=None):
+def plot_mds(
+    estimator,
+    X_train,
+    y_train,
+    X_test=None,
+    y_test=None,
+    *,
+    space: str = "kernel",
+    random_state=0,
+    ax=None,
+):
     r"""Two-dimensional MDS projection of training and test points with the support vectors.
 
     The seed's Fig. 2 (section 3.3): metric MDS (:class:`sklearn.manifold.MDS`) of the data,
@@ -56,22 +65,39 @@ def plot_mds(estimator, X_train, y_train, X_test=None, y_test=None, *, space: st
         D = np.sqrt(np.maximum(((A[:, None, :] - A[None, :, :]) ** 2).sum(-1), 0.0))
     D = 0.5 * (D + D.T)
     np.fill_diagonal(D, 0.0)
-    Z = MDS(n_components=2, metric="precomputed", init="random", n_init=1,
-            random_state=random_state).fit_transform(D)
+    Z = MDS(
+        n_components=2, metric="precomputed", init="random", n_init=1, random_state=random_state
+    ).fit_transform(D)
     ax = _ax(ax)
     n = len(X_train)
     classes = np.unique(y_train)
     for i, c in enumerate(classes):
         m = y_train == c
-        ax.scatter(Z[:n][m, 0], Z[:n][m, 1], s=14, color=f"C{i + 1}", alpha=0.7,
-                   label=f"train, class {c}")
+        ax.scatter(
+            Z[:n][m, 0], Z[:n][m, 1], s=14, color=f"C{i + 1}", alpha=0.7, label=f"train, class {c}"
+        )
         if X_test is not None:
             mt = np.asarray(y_test) == c
-            ax.scatter(Z[n:][mt, 0], Z[n:][mt, 1], s=28, marker="^", color=f"C{i + 1}",
-                       edgecolor="k", linewidth=0.4, label=f"test, class {c}")
+            ax.scatter(
+                Z[n:][mt, 0],
+                Z[n:][mt, 1],
+                s=28,
+                marker="^",
+                color=f"C{i + 1}",
+                edgecolor="k",
+                linewidth=0.4,
+                label=f"test, class {c}",
+            )
     sv = np.asarray(estimator.support_)
-    ax.scatter(Z[sv, 0], Z[sv, 1], s=60, facecolor="none", edgecolor="C0", linewidth=1.0,
-               label=f"support vectors ({len(sv)})")
+    ax.scatter(
+        Z[sv, 0],
+        Z[sv, 1],
+        s=60,
+        facecolor="none",
+        edgecolor="C0",
+        linewidth=1.0,
+        label=f"support vectors ({len(sv)})",
+    )
     ax.set_xlabel("MDS 1")
     ax.set_ylabel("MDS 2")
     ax.set_title(f"MDS projection ({space} distances)")
@@ -100,11 +126,20 @@ def plot_conformal_factor(model, X, y=None, *, ax=None):
         grid = np.linspace(X.min(), X.max(), 400)[:, None]
         ax.plot(grid[:, 0], np.asarray(q_of(grid)), color="C0", label="q(x)")
         q = np.asarray(q_of(X))
-        groups = [(None, np.ones(len(X), bool))] if y is None else [
-            (c, np.asarray(y) == c) for c in np.unique(y)]
+        groups = (
+            [(None, np.ones(len(X), bool))]
+            if y is None
+            else [(c, np.asarray(y) == c) for c in np.unique(y)]
+        )
         for i, (c, m) in enumerate(groups):
-            ax.plot(X[m, 0], q[m], "o", ms=3, color=f"C{i + 1}",
-                    label="data" if c is None else f"class {c}")
+            ax.plot(
+                X[m, 0],
+                q[m],
+                "o",
+                ms=3,
+                color=f"C{i + 1}",
+                label="data" if c is None else f"class {c}",
+            )
         ax.set_xlabel("x")
         ax.set_ylabel("q(x)")
     else:
@@ -114,8 +149,13 @@ def plot_conformal_factor(model, X, y=None, *, ax=None):
             ax.hist(q, bins=bins, alpha=0.7, label="all points")
         else:
             for i, c in enumerate(np.unique(y)):
-                ax.hist(q[np.asarray(y) == c], bins=bins, alpha=0.6, color=f"C{i + 1}",
-                        label=f"class {c}")
+                ax.hist(
+                    q[np.asarray(y) == c],
+                    bins=bins,
+                    alpha=0.6,
+                    color=f"C{i + 1}",
+                    label=f"class {c}",
+                )
         ax.set_xlabel("q(x)")
         ax.set_ylabel("count")
     if X.shape[1] == 1:
@@ -131,9 +171,14 @@ def plot_conformal_factor(model, X, y=None, *, ax=None):
 def _(kernel, X, y=None, theta=None, feature_names=None) -> list:
     # the conformal factor q(x) on the training data, then the base kernel's panels
     ax = plot_conformal_factor(kernel, X, y)
-    own = [("Xiong kernel: conformal factor q(x)", ax.figure,
+    own = [
+        (
+            "Xiong kernel: conformal factor q(x)",
+            ax.figure,
             "The learned factor q(x) rescales the base kernel, K(x,z) = q(x) K₀(x,z) q(z), "
             "to maximize class separation (Fisher ratio); q is large where the classes "
             "should be pulled apart and near zero (or negative, a warning sign) where the "
-            "base kernel is damped.")]
+            "base kernel is damped.",
+        )
+    ]
     return own + kernel_panels(kernel._base, X, y, theta, feature_names)

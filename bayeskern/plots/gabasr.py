@@ -12,8 +12,12 @@ from bayeskern.models.gabasr_spectrum import mixture_components, spectral_densit
 from bayeskern.plots._figure import subplots
 from bayeskern.plots.panels import estimator_panels
 
-__all__ = ["plot_spectral_density", "plot_spectral_density_band", "plot_predictive",
-           "plot_invariant_traces"]
+__all__ = [
+    "plot_spectral_density",
+    "plot_spectral_density_band",
+    "plot_predictive",
+    "plot_invariant_traces",
+]
 
 
 def _ax(ax):
@@ -22,8 +26,7 @@ def _ax(ax):
     return ax
 
 
-def plot_spectral_density(est, omega_grid=None, *, cycles: bool = True, band: float = 0.9,
-                          ax=None):
+def plot_spectral_density(est, omega_grid=None, *, cycles: bool = True, band: float = 0.9, ax=None):
     """Posterior mean of the learned spectral density with a central ``band``.
 
     ``cycles=True`` labels the axis in cycles per unit of ``x`` (:math:`\\omega / 2\\pi`);
@@ -43,13 +46,16 @@ def plot_spectral_density(est, omega_grid=None, *, cycles: bool = True, band: fl
 
 def _check_exact(est, name: str = "est") -> None:
     if getattr(est, "model_", None) not in ("exact", "hsgp") or not hasattr(est, "y_std_"):
-        raise ValueError(f"{name} must be a GaBaSRRegressor fitted with the spectral-"
-                         f"mixture GP (model_ 'exact' or 'hsgp'), got {type(est).__name__} "
-                         f"with model_ = {getattr(est, 'model_', None)!r}")
+        raise ValueError(
+            f"{name} must be a GaBaSRRegressor fitted with the spectral-"
+            f"mixture GP (model_ 'exact' or 'hsgp'), got {type(est).__name__} "
+            f"with model_ = {getattr(est, 'model_', None)!r}"
+        )
 
 
-def plot_spectral_density_band(est, frequency=None, *, band: float = 0.9,
-                               unit: str = "unit of x", log: bool = True, ax=None):
+def plot_spectral_density_band(
+    est, frequency=None, *, band: float = 0.9, unit: str = "unit of x", log: bool = True, ax=None
+):
     """Median and central ``band`` of the learned spectral density of an exact-model fit.
 
     The density of every posterior draw, :math:`S(f) = s_y^2 \\sum_k a_k^2 N(f\\mid\\pm\\mu_k',
@@ -81,19 +87,35 @@ def plot_spectral_density_band(est, frequency=None, *, band: float = 0.9,
     """
     _check_exact(est)
     post = est.idata_.posterior
-    b = spectral_density_band(post, est.x_scaler_.scale, frequency, y_scale=est.y_std_.scale,
-                              band=band)
+    b = spectral_density_band(
+        post, est.x_scaler_.scale, frequency, y_scale=est.y_std_.scale, band=band
+    )
     if ax is None:
         _, ax = subplots(figsize=(8, 3.8), layout="constrained")
-    ax.fill_between(b.frequency, b.lower, b.upper, alpha=0.3, color="C0", lw=0,
-                    label=f"{int(round(band * 100))} % band (pointwise)")
+    ax.fill_between(
+        b.frequency,
+        b.lower,
+        b.upper,
+        alpha=0.3,
+        color="C0",
+        lw=0,
+        label=f"{int(round(band * 100))} % band (pointwise)",
+    )
     ax.plot(b.frequency, b.median, color="C0", lw=1.2, label="posterior median")
     for c in mixture_components(post, est.x_scaler_.scale, band=band)[1:]:
         f, period = c["frequency"][0], c["period"][0]
         ax.axvline(f, color="C3", ls=":", lw=0.8)
-        ax.annotate(f"period {period:#.4g} {unit}", (f, 0), xycoords=("data", "axes fraction"),
-                    xytext=(3, 4), textcoords="offset points", fontsize=7, color="C3",
-                    rotation=90, va="bottom")
+        ax.annotate(
+            f"period {period:#.4g} {unit}",
+            (f, 0),
+            xycoords=("data", "axes fraction"),
+            xytext=(3, 4),
+            textcoords="offset points",
+            fontsize=7,
+            color="C3",
+            rotation=90,
+            va="bottom",
+        )
     if log:
         top = float(np.max(b.upper))
         ax.set_yscale("log")
@@ -115,8 +137,9 @@ def plot_predictive(est, X_train, y_train, X_new, y_new=None, *, prob: float = 0
     ax.plot(np.asarray(X_train)[:, 0], y_train, ".", ms=2, color="k", label="train")
     if y_new is not None:
         ax.plot(x_new[order], np.asarray(y_new)[order], ".", ms=3, color="C3", label="held out")
-    ax.fill_between(x_new[order], lo, hi, alpha=0.3, color="C0",
-                    label=f"{int(prob * 100)} % predictive")
+    ax.fill_between(
+        x_new[order], lo, hi, alpha=0.3, color="C0", label=f"{int(prob * 100)} % predictive"
+    )
     ax.plot(x_new[order], pred.mean(), color="C0", lw=1, label="predictive mean")
     ax.legend(loc="upper left")
     return ax
@@ -142,10 +165,17 @@ def _(est) -> list:
     # the learned spectral density with its band
     ax = plot_spectral_density(est)
     ax.set_title("learned spectral density (first input column)", fontsize=9)
-    held = "; ".join(f"chain {c}: " + ", ".join(f"{f:.3g}" for f in g["frequency"])
-                     for c, g in est.chain_modes().groupby("chain"))
-    return [("GaBaSR: learned spectral density", ax.figure,
-             "The posterior mean (line) and 90 % band of the spectral density that GaBaSR "
-             "learned: peaks are the frequencies (cycles per unit of the first input) at "
-             "which the fitted function oscillates, and mass near zero is smooth trend. "
-             f"Peaks each chain holds (cycles per unit, chain_modes()): {held}.")]
+    held = "; ".join(
+        f"chain {c}: " + ", ".join(f"{f:.3g}" for f in g["frequency"])
+        for c, g in est.chain_modes().groupby("chain")
+    )
+    return [
+        (
+            "GaBaSR: learned spectral density",
+            ax.figure,
+            "The posterior mean (line) and 90 % band of the spectral density that GaBaSR "
+            "learned: peaks are the frequencies (cycles per unit of the first input) at "
+            "which the fitted function oscillates, and mass near zero is smooth trend. "
+            f"Peaks each chain holds (cycles per unit, chain_modes()): {held}.",
+        )
+    ]

@@ -48,8 +48,9 @@ def kernel_panels(kernel: Kernel, X, y=None, theta=None, feature_names=None) -> 
 
 @kernel_panels.register
 def _(kernel: _Binary, X, y=None, theta=None, feature_names=None) -> list:
-    return (kernel_panels(kernel.k1, X, y, theta, feature_names)
-            + kernel_panels(kernel.k2, X, y, theta, feature_names))
+    return kernel_panels(kernel.k1, X, y, theta, feature_names) + kernel_panels(
+        kernel.k2, X, y, theta, feature_names
+    )
 
 
 @functools.singledispatch
@@ -76,9 +77,13 @@ def _(est) -> list:
     y = np.asarray(est.idata_.observed_data["y"])
     y = y.astype(int) if hasattr(est, "classes_") else est.y_std_.transform(y)
     post = est.idata_.posterior
-    med = {v: np.asarray(post[v].median(("chain", "draw"))) for v in post.data_vars
-           if v not in ("f", "eta")}
+    med = {
+        v: np.asarray(post[v].median(("chain", "draw")))
+        for v in post.data_vars
+        if v not in ("f", "eta")
+    }
     theta = theta_from_draw(est.kernel_, med, est.x_std_.scale)
     names = getattr(est, "feature_names_in_", None)
-    return kernel_panels(est.kernel_, X, y, theta,
-                         None if names is None else [str(c) for c in names])
+    return kernel_panels(
+        est.kernel_, X, y, theta, None if names is None else [str(c) for c in names]
+    )

@@ -40,8 +40,13 @@ def plot_shape_sweep(sweeps: dict, quantity: str = "cond", ax=None):
         style = _STYLE.get(i, {})
         ax.semilogy(res["shape"], res[quantity], ls="none", ms=3, label=name, **style)
     ax.set_xlabel(r"shape parameter $\gamma$")
-    ax.set_ylabel({"cond": "condition number", "error": "test error",
-                   "spectral_ratio": "spectral ratio S(K)"}.get(quantity, quantity))
+    ax.set_ylabel(
+        {
+            "cond": "condition number",
+            "error": "test error",
+            "spectral_ratio": "spectral ratio S(K)",
+        }.get(quantity, quantity)
+    )
     ax.legend()
     return ax
 
@@ -90,12 +95,15 @@ def plot_vsk_panel(kernel, X, y=None, theta=None, feature_names=None, max_points
     y = None if y is None else np.asarray(y)[:max_points]
     theta = default_theta(kernel, np.ones(X.shape[1])) if theta is None else theta
     psi = np.asarray(kernel.psi(X))[:, 0]
-    corr = [abs(np.corrcoef(X[:, j], psi)[0, 1]) if X[:, j].std() > 0 else 0.0
-            for j in range(X.shape[1])]
+    corr = [
+        abs(np.corrcoef(X[:, j], psi)[0, 1]) if X[:, j].std() > 0 else 0.0
+        for j in range(X.shape[1])
+    ]
     j = int(np.nanargmax(corr)) if np.any(np.isfinite(corr)) else 0
     name = feature_names[j] if feature_names is not None else f"x{j}"
-    fig, (ax, ax2) = subplots(1, 2, figsize=(10, 4), layout="constrained",
-                                  gridspec_kw={"width_ratios": [2, 1]})
+    fig, (ax, ax2) = subplots(
+        1, 2, figsize=(10, 4), layout="constrained", gridspec_kw={"width_ratios": [2, 1]}
+    )
     ax.scatter(X[:, j], psi, c=None if y is None else y, s=12, cmap="coolwarm", alpha=0.8)
     ax.set_xlabel(f"{name} (standardized)")
     ax.set_ylabel(r"$\psi(x)$")
@@ -107,8 +115,13 @@ def plot_vsk_panel(kernel, X, y=None, theta=None, feature_names=None, max_points
     ax2.bar(["K (base)", r"$K^\Psi$ (VSK)"], shown, color=["tab:red", "tab:blue"])
     ax2.set_yscale("log")
     for i, c in enumerate(conds):
-        ax2.annotate(f"{c:.2e}" if np.isfinite(c) else "singular", (i, shown[i]),
-                     ha="center", va="bottom", fontsize=8)
+        ax2.annotate(
+            f"{c:.2e}" if np.isfinite(c) else "singular",
+            (i, shown[i]),
+            ha="center",
+            va="bottom",
+            fontsize=8,
+        )
     ax2.set_ylabel("condition number")
     ax2.set_title(f"training Gram matrices ({len(X)} rows)", fontsize=9)
     return fig
@@ -118,9 +131,14 @@ def plot_vsk_panel(kernel, X, y=None, theta=None, feature_names=None, max_points
 def _(kernel, X, y=None, theta=None, feature_names=None) -> list:
     # ψ and the condition numbers of K and K^Ψ
     fig = plot_vsk_panel(kernel, X, y, theta, feature_names)
-    return [("VSK: scaling function ψ and conditioning", fig,
-             "Left: the learned scaling function ψ(x), which the VSK appends to the inputs "
-             "as an extra coordinate so that points with different ψ are less correlated; "
-             "right: condition numbers of the plain kernel matrix K and of the VSK matrix "
-             "K^Ψ on the training rows at the posterior-median hyper-parameters (lower is "
-             "numerically safer).")]
+    return [
+        (
+            "VSK: scaling function ψ and conditioning",
+            fig,
+            "Left: the learned scaling function ψ(x), which the VSK appends to the inputs "
+            "as an extra coordinate so that points with different ψ are less correlated; "
+            "right: condition numbers of the plain kernel matrix K and of the VSK matrix "
+            "K^Ψ on the training rows at the posterior-median hyper-parameters (lower is "
+            "numerically safer).",
+        )
+    ]

@@ -96,8 +96,7 @@ def regression_data(name: str, seed: int):
 def classification_data(name: str, seed: int):
     X, y = bk.datasets.load_dataset(name)
     if name == "eeg_eye_state":  # a stratified 600-row subsample, fixed per seed
-        X, _, y, _ = train_test_split(X, y, train_size=600, stratify=y,
-                                      random_state=1000 + seed)
+        X, _, y, _ = train_test_split(X, y, train_size=600, stratify=y, random_state=1000 + seed)
     return X, y
 
 
@@ -109,8 +108,12 @@ def tuned_rbf_krr(Xtr, ytr, Xte, seed):
     mid, half = (hi + lo) / 2, (hi - lo) / 2 or 1.0
     grid = {"gamma": 2.0 ** np.arange(-3, 8), "alpha": [1e-5, 1e-4, 1e-3, 1e-2, 1e-1]}
     t = time.perf_counter()
-    search = GridSearchCV(KernelRidge(kernel="rbf"), grid, scoring="r2",
-                          cv=ShuffleSplit(1, test_size=0.2, random_state=seed))
+    search = GridSearchCV(
+        KernelRidge(kernel="rbf"),
+        grid,
+        scoring="r2",
+        cv=ShuffleSplit(1, test_size=0.2, random_state=seed),
+    )
     search.fit(Xtr_s, (ytr - mid) / half)
     return search.predict(Xte_s) * half + mid, time.perf_counter() - t, search.best_params_
 
@@ -127,12 +130,20 @@ def run_labrbf(names, seeds):
             pred = est.predict(Xte)
             lo, hi = est.predict_interval(Xte, 0.9)
             f_krr, t_krr, best = tuned_rbf_krr(Xtr, ytr, Xte, seed)
-            row = {"data": name, "seed": seed, "n_train": len(ytr), "r2": r2(yte, pred),
-                   "r2_krr": r2(yte, f_krr), "coverage_90": float(np.mean((yte >= lo)
-                                                                           & (yte <= hi))),
-                   "fit_s": t_fit, "krr_s": t_krr, "krr_gamma": float(best["gamma"]),
-                   "krr_alpha": float(best["alpha"]), "n_support": int(est.n_support_),
-                   "min_bandwidth": float(est.kernel_.min_bandwidth_)}
+            row = {
+                "data": name,
+                "seed": seed,
+                "n_train": len(ytr),
+                "r2": r2(yte, pred),
+                "r2_krr": r2(yte, f_krr),
+                "coverage_90": float(np.mean((yte >= lo) & (yte <= hi))),
+                "fit_s": t_fit,
+                "krr_s": t_krr,
+                "krr_gamma": float(best["gamma"]),
+                "krr_alpha": float(best["alpha"]),
+                "n_support": int(est.n_support_),
+                "min_bandwidth": float(est.kernel_.min_bandwidth_),
+            }
             if fte is not None:
                 row["rsse"] = 1.0 - r2(fte, pred)
                 row["rsse_krr"] = 1.0 - r2(fte, f_krr)
@@ -142,25 +153,35 @@ def run_labrbf(names, seeds):
 
 
 def table_labrbf(rows):
-    out = ["| data | seed | n train | LAB-RBF R² | tuned RBF KRR R² | better | cov 90 % | "
-           "RSSE LAB / KRR (synthetic) | LAB-RBF fit s | KRR search s | KRR γ, α |",
-           "|---|---|---|---|---|---|---|---|---|---|---|"]
+    out = [
+        "| data | seed | n train | LAB-RBF R² | tuned RBF KRR R² | better | cov 90 % | "
+        "RSSE LAB / KRR (synthetic) | LAB-RBF fit s | KRR search s | KRR γ, α |",
+        "|---|---|---|---|---|---|---|---|---|---|---|",
+    ]
     for r in rows:
-        rsse = (f"{r['rsse']:.4f} / {r['rsse_krr']:.4f}" if "rsse" in r else "")
-        out.append(f"| {r['data']} | {r['seed']} | {r['n_train']} | {r['r2']:.4f} | "
-                   f"{r['r2_krr']:.4f} | {'yes' if r['r2'] > r['r2_krr'] else 'no'} | "
-                   f"{r['coverage_90']:.3f} | {rsse} | {r['fit_s']:.1f} | {r['krr_s']:.1f} | "
-                   f"{r['krr_gamma']:g}, {r['krr_alpha']:g} |")
-    out += ["", "| data | LAB-RBF R² mean (min) | paper | RBF KRR R² mean | LAB better on | "
-            "cov 90 % range | fit s median (max) |", "|---|---|---|---|---|---|---|"]
+        rsse = f"{r['rsse']:.4f} / {r['rsse_krr']:.4f}" if "rsse" in r else ""
+        out.append(
+            f"| {r['data']} | {r['seed']} | {r['n_train']} | {r['r2']:.4f} | "
+            f"{r['r2_krr']:.4f} | {'yes' if r['r2'] > r['r2_krr'] else 'no'} | "
+            f"{r['coverage_90']:.3f} | {rsse} | {r['fit_s']:.1f} | {r['krr_s']:.1f} | "
+            f"{r['krr_gamma']:g}, {r['krr_alpha']:g} |"
+        )
+    out += [
+        "",
+        "| data | LAB-RBF R² mean (min) | paper | RBF KRR R² mean | LAB better on | "
+        "cov 90 % range | fit s median (max) |",
+        "|---|---|---|---|---|---|---|",
+    ]
     for name in dict.fromkeys(r["data"] for r in rows):
         rs = [r for r in rows if r["data"] == name]
         a, b = np.array([r["r2"] for r in rs]), np.array([r["r2_krr"] for r in rs])
         cov, fit = [r["coverage_90"] for r in rs], [r["fit_s"] for r in rs]
-        out.append(f"| {name} | {a.mean():.4f} ({a.min():.4f}) | "
-                   f"{PAPER_LABRBF.get(name, '')} | {b.mean():.4f} | "
-                   f"{int(np.sum(a > b))}/{len(rs)} | {min(cov):.3f}-{max(cov):.3f} | "
-                   f"{np.median(fit):.1f} ({max(fit):.1f}) |")
+        out.append(
+            f"| {name} | {a.mean():.4f} ({a.min():.4f}) | "
+            f"{PAPER_LABRBF.get(name, '')} | {b.mean():.4f} | "
+            f"{int(np.sum(a > b))}/{len(rs)} | {min(cov):.3f}-{max(cov):.3f} | "
+            f"{np.median(fit):.1f} ({max(fit):.1f}) |"
+        )
     return out
 
 
@@ -171,21 +192,24 @@ def run_conformal(names, seeds):
     for name in names:
         for seed in seeds:
             X, y = classification_data(name, seed)
-            Xtr, Xte, ytr, yte = train_test_split(X, y, test_size=0.3, stratify=y,
-                                                  random_state=seed)
+            Xtr, Xte, ytr, yte = train_test_split(
+                X, y, test_size=0.3, stratify=y, random_state=seed
+            )
             cv = StratifiedKFold(5, shuffle=True, random_state=seed)
             row = {"data": name, "seed": seed, "n_train": len(ytr)}
-            for label, est in (("conformal", bk.ConformalKernelClassifier(random_state=0)),
-                               ("svc", SVC())):
+            for label, est in (
+                ("conformal", bk.ConformalKernelClassifier(random_state=0)),
+                ("svc", SVC()),
+            ):
                 pipe = make_pipeline(StandardScaler(), est)
                 step = pipe.steps[-1][0]
                 t = time.perf_counter()
-                search = GridSearchCV(pipe, {f"{step}__{k}": v for k, v in grid.items()},
-                                      cv=cv).fit(Xtr, ytr)
+                search = GridSearchCV(
+                    pipe, {f"{step}__{k}": v for k, v in grid.items()}, cv=cv
+                ).fit(Xtr, ytr)
                 row[f"{label}_s"] = time.perf_counter() - t
                 row[f"{label}_acc"] = float(search.score(Xte, yte))
-                row[f"{label}_best"] = {k.split("__")[1]: v
-                                        for k, v in search.best_params_.items()}
+                row[f"{label}_best"] = {k.split("__")[1]: v for k, v in search.best_params_.items()}
                 if label == "conformal":
                     row["mu"] = float(search.best_estimator_[-1].mu_)
             rows.append(row)
@@ -194,23 +218,33 @@ def run_conformal(names, seeds):
 
 
 def table_classifier(rows, a="conformal", b="svc", label_a="conformal", label_b="RBF SVC"):
-    out = [f"| data | seed | n train | {label_a} acc | {label_b} acc | Δ | {label_a} best "
-           f"(C, γ{', μ' if a == 'conformal' else ''}) | {label_b} best | {label_a} search s | "
-           f"{label_b} search s |", "|---|---|---|---|---|---|---|---|---|---|"]
+    out = [
+        f"| data | seed | n train | {label_a} acc | {label_b} acc | Δ | {label_a} best "
+        f"(C, γ{', μ' if a == 'conformal' else ''}) | {label_b} best | {label_a} search s | "
+        f"{label_b} search s |",
+        "|---|---|---|---|---|---|---|---|---|---|",
+    ]
     for r in rows:
         ba, bb = r[f"{a}_best"], r[f"{b}_best"]
         mu = f", {r['mu']:g}" if "mu" in r else ""
-        out.append(f"| {r['data']} | {r['seed']} | {r['n_train']} | {r[f'{a}_acc']:.4f} | "
-                   f"{r[f'{b}_acc']:.4f} | {r[f'{a}_acc'] - r[f'{b}_acc']:+.4f} | "
-                   f"{ba['C']:g}, {ba['gamma']:g}{mu} | {bb['C']:g}, {bb['gamma']:g} | "
-                   f"{r[f'{a}_s']:.1f} | {r[f'{b}_s']:.1f} |")
-    out += ["", f"| data | {label_a} mean acc | {label_b} mean acc | Δ mean | wins / ties / "
-            "losses |", "|---|---|---|---|---|"]
+        out.append(
+            f"| {r['data']} | {r['seed']} | {r['n_train']} | {r[f'{a}_acc']:.4f} | "
+            f"{r[f'{b}_acc']:.4f} | {r[f'{a}_acc'] - r[f'{b}_acc']:+.4f} | "
+            f"{ba['C']:g}, {ba['gamma']:g}{mu} | {bb['C']:g}, {bb['gamma']:g} | "
+            f"{r[f'{a}_s']:.1f} | {r[f'{b}_s']:.1f} |"
+        )
+    out += [
+        "",
+        f"| data | {label_a} mean acc | {label_b} mean acc | Δ mean | wins / ties / losses |",
+        "|---|---|---|---|---|",
+    ]
     for name in dict.fromkeys(r["data"] for r in rows):
         rs = [r for r in rows if r["data"] == name]
         x, z = np.array([r[f"{a}_acc"] for r in rs]), np.array([r[f"{b}_acc"] for r in rs])
-        out.append(f"| {name} | {x.mean():.4f} | {z.mean():.4f} | {x.mean() - z.mean():+.4f} | "
-                   f"{int(np.sum(x > z))} / {int(np.sum(x == z))} / {int(np.sum(x < z))} |")
+        out.append(
+            f"| {name} | {x.mean():.4f} | {z.mean():.4f} | {x.mean() - z.mean():+.4f} | "
+            f"{int(np.sum(x > z))} / {int(np.sum(x == z))} / {int(np.sum(x < z))} |"
+        )
     return out
 
 
@@ -230,46 +264,63 @@ def run_ckrbf(names, seeds):
                 row[f"{label}_default_s"] = (time.perf_counter() - t) / 10
                 step = pipe.steps[-1][0]
                 t = time.perf_counter()
-                search = GridSearchCV(pipe, {f"{step}__{k}": v for k, v in grid.items()},
-                                      cv=cv).fit(X, y)
+                search = GridSearchCV(
+                    pipe, {f"{step}__{k}": v for k, v in grid.items()}, cv=cv
+                ).fit(X, y)
                 row[f"{label}_search_s"] = time.perf_counter() - t
                 row[f"{label}_searched"] = float(search.best_score_)
-                row[f"{label}_best"] = {k.split("__")[1]: v
-                                        for k, v in search.best_params_.items()}
+                row[f"{label}_best"] = {k.split("__")[1]: v for k, v in search.best_params_.items()}
             rows.append(row)
             print(json.dumps(row), flush=True)
     return rows
 
 
 def table_ckrbf(rows):
-    out = ["| data | seed | CkRBF() | SVC() | Δ defaults | CkRBF searched (C, γ) | "
-           "SVC searched (C, γ) | CkRBF fit s (per fold) | SVC fit s (per fold) | "
-           "CkRBF / SVC search s |", "|---|---|---|---|---|---|---|---|---|---|"]
+    out = [
+        "| data | seed | CkRBF() | SVC() | Δ defaults | CkRBF searched (C, γ) | "
+        "SVC searched (C, γ) | CkRBF fit s (per fold) | SVC fit s (per fold) | "
+        "CkRBF / SVC search s |",
+        "|---|---|---|---|---|---|---|---|---|---|",
+    ]
     for r in rows:
         bc, bs = r["ckrbf_best"], r["svc_best"]
-        out.append(f"| {r['data']} | {r['seed']} | {r['ckrbf_default']:.4f} | "
-                   f"{r['svc_default']:.4f} | {r['ckrbf_default'] - r['svc_default']:+.4f} | "
-                   f"{r['ckrbf_searched']:.4f} ({bc['C']:g}, {bc['gamma']:g}) | "
-                   f"{r['svc_searched']:.4f} ({bs['C']:g}, {bs['gamma']:g}) | "
-                   f"{r['ckrbf_default_s']:.2f} | {r['svc_default_s']:.3f} | "
-                   f"{r['ckrbf_search_s']:.0f} / {r['svc_search_s']:.0f} |")
-    out += ["", "| data | CkRBF() mean | SVC() mean | CkRBF searched mean | SVC searched mean |",
-            "|---|---|---|---|---|"]
+        out.append(
+            f"| {r['data']} | {r['seed']} | {r['ckrbf_default']:.4f} | "
+            f"{r['svc_default']:.4f} | {r['ckrbf_default'] - r['svc_default']:+.4f} | "
+            f"{r['ckrbf_searched']:.4f} ({bc['C']:g}, {bc['gamma']:g}) | "
+            f"{r['svc_searched']:.4f} ({bs['C']:g}, {bs['gamma']:g}) | "
+            f"{r['ckrbf_default_s']:.2f} | {r['svc_default_s']:.3f} | "
+            f"{r['ckrbf_search_s']:.0f} / {r['svc_search_s']:.0f} |"
+        )
+    out += [
+        "",
+        "| data | CkRBF() mean | SVC() mean | CkRBF searched mean | SVC searched mean |",
+        "|---|---|---|---|---|",
+    ]
     for name in dict.fromkeys(r["data"] for r in rows):
         rs = [r for r in rows if r["data"] == name]
-        m = {k: np.mean([r[k] for r in rs]) for k in ("ckrbf_default", "svc_default",
-                                                       "ckrbf_searched", "svc_searched")}
-        out.append(f"| {name} | {m['ckrbf_default']:.4f} | {m['svc_default']:.4f} | "
-                   f"{m['ckrbf_searched']:.4f} | {m['svc_searched']:.4f} |")
+        m = {
+            k: np.mean([r[k] for r in rs])
+            for k in ("ckrbf_default", "svc_default", "ckrbf_searched", "svc_searched")
+        }
+        out.append(
+            f"| {name} | {m['ckrbf_default']:.4f} | {m['svc_default']:.4f} | "
+            f"{m['ckrbf_searched']:.4f} | {m['svc_searched']:.4f} |"
+        )
     return out
 
 
 METHODS = {
-    "labrbf": (run_labrbf, table_labrbf,
-               ["airfoil", "parkinsons", "tecator", "boston", "diabetes", "sin", "f1", "f2",
-                "f3"]),
-    "conformal": (run_conformal, table_classifier,
-                  ["breast_cancer", "wisconsin_original", "pima", "eeg_eye_state"]),
+    "labrbf": (
+        run_labrbf,
+        table_labrbf,
+        ["airfoil", "parkinsons", "tecator", "boston", "diabetes", "sin", "f1", "f2", "f3"],
+    ),
+    "conformal": (
+        run_conformal,
+        table_classifier,
+        ["breast_cancer", "wisconsin_original", "pima", "eeg_eye_state"],
+    ),
     "ckrbf": (run_ckrbf, table_ckrbf, ["pima", "wisconsin_original", "breast_cancer"]),
 }
 
@@ -289,10 +340,12 @@ def main(argv=None):
     write_text(out, json.dumps(rows, indent=1))
     load = os.getloadavg()
     print()
-    script = 'benchmarks/defaults/defaults_kernel_learners.py'
-    print(f"`{' '.join(['python', script, *sys.argv[1:]])}`"
-          f" — total {time.perf_counter() - t:.0f} s, load average at the end "
-          f"{load[0]:.2f} / {load[1]:.2f} / {load[2]:.2f}")
+    script = "benchmarks/defaults/defaults_kernel_learners.py"
+    print(
+        f"`{' '.join(['python', script, *sys.argv[1:]])}`"
+        f" — total {time.perf_counter() - t:.0f} s, load average at the end "
+        f"{load[0]:.2f} / {load[1]:.2f} / {load[2]:.2f}"
+    )
     print()
     print("\n".join(table(rows)))
 

@@ -59,14 +59,24 @@ def series(seed):
 def _versus_gp(data, seed, Xtr, ytr, Xte, yte):
     """Fit ``GaBaSRRegressor()`` and ``GPRegressor()`` with defaults; one row each."""
     out = []
-    for name, est in (("GaBaSRRegressor()", bk.GaBaSRRegressor(random_state=seed,
-                                                               progress_bar=False)),
-                      ("GPRegressor()", bk.GPRegressor(random_state=seed, progress_bar=False))):
+    for name, est in (
+        ("GaBaSRRegressor()", bk.GaBaSRRegressor(random_state=seed, progress_bar=False)),
+        ("GPRegressor()", bk.GPRegressor(random_state=seed, progress_bar=False)),
+    ):
         fit_s, load0 = _fit(est, Xtr, ytr)
         m = bk.diagnostics.regression_metrics(yte, est.predictive(Xte))
-        row = dict(data=data, seed=seed, model=name, fit_s=round(fit_s, 1), rmse=m["rmse"],
-                   coverage_95=m["coverage_95"], nlpd=m["nlpd"], ok=bool(est.convergence_.ok),
-                   load_before=load0, load_after=os.getloadavg()[0])
+        row = dict(
+            data=data,
+            seed=seed,
+            model=name,
+            fit_s=round(fit_s, 1),
+            rmse=m["rmse"],
+            coverage_95=m["coverage_95"],
+            nlpd=m["nlpd"],
+            ok=bool(est.convergence_.ok),
+            load_before=load0,
+            load_after=os.getloadavg()[0],
+        )
         if hasattr(est, "n_components_"):
             row["n_components"] = est.n_components_
         out.append(row)
@@ -94,10 +104,20 @@ def clf(seed):
         fit_s, load0 = _fit(est, Xtr, ytr)
         p = est.predict_proba(Xte)[:, 1]
         yb = (yte == est.classes_[1]).astype(int)
-        out.append(dict(data=name, seed=seed, model="GaBaSRClassifier()", sampler=est.sampler_,
-                        fit_s=round(fit_s, 1), auc=roc_auc_score(yb, p),
-                        brier=brier_score_loss(yb, p), ok=bool(est.convergence_.ok),
-                        load_before=load0, load_after=os.getloadavg()[0]))
+        out.append(
+            dict(
+                data=name,
+                seed=seed,
+                model="GaBaSRClassifier()",
+                sampler=est.sampler_,
+                fit_s=round(fit_s, 1),
+                auc=roc_auc_score(yb, p),
+                brier=brier_score_loss(yb, p),
+                ok=bool(est.convergence_.ok),
+                load_before=load0,
+                load_after=os.getloadavg()[0],
+            )
+        )
     return out
 
 
@@ -108,10 +128,21 @@ def diabetes(seed):
     fit_s, load0 = _fit(est, Xtr, ytr)
     m = bk.diagnostics.regression_metrics(yte, est.predictive(Xte))
     br = r2_score(yte, BayesianRidge().fit(Xtr, ytr).predict(Xte))
-    return [dict(data="diabetes", seed=seed, model="GaBaSRRegressor()", fit_s=round(fit_s, 1),
-                 r2=r2_score(yte, est.predict(Xte)), r2_bayesian_ridge=br,
-                 coverage_95=m["coverage_95"], nlpd=m["nlpd"], ok=bool(est.convergence_.ok),
-                 load_before=load0, load_after=os.getloadavg()[0])]
+    return [
+        dict(
+            data="diabetes",
+            seed=seed,
+            model="GaBaSRRegressor()",
+            fit_s=round(fit_s, 1),
+            r2=r2_score(yte, est.predict(Xte)),
+            r2_bayesian_ridge=br,
+            coverage_95=m["coverage_95"],
+            nlpd=m["nlpd"],
+            ok=bool(est.convergence_.ok),
+            load_before=load0,
+            load_after=os.getloadavg()[0],
+        )
+    ]
 
 
 def main():

@@ -32,8 +32,15 @@ import sys
 import time
 from pathlib import Path
 
-CASES = ["million_sequential", "co2gp_vectorized", "co2gp_sequential", "gabasr_vectorized",
-         "exact2000_vectorized", "surface_vectorized", "million_vectorized"]
+CASES = [
+    "million_sequential",
+    "co2gp_vectorized",
+    "co2gp_sequential",
+    "gabasr_vectorized",
+    "exact2000_vectorized",
+    "surface_vectorized",
+    "million_vectorized",
+]
 #: the longest each case may run (s), compilation included
 LIMITS = {"million": 90, "co2gp": 120, "exact2000": 120, "surface": 100, "gabasr": 200}
 
@@ -93,11 +100,17 @@ def child(case: str, quick: bool = False) -> dict:
     est.fit(X, y)
     fit_s = time.perf_counter() - t0
     mean, sd = est.predict(Xt, return_std=True)
-    row = dict(case=case, n=len(X), fit_s=round(fit_s, 2),
-               rmse=float(np.sqrt(np.mean((mean - yt) ** 2))),
-               cov95=float(np.mean(np.abs(yt - mean) <= 1.96 * sd)),
-               converged=bool(est.convergence_.ok), verdict=est.convergence_.verdict[:160],
-               device=str(jax.devices()[0].device_kind), backend=jax.default_backend())
+    row = dict(
+        case=case,
+        n=len(X),
+        fit_s=round(fit_s, 2),
+        rmse=float(np.sqrt(np.mean((mean - yt) ** 2))),
+        cov95=float(np.mean(np.abs(yt - mean) <= 1.96 * sd)),
+        converged=bool(est.convergence_.ok),
+        verdict=est.convergence_.verdict[:160],
+        device=str(jax.devices()[0].device_kind),
+        backend=jax.default_backend(),
+    )
     if name == "million":
         Xp, _ = synthetic_1d(1_000_000 // scale, 2)
         t0 = time.perf_counter()
@@ -108,52 +121,76 @@ def child(case: str, quick: bool = False) -> dict:
 
 #: the same fits on the project's 2-core CPU machine (default arguments, default chain method
 #: "parallel" on 4 virtual CPU devices), from the results pages named
-CPU = {"million": ("21.1-22.6 s (3 seeds)", "hsgp_scale.md"),
-       "co2gp": ("126 s (make demo, 2026-11-25)", "gabasr_speed.md"),
-       "gabasr": ("285 s (make demo, 2026-11-25)", "gabasr_speed.md"),
-       "exact2000": ("about an hour (O(N^3) per gradient; not run)", "performance.md"),
-       "surface": ("213 s (seed 0)", "hsgp_scale.md")}
+CPU = {
+    "million": ("21.1-22.6 s (3 seeds)", "hsgp_scale.md"),
+    "co2gp": ("126 s (make demo, 2026-11-25)", "gabasr_speed.md"),
+    "gabasr": ("285 s (make demo, 2026-11-25)", "gabasr_speed.md"),
+    "exact2000": ("about an hour (O(N^3) per gradient; not run)", "performance.md"),
+    "surface": ("213 s (seed 0)", "hsgp_scale.md"),
+}
 
 
 def render(paths: list[Path]) -> str:
     """The markdown results page of the rows in ``paths``."""
-    rows = sorted((r for p in paths for r in json.loads(Path(p).read_text())),
-                  key=lambda r: r["case"])
-    out = ["# GPU: default fits on one NVIDIA H200", "",
-           "Written by `benchmarks/gpu/gpu_timings.py --render "
-           + " ".join(str(p) for p in paths) + "` from the rows its runs wrote. Each case ran in",
-           "its own process (compilation included in the fit time), default arguments except",
-           "`random_state=0`, `progress_bar=False` and the chain method named; one seed per case",
-           "(device time was 15 minutes for the session); held-out metrics on rows the fit did",
-           "not see. Software there: JAX 0.11.2 with CUDA 13, NumPyro 0.22.0, float64.",
-           "The 2-core CPU column is the same fit on the project's CPU machine, from the page",
-           "named (another day, another machine: a ratio between the columns is indicative).",
-           "", "| case | N | chains | fit (s) | held-out RMSE | 95 % coverage | convergence |"
-           " 2-core CPU fit | run |", "|---|---|---|---|---|---|---|---|---|"]
+    rows = sorted(
+        (r for p in paths for r in json.loads(Path(p).read_text())), key=lambda r: r["case"]
+    )
+    out = [
+        "# GPU: default fits on one NVIDIA H200",
+        "",
+        "Written by `benchmarks/gpu/gpu_timings.py --render "
+        + " ".join(str(p) for p in paths)
+        + "` from the rows its runs wrote. Each case ran in",
+        "its own process (compilation included in the fit time), default arguments except",
+        "`random_state=0`, `progress_bar=False` and the chain method named; one seed per case",
+        "(device time was 15 minutes for the session); held-out metrics on rows the fit did",
+        "not see. Software there: JAX 0.11.2 with CUDA 13, NumPyro 0.22.0, float64.",
+        "The 2-core CPU column is the same fit on the project's CPU machine, from the page",
+        "named (another day, another machine: a ratio between the columns is indicative).",
+        "",
+        "| case | N | chains | fit (s) | held-out RMSE | 95 % coverage | convergence |"
+        " 2-core CPU fit | run |",
+        "|---|---|---|---|---|---|---|---|---|",
+    ]
     for r in rows:
         name, method = r["case"].split("_")
         cpu, page = CPU[name]
         if "fit_s" in r:
-            cells = [str(r["n"]), method, f"{r['fit_s']:.1f}", f"{r['rmse']:.3f}",
-                     f"{r['cov95']:.3f}", r["verdict"].split(":")[0] + (
-                         "" if r["converged"] else " (" + r["verdict"] + ")")]
+            cells = [
+                str(r["n"]),
+                method,
+                f"{r['fit_s']:.1f}",
+                f"{r['rmse']:.3f}",
+                f"{r['cov95']:.3f}",
+                r["verdict"].split(":")[0] + ("" if r["converged"] else " (" + r["verdict"] + ")"),
+            ]
         else:
             cells = ["", method, r["status"], "", "", ""]
-        out.append(f"| {name} | " + " | ".join(cells) + f" | {cpu} ([{page}]({page})) | "
-                   f"{r.get('run', '')} |")
+        out.append(
+            f"| {name} | " + " | ".join(cells) + f" | {cpu} ([{page}]({page})) | "
+            f"{r.get('run', '')} |"
+        )
     pred = [r for r in rows if "predict_1e6_s" in r]
     if pred:
-        out += ["", "`predict(X, return_std=True)` on 10^6 new rows after the million-row fit: "
-                + ", ".join(f"{r['predict_1e6_s']:.1f} s ({r['case'].split('_')[1]})"
-                            for r in pred) + "."]
+        out += [
+            "",
+            "`predict(X, return_std=True)` on 10^6 new rows after the million-row fit: "
+            + ", ".join(f"{r['predict_1e6_s']:.1f} s ({r['case'].split('_')[1]})" for r in pred)
+            + ".",
+        ]
     return "\n".join(out) + "\n"
 
 
 def main():
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--out", type=Path, default=None)
-    ap.add_argument("--render", type=Path, nargs="+", default=None,
-                    help="write docs/results/gpu.md from these JSON files and exit")
+    ap.add_argument(
+        "--render",
+        type=Path,
+        nargs="+",
+        default=None,
+        help="write docs/results/gpu.md from these JSON files and exit",
+    )
     ap.add_argument("--budget", type=float, default=420.0, help="seconds for all cases")
     ap.add_argument("--cases", nargs="+", default=CASES)
     ap.add_argument("--quick", action="store_true", help="smoke run (see child)")
@@ -179,12 +216,26 @@ def main():
             continue
         t0 = time.perf_counter()
         try:
-            p = subprocess.run([sys.executable, __file__, "--out", "-", "--child", case,
-                                *(["--quick"] if args.quick else [])],
-                               capture_output=True, text=True, timeout=min(limit, left))
+            p = subprocess.run(
+                [
+                    sys.executable,
+                    __file__,
+                    "--out",
+                    "-",
+                    "--child",
+                    case,
+                    *(["--quick"] if args.quick else []),
+                ],
+                capture_output=True,
+                text=True,
+                timeout=min(limit, left),
+            )
             found = [ln[4:] for ln in p.stdout.splitlines() if ln.startswith("ROW ")]
-            row = (json.loads(found[0]) if found else
-                   dict(case=case, status=f"failed (rc {p.returncode}): {p.stderr[-800:]}"))
+            row = (
+                json.loads(found[0])
+                if found
+                else dict(case=case, status=f"failed (rc {p.returncode}): {p.stderr[-800:]}")
+            )
         except subprocess.TimeoutExpired:
             row = dict(case=case, status=f"did not finish in {min(limit, left):.0f} s")
         row["wall_s"] = round(time.perf_counter() - t0, 1)

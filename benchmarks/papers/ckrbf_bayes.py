@@ -37,27 +37,42 @@ from common import RESULTS, machine, write_text  # noqa: E402
 
 def run(dataset, seed, n_train, warmup, samples, chains):
     X, y = bk.datasets.load_dataset(dataset)
-    Xtr, Xte, ytr, yte = train_test_split(X, y, train_size=n_train, stratify=y,
-                                          random_state=seed)
+    Xtr, Xte, ytr, yte = train_test_split(X, y, train_size=n_train, stratify=y, random_state=seed)
     t0 = time.perf_counter()
     with warnings.catch_warnings():
         warnings.simplefilter("ignore", UserWarning)
         table, fitted = loo_against_baselines(
-            Xtr, ytr, n_clusters=2, num_warmup=warmup, num_samples=samples, num_chains=chains,
-            random_state=seed, progress_bar=False)
+            Xtr,
+            ytr,
+            n_clusters=2,
+            num_warmup=warmup,
+            num_samples=samples,
+            num_chains=chains,
+            random_state=seed,
+            progress_bar=False,
+        )
     total = time.perf_counter() - t0
     rows = []
     for name, est in fitted.items():
         p = est.predict_proba(Xte)[:, 1]
         m = diagnostics.classification_metrics(yte, p)
         c = est.convergence_
-        rows.append(dict(dataset=dataset, seed=seed, kernel=name,
-                         elpd_loo=float(table.loc[name, "elpd_loo"]),
-                         loo_rank=int(table.loc[name, "rank"]),
-                         test_accuracy=m["accuracy"], test_auc=m["auc"],
-                         test_log_loss=m["log_loss"], test_brier=m["brier"],
-                         max_rhat=c.max_rhat, min_ess_bulk=c.min_ess_bulk,
-                         divergences=c.n_divergent))
+        rows.append(
+            dict(
+                dataset=dataset,
+                seed=seed,
+                kernel=name,
+                elpd_loo=float(table.loc[name, "elpd_loo"]),
+                loo_rank=int(table.loc[name, "rank"]),
+                test_accuracy=m["accuracy"],
+                test_auc=m["auc"],
+                test_log_loss=m["log_loss"],
+                test_brier=m["brier"],
+                max_rhat=c.max_rhat,
+                min_ess_bulk=c.min_ess_bulk,
+                divergences=c.n_divergent,
+            )
+        )
     df = pd.DataFrame(rows)
     df["wall_s_all_three"] = total
     return df
@@ -75,29 +90,43 @@ def main(argv=None):
     args = ap.parse_args(argv)
     if args.quick:
         args.n_train, args.warmup, args.samples, args.chains = 100, 100, 100, 1
-    frames = [run(args.dataset, s, args.n_train, args.warmup, args.samples, args.chains)
-              for s in args.seeds]
+    frames = [
+        run(args.dataset, s, args.n_train, args.warmup, args.samples, args.chains)
+        for s in args.seeds
+    ]
     df = pd.concat(frames, ignore_index=True)
     pd.set_option("display.width", 200)
     print(df.round(3).to_string(index=False))
     if args.quick:
         return
-    cmd = (f".venv/bin/python benchmarks/papers/ckrbf_bayes.py --dataset {args.dataset} --seeds "
-           f"{' '.join(map(str, args.seeds))} --n-train {args.n_train} --warmup {args.warmup} "
-           f"--samples {args.samples} --chains {args.chains}")
-    md = ["## Bayesian CkRBF (GP classification, NUTS) vs RBF and Mahalanobis-RBF GPs", "",
-          f"`{args.dataset}`: {args.n_train} training rows (stratified, per seed), the rest held "
-          f"out; {args.chains} chains x ({args.warmup} warm-up + {args.samples}) draws. "
-          f"elpd_loo: PSIS-LOO on the training rows (higher is better). {machine()}, "
-          "shared machine.", "", "```", cmd, "```", "",
-          "| seed | kernel | elpd_loo (rank) | test accuracy | test AUC | test log-loss | "
-          "max R-hat | min bulk ESS | divergences | wall s (3 GPs) |",
-          "|---|---|---|---|---|---|---|---|---|---|"]
+    cmd = (
+        f".venv/bin/python benchmarks/papers/ckrbf_bayes.py --dataset {args.dataset} --seeds "
+        f"{' '.join(map(str, args.seeds))} --n-train {args.n_train} --warmup {args.warmup} "
+        f"--samples {args.samples} --chains {args.chains}"
+    )
+    md = [
+        "## Bayesian CkRBF (GP classification, NUTS) vs RBF and Mahalanobis-RBF GPs",
+        "",
+        f"`{args.dataset}`: {args.n_train} training rows (stratified, per seed), the rest held "
+        f"out; {args.chains} chains x ({args.warmup} warm-up + {args.samples}) draws. "
+        f"elpd_loo: PSIS-LOO on the training rows (higher is better). {machine()}, "
+        "shared machine.",
+        "",
+        "```",
+        cmd,
+        "```",
+        "",
+        "| seed | kernel | elpd_loo (rank) | test accuracy | test AUC | test log-loss | "
+        "max R-hat | min bulk ESS | divergences | wall s (3 GPs) |",
+        "|---|---|---|---|---|---|---|---|---|---|",
+    ]
     for r in df.itertuples():
-        md.append(f"| {r.seed} | {r.kernel} | {r.elpd_loo:.1f} ({r.loo_rank}) | "
-                  f"{r.test_accuracy:.3f} | {r.test_auc:.3f} | {r.test_log_loss:.3f} | "
-                  f"{r.max_rhat:.3f} | {r.min_ess_bulk:.0f} | {r.divergences} | "
-                  f"{r.wall_s_all_three:.0f} |")
+        md.append(
+            f"| {r.seed} | {r.kernel} | {r.elpd_loo:.1f} ({r.loo_rank}) | "
+            f"{r.test_accuracy:.3f} | {r.test_auc:.3f} | {r.test_log_loss:.3f} | "
+            f"{r.max_rhat:.3f} | {r.min_ess_bulk:.0f} | {r.divergences} | "
+            f"{r.wall_s_all_three:.0f} |"
+        )
     write_text(RESULTS / "ckrbf_bayes.md", "\n".join(md) + "\n")
     print(f"wrote {RESULTS / 'ckrbf_bayes.md'}")
 

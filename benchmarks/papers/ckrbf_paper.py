@@ -58,19 +58,47 @@ PAPER_SET = ["RBF", "mRBF", "C2RBF", "C3RBF", "C4RBF", "m2RBF"]
 # original data (683 rows after dropping missing values) = our wisconsin_original
 PAPER = {
     "pima": {
-        "best": dict(RBF=0.755, mRBF=0.760, C2RBF=0.772, C3RBF=0.768, C4RBF=0.758, m2RBF=0.758,
-                     GMM2RBF=0.744, DPGMM2RBF=0.767),
+        "best": dict(
+            RBF=0.755,
+            mRBF=0.760,
+            C2RBF=0.772,
+            C3RBF=0.768,
+            C4RBF=0.758,
+            m2RBF=0.758,
+            GMM2RBF=0.744,
+            DPGMM2RBF=0.767,
+        ),
         "c1": dict(RBF=0.751, mRBF=0.760, C2RBF=0.772, C3RBF=0.759, C4RBF=0.756, m2RBF=0.758),
-        "wins": {("C2RBF", "RBF"): 1.00, ("C2RBF", "mRBF"): 1.00, ("C3RBF", "RBF"): 0.83,
-                 ("C3RBF", "mRBF"): 0.50, ("C4RBF", "RBF"): 0.83, ("C4RBF", "mRBF"): 0.50},
+        "wins": {
+            ("C2RBF", "RBF"): 1.00,
+            ("C2RBF", "mRBF"): 1.00,
+            ("C3RBF", "RBF"): 0.83,
+            ("C3RBF", "mRBF"): 0.50,
+            ("C4RBF", "RBF"): 0.83,
+            ("C4RBF", "mRBF"): 0.50,
+        },
         "auc": dict(RBF=0.253, mRBF=0.288, C2RBF=0.361, C3RBF=0.344, C4RBF=0.347, m2RBF=0.302),
     },
     "wisconsin_original": {
-        "best": dict(RBF=0.972, mRBF=0.971, C2RBF=0.975, C3RBF=0.972, C4RBF=0.972, m2RBF=0.955,
-                     GMM2RBF=0.971, DPGMM2RBF=0.971),
+        "best": dict(
+            RBF=0.972,
+            mRBF=0.971,
+            C2RBF=0.975,
+            C3RBF=0.972,
+            C4RBF=0.972,
+            m2RBF=0.955,
+            GMM2RBF=0.971,
+            DPGMM2RBF=0.971,
+        ),
         "c1": dict(RBF=0.968, mRBF=0.960, C2RBF=0.971, C3RBF=0.971, C4RBF=0.968, m2RBF=0.887),
-        "wins": {("C2RBF", "RBF"): 0.67, ("C2RBF", "mRBF"): 1.00, ("C3RBF", "RBF"): 0.67,
-                 ("C3RBF", "mRBF"): 1.00, ("C4RBF", "RBF"): 0.67, ("C4RBF", "mRBF"): 1.00},
+        "wins": {
+            ("C2RBF", "RBF"): 0.67,
+            ("C2RBF", "mRBF"): 1.00,
+            ("C3RBF", "RBF"): 0.67,
+            ("C3RBF", "mRBF"): 1.00,
+            ("C4RBF", "RBF"): 0.67,
+            ("C4RBF", "mRBF"): 1.00,
+        },
         "auc": dict(RBF=0.478, mRBF=0.475, C2RBF=0.583, C3RBF=0.581, C4RBF=0.579, m2RBF=0.401),
     },
 }
@@ -80,13 +108,13 @@ def ckrbf_factors(X, k, normalize, partition="kmeans"):
     with warnings.catch_warnings():
         warnings.simplefilter("ignore", UserWarning)
         warnings.simplefilter("ignore", RuntimeWarning)
-        kern = CkRBF(n_clusters=k, partition=partition, normalize=normalize,
-                     random_state=0).fit(X)
+        kern = CkRBF(n_clusters=k, partition=partition, normalize=normalize, random_state=0).fit(X)
     return kern.factors(X)
 
 
 def strict_factors(X, k, normalize):
     """Factors whose partition is fitted on the training fold only."""
+
     def fn(tr, te):
         with warnings.catch_warnings():
             warnings.simplefilter("ignore", UserWarning)
@@ -94,6 +122,7 @@ def strict_factors(X, k, normalize):
         ltr, qtr = kern.factors(X[tr])
         lte, qte = kern.factors(X[te], X[tr])
         return ltr, qtr, lte, qte
+
     return fn
 
 
@@ -129,8 +158,9 @@ def mk_scores(X, y, k, cv, Cs, gammas, max_iter, normalize=False):
         parts.append((members, np.asarray(ell), np.asarray(q)))
     grid = [(C, g) for C in Cs for g in gammas]
     splits = list(cv.split(X, y))
-    scores = np.array([[_mk_fold(parts, y, tr, te, C, g, max_iter) for tr, te in splits]
-                       for C, g in grid])
+    scores = np.array(
+        [[_mk_fold(parts, y, tr, te, C, g, max_iter) for tr, te in splits] for C, g in grid]
+    )
     df = pd.DataFrame(grid, columns=["C", "gamma"])
     df["score"] = scores.mean(axis=1)
     df["std"] = scores.std(axis=1)
@@ -153,18 +183,22 @@ def run_dataset(name, seed, Cs, gammas, n_splits, max_iter, extras, slow_extras=
     }
     if extras:
         # the normalized kernels keep C's usual scale: libsvm converges fast on them
-        models.update({
-            "mRBF-norm": lambda: ckrbf_factors(X, 1, True),
-            "C2RBF-norm": lambda: ckrbf_factors(X, 2, True),
-            "C3RBF-norm": lambda: ckrbf_factors(X, 3, True),
-            "C2RBF-norm-strict": lambda: strict_factors(X, 2, True),
-        })
+        models.update(
+            {
+                "mRBF-norm": lambda: ckrbf_factors(X, 1, True),
+                "C2RBF-norm": lambda: ckrbf_factors(X, 2, True),
+                "C3RBF-norm": lambda: ckrbf_factors(X, 3, True),
+                "C2RBF-norm-strict": lambda: strict_factors(X, 2, True),
+            }
+        )
     if slow_extras:
-        models.update({
-            "C2RBF-strict": lambda: strict_factors(X, 2, False),
-            "GMM2RBF": lambda: ckrbf_factors(X, 2, False, "gmm"),
-            "DPGMM2RBF": lambda: ckrbf_factors(X, 2, False, "dpgmm"),
-        })
+        models.update(
+            {
+                "C2RBF-strict": lambda: strict_factors(X, 2, False),
+                "GMM2RBF": lambda: ckrbf_factors(X, 2, False, "gmm"),
+                "DPGMM2RBF": lambda: ckrbf_factors(X, 2, False, "dpgmm"),
+            }
+        )
     frames = []
     for model, make in models.items():
         t0 = time.perf_counter()
@@ -181,8 +215,11 @@ def run_dataset(name, seed, Cs, gammas, n_splits, max_iter, extras, slow_extras=
         df["wall_s"] = wall
         df["max_iter"] = max_iter
         frames.append(df)
-        print(f"  {name} seed {seed} {model:18s} best {df['score'].max():.3f}  "
-              f"capped fits {capped:4d}  {wall:6.1f} s", flush=True)
+        print(
+            f"  {name} seed {seed} {model:18s} best {df['score'].max():.3f}  "
+            f"capped fits {capped:4d}  {wall:6.1f} s",
+            flush=True,
+        )
     out = pd.concat(frames, ignore_index=True)
     out.insert(0, "seed", seed)
     out.insert(0, "dataset", name)
@@ -222,36 +259,65 @@ def dataset_tables(df: pd.DataFrame, name: str) -> str:
                 continue
             g = by[m]
             if m not in ok:
-                rows.append(dict(seed=seed, model=m, best="all fits failed", c1="", auc="",
-                                 auc_norm="", capped=f"0 / {len(g)}",
-                                 wall=f"{g['wall_s'].iloc[0]:.0f}"))
+                rows.append(
+                    dict(
+                        seed=seed,
+                        model=m,
+                        best="all fits failed",
+                        c1="",
+                        auc="",
+                        auc_norm="",
+                        capped=f"0 / {len(g)}",
+                        wall=f"{g['wall_s'].iloc[0]:.0f}",
+                    )
+                )
                 continue
             c1 = g[np.isclose(g["C"], 1.0)]["score"].max()
             p = paper or {}
-            rows.append(dict(
-                seed=seed, model=m,
-                best=_fmt(g["score"].max(), p.get("best", {}).get(m)),
-                c1=_fmt(c1, p.get("c1", {}).get(m)),
-                auc=_fmt(float(pt_all.loc[m, "pf_auc"]), p.get("auc", {}).get(m)),
-                auc_norm=_fmt(float(ptn.loc[m, "pf_auc"])),
-                capped=f"{int(g['capped_fits'].iloc[0])} / {int(g['score'].isna().sum())}",
-                wall=f"{g['wall_s'].iloc[0]:.0f}",
-            ))
-        rows.append(dict(seed=seed, model=f"(α_min = {a_min:.3f})", best="", c1="", auc="",
-                         auc_norm="", capped="", wall=""))
+            rows.append(
+                dict(
+                    seed=seed,
+                    model=m,
+                    best=_fmt(g["score"].max(), p.get("best", {}).get(m)),
+                    c1=_fmt(c1, p.get("c1", {}).get(m)),
+                    auc=_fmt(float(pt_all.loc[m, "pf_auc"]), p.get("auc", {}).get(m)),
+                    auc_norm=_fmt(float(ptn.loc[m, "pf_auc"])),
+                    capped=f"{int(g['capped_fits'].iloc[0])} / {int(g['score'].isna().sum())}",
+                    wall=f"{g['wall_s'].iloc[0]:.0f}",
+                )
+            )
+        rows.append(
+            dict(
+                seed=seed,
+                model=f"(α_min = {a_min:.3f})",
+                best="",
+                c1="",
+                auc="",
+                auc_norm="",
+                capped="",
+                wall="",
+            )
+        )
     t = pd.DataFrame(rows)
-    lines.append("| seed | kernel | best accuracy (Table 2) | best at C = 1 (Table 4) | "
-                 "P_f AUC (Table 6) | P_f AUC / (1 − α_min) | capped fits / failed grid points | "
-                 "wall s |")
+    lines.append(
+        "| seed | kernel | best accuracy (Table 2) | best at C = 1 (Table 4) | "
+        "P_f AUC (Table 6) | P_f AUC / (1 − α_min) | capped fits / failed grid points | "
+        "wall s |"
+    )
     lines.append("|---|---|---|---|---|---|---|---|")
     for r in t.itertuples():
-        lines.append(f"| {r.seed} | {r.model} | {r.best} | {r.c1} | {r.auc} | {r.auc_norm} | "
-                     f"{r.capped} | {r.wall} |")
+        lines.append(
+            f"| {r.seed} | {r.model} | {r.best} | {r.c1} | {r.auc} | {r.auc_norm} | "
+            f"{r.capped} | {r.wall} |"
+        )
     lines.append("")
     # Table 5: 3-wide gamma windows at C = 1
     lines.append("Win rates over the 3-wide γ windows at C = 1 (Table 5; paper in parentheses):\n")
-    lines.append("| seed | " + " | ".join(f"C{k}RBF vs {b}" for k in (2, 3, 4)
-                                          for b in ("RBF", "mRBF")) + " |")
+    lines.append(
+        "| seed | "
+        + " | ".join(f"C{k}RBF vs {b}" for k in (2, 3, 4) for b in ("RBF", "mRBF"))
+        + " |"
+    )
     lines.append("|---|" + "---|" * 6)
     for seed in seeds:
         sub = df[df["seed"] == seed]
@@ -269,10 +335,12 @@ def dataset_tables(df: pd.DataFrame, name: str) -> str:
         lines.append(f"| {seed} | " + " | ".join(cells) + " |")
     lines.append("")
     if extra:
-        lines.append("Extras: `-norm` = `normalize=True` (kernel divided by the geometric mean of "
-                     "its diagonal); `-strict` = clustering fitted on the training fold only "
-                     "(`CkRBFClassifier`'s default; the paper clusters all rows); GMM2/DPGMM2 "
-                     "(`--slow-extras`) = Table 3's partitions (paper formula).\n")
+        lines.append(
+            "Extras: `-norm` = `normalize=True` (kernel divided by the geometric mean of "
+            "its diagonal); `-strict` = clustering fitted on the training fold only "
+            "(`CkRBFClassifier`'s default; the paper clusters all rows); GMM2/DPGMM2 "
+            "(`--slow-extras`) = Table 3's partitions (paper formula).\n"
+        )
     return "\n".join(lines)
 
 
@@ -286,8 +354,11 @@ def save_pf_plot(df: pd.DataFrame, name: str) -> Path:
     from bayeskern.plots.ckrbf import plot_pf_curves
 
     sub = df[df["seed"] == df["seed"].min()]
-    shown = [m for m in ("RBF", "mRBF", "C2RBF", "m2RBF", "C2RBF-norm")
-             if m in set(sub.model) and sub[sub.model == m]["score"].notna().any()]
+    shown = [
+        m
+        for m in ("RBF", "mRBF", "C2RBF", "m2RBF", "C2RBF-norm")
+        if m in set(sub.model) and sub[sub.model == m]["score"].notna().any()
+    ]
     ax = plot_pf_curves({m: sub[sub.model == m] for m in shown})
     ax.set_title(f"{name}: share of the (C, γ) grid with 10-fold accuracy ≥ α")
     path = RESULTS / f"ckrbf_pf_{name}.png"
@@ -343,30 +414,39 @@ def write_report(cmd: str):
 
 def main(argv=None):
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
-    ap.add_argument("--datasets", nargs="+",
-                    default=["pima", "wisconsin_original", "breast_cancer"])
+    ap.add_argument(
+        "--datasets", nargs="+", default=["pima", "wisconsin_original", "breast_cancer"]
+    )
     ap.add_argument("--seeds", nargs="+", type=int, default=[0])
     ap.add_argument("--max-iter", type=int, default=10**6)
     ap.add_argument("--no-extras", action="store_true", help="only the paper's six kernels")
-    ap.add_argument("--slow-extras", action="store_true",
-                    help="also C2RBF-strict, GMM2RBF, DPGMM2RBF (paper formula; slow)")
+    ap.add_argument(
+        "--slow-extras",
+        action="store_true",
+        help="also C2RBF-strict, GMM2RBF, DPGMM2RBF (paper formula; slow)",
+    )
     ap.add_argument("--quick", action="store_true", help="4x4 grid, 3 folds, no cache")
     ap.add_argument("--report-only", action="store_true")
     args = ap.parse_args(argv)
-    cmd = ".venv/bin/python benchmarks/papers/" + Path(__file__).name + (
-        " " + " ".join(argv if argv is not None else sys.argv[1:])).rstrip()
+    cmd = (
+        ".venv/bin/python benchmarks/papers/"
+        + Path(__file__).name
+        + (" " + " ".join(argv if argv is not None else sys.argv[1:])).rstrip()
+    )
     if args.report_only:
-        write_report(".venv/bin/python benchmarks/papers/ckrbf_paper.py --datasets pima --seeds 0\n"
-                     ".venv/bin/python benchmarks/papers/ckrbf_paper.py "
-                     "--datasets wisconsin_original "
-                     "--seeds 0 --no-extras --max-iter 200000\n"
-                     ".venv/bin/python benchmarks/papers/ckrbf_paper.py --datasets breast_cancer "
-                     "--seeds 0 --max-iter 200000\n"
-                     ".venv/bin/python benchmarks/papers/ckrbf_pf_grid.py --datasets pima "
-                     "wisconsin_original breast_cancer --seeds 0 1 2\n"
-                     ".venv/bin/python benchmarks/papers/ckrbf_bayes.py --dataset pima --seeds 0 "
-                     "--n-train 150 --warmup 200 --samples 200 --chains 2\n"
-                     ".venv/bin/python benchmarks/papers/ckrbf_paper.py --report-only")
+        write_report(
+            ".venv/bin/python benchmarks/papers/ckrbf_paper.py --datasets pima --seeds 0\n"
+            ".venv/bin/python benchmarks/papers/ckrbf_paper.py "
+            "--datasets wisconsin_original "
+            "--seeds 0 --no-extras --max-iter 200000\n"
+            ".venv/bin/python benchmarks/papers/ckrbf_paper.py --datasets breast_cancer "
+            "--seeds 0 --max-iter 200000\n"
+            ".venv/bin/python benchmarks/papers/ckrbf_pf_grid.py --datasets pima "
+            "wisconsin_original breast_cancer --seeds 0 1 2\n"
+            ".venv/bin/python benchmarks/papers/ckrbf_bayes.py --dataset pima --seeds 0 "
+            "--n-train 150 --warmup 200 --samples 200 --chains 2\n"
+            ".venv/bin/python benchmarks/papers/ckrbf_paper.py --report-only"
+        )
         return
     Cs, gammas, n_splits = CS, GAMMAS, 10
     if args.quick:
@@ -375,8 +455,16 @@ def main(argv=None):
     for name in args.datasets:
         for seed in args.seeds:
             t0 = time.perf_counter()
-            df = run_dataset(name, seed, Cs, gammas, n_splits, args.max_iter, not args.no_extras,
-                             args.slow_extras)
+            df = run_dataset(
+                name,
+                seed,
+                Cs,
+                gammas,
+                n_splits,
+                args.max_iter,
+                not args.no_extras,
+                args.slow_extras,
+            )
             print(f"{name} seed {seed}: {time.perf_counter() - t0:.0f} s")
             if args.quick:
                 print(df.groupby("model", sort=False)["score"].max())

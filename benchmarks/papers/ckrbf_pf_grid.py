@@ -58,9 +58,12 @@ def main(argv=None):
     for name in args.datasets:
         X, y = bk.datasets.load_dataset(name)
         X = MinMaxScaler().fit_transform(X)
-        models = {"RBF": (0.0, euclidean_distances(X, squared=True)),
-                  "mRBF-norm": factors(X, 1), "C2RBF-norm": factors(X, 2),
-                  "C3RBF-norm": factors(X, 3)}
+        models = {
+            "RBF": (0.0, euclidean_distances(X, squared=True)),
+            "mRBF-norm": factors(X, 1),
+            "C2RBF-norm": factors(X, 2),
+            "C3RBF-norm": factors(X, 3),
+        }
         for seed in args.seeds:
             cv = StratifiedKFold(10, shuffle=True, random_state=seed)
             scores, walls, capped = {}, {}, {}
@@ -68,39 +71,63 @@ def main(argv=None):
                 t0 = time.perf_counter()
                 with warnings.catch_warnings(record=True) as caught:
                     warnings.simplefilter("always", ConvergenceWarning)
-                    scores[m] = precomputed_grid_scores(f, y, CS, GAMMAS, cv=cv,
-                                                        max_iter=args.max_iter)
+                    scores[m] = precomputed_grid_scores(
+                        f, y, CS, GAMMAS, cv=cv, max_iter=args.max_iter
+                    )
                 walls[m] = time.perf_counter() - t0
                 capped[m] = sum(issubclass(w.category, ConvergenceWarning) for w in caught)
             t = pf_table(scores)
             tn = pf_table(scores, normalize=True)
             for m in models:
-                rows.append(dict(dataset=name, seed=seed, kernel=m, best=t.loc[m, "best"],
-                                 auc=t.loc[m, "pf_auc"], auc_norm=tn.loc[m, "pf_auc"],
-                                 alpha_min=t.loc[m, "alpha_min"], capped=capped[m],
-                                 wall=walls[m]))
+                rows.append(
+                    dict(
+                        dataset=name,
+                        seed=seed,
+                        kernel=m,
+                        best=t.loc[m, "best"],
+                        auc=t.loc[m, "pf_auc"],
+                        auc_norm=tn.loc[m, "pf_auc"],
+                        alpha_min=t.loc[m, "alpha_min"],
+                        capped=capped[m],
+                        wall=walls[m],
+                    )
+                )
                 print(rows[-1], flush=True)
     df = pd.DataFrame(rows)
-    cmd = (".venv/bin/python benchmarks/papers/ckrbf_pf_grid.py --datasets "
-           f"{' '.join(args.datasets)} --seeds {' '.join(map(str, args.seeds))}")
-    md = ["## P_f AUC on a libsvm-style grid (normalized kernels, several CV seeds)", "",
-          "C ∈ {2^-5, 2^-3, …, 2^15}, γ ∈ {2^-15, 2^-13, …, 2^3} (110 points), 10-fold CV, "
-          "features in [0, 1], clustering on all rows. `-norm`: `normalize=True`. AUC over "
-          "α ∈ [α_min, 1], α_min = worst score of the four kernels for that seed.", "",
-          "```", cmd, "```", "",
-          "| dataset | seed | kernel | best accuracy | P_f AUC | P_f AUC / (1 − α_min) | "
-          "α_min | capped fits | wall s |", "|---|---|---|---|---|---|---|---|---|"]
+    cmd = (
+        ".venv/bin/python benchmarks/papers/ckrbf_pf_grid.py --datasets "
+        f"{' '.join(args.datasets)} --seeds {' '.join(map(str, args.seeds))}"
+    )
+    md = [
+        "## P_f AUC on a libsvm-style grid (normalized kernels, several CV seeds)",
+        "",
+        "C ∈ {2^-5, 2^-3, …, 2^15}, γ ∈ {2^-15, 2^-13, …, 2^3} (110 points), 10-fold CV, "
+        "features in [0, 1], clustering on all rows. `-norm`: `normalize=True`. AUC over "
+        "α ∈ [α_min, 1], α_min = worst score of the four kernels for that seed.",
+        "",
+        "```",
+        cmd,
+        "```",
+        "",
+        "| dataset | seed | kernel | best accuracy | P_f AUC | P_f AUC / (1 − α_min) | "
+        "α_min | capped fits | wall s |",
+        "|---|---|---|---|---|---|---|---|---|",
+    ]
     for r in df.itertuples():
-        md.append(f"| {r.dataset} | {r.seed} | {r.kernel} | {r.best:.3f} | {r.auc:.3f} | "
-                  f"{r.auc_norm:.3f} | {r.alpha_min:.3f} | {r.capped} | {r.wall:.0f} |")
+        md.append(
+            f"| {r.dataset} | {r.seed} | {r.kernel} | {r.best:.3f} | {r.auc:.3f} | "
+            f"{r.auc_norm:.3f} | {r.alpha_min:.3f} | {r.capped} | {r.wall:.0f} |"
+        )
     md.append("")
     mean = df.groupby(["dataset", "kernel"], sort=False)[["best", "auc"]].agg(["mean", "std"])
     md.append("Mean ± sd over seeds:\n")
     md.append("| dataset | kernel | best accuracy | P_f AUC |")
     md.append("|---|---|---|---|")
     for (d, k), r in mean.iterrows():
-        md.append(f"| {d} | {k} | {r[('best', 'mean')]:.3f} ± {r[('best', 'std')]:.3f} | "
-                  f"{r[('auc', 'mean')]:.3f} ± {r[('auc', 'std')]:.3f} |")
+        md.append(
+            f"| {d} | {k} | {r[('best', 'mean')]:.3f} ± {r[('best', 'std')]:.3f} | "
+            f"{r[('auc', 'mean')]:.3f} ± {r[('auc', 'std')]:.3f} |"
+        )
     write_text(RESULTS / "ckrbf_pf_grid.md", "\n".join(md) + "\n")
     print(f"wrote {RESULTS / 'ckrbf_pf_grid.md'}")
     return np.asarray(df["auc"])

@@ -33,8 +33,9 @@ from common import RESULTS, machine, write_section  # noqa: E402
 
 def run(seed: int, n_train: int, settings: dict) -> dict:
     X, y = bk.datasets.load_dataset("wisconsin_original")
-    Xtr, Xte, ytr, yte = train_test_split(X, y, train_size=n_train, test_size=200, stratify=y,
-                                          random_state=seed)
+    Xtr, Xte, ytr, yte = train_test_split(
+        X, y, train_size=n_train, test_size=200, stratify=y, random_state=seed
+    )
     out = {"seed": seed}
     fits = {}
     for name, kernel in [("conformal", Conformal()), ("rbf", RBF())]:
@@ -45,15 +46,23 @@ def run(seed: int, n_train: int, settings: dict) -> dict:
         p = gp.predict_proba(Xte)[:, 1]
         m = bk.diagnostics.classification_metrics(yte, p)
         ls = np.asarray(gp.idata_.posterior["rbf_lengthscale"]).ravel()
-        out[name] = {**m, "wall_s": wall, "max_rhat": gp.convergence_.max_rhat,
-                     "ok": gp.convergence_.ok, "lengthscale": float(np.median(ls))}
+        out[name] = {
+            **m,
+            "wall_s": wall,
+            "max_rhat": gp.convergence_.max_rhat,
+            "ok": gp.convergence_.ok,
+            "lengthscale": float(np.median(ls)),
+        }
         fits[name] = gp
     table = bk.diagnostics.compare(fits)
     for name in fits:
         out[name]["elpd_loo"] = float(table.loc[name, "elpd_loo"])
         out[name]["se"] = float(table.loc[name, "se"])
-    out["elpd_diff"] = float(table.loc["rbf", "elpd_diff"]) if table.index[0] == "conformal" \
+    out["elpd_diff"] = (
+        float(table.loc["rbf", "elpd_diff"])
+        if table.index[0] == "conformal"
         else -float(table.loc["conformal", "elpd_diff"])
+    )
     out["dse"] = float(table["dse"].max())
     return out
 
@@ -96,7 +105,8 @@ def main(argv=None):
             lines.append(
                 f"| {r['seed']} | {name} | {m['elpd_loo']:.2f} ({m['se']:.2f}) | {diff} | "
                 f"{m['accuracy']:.4f} | {m['log_loss']:.4f} | {m['brier']:.4f} | "
-                f"{m['lengthscale']:.3g} | {m['max_rhat']:.3f} | {m['wall_s']:.0f} |")
+                f"{m['lengthscale']:.3g} | {m['max_rhat']:.3f} | {m['wall_s']:.0f} |"
+            )
     text = "\n".join(lines)
     print(text)
     write_section(RESULTS / "conformal.md", "bayes", text)

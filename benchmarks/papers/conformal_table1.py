@@ -59,8 +59,11 @@ C_GRID = [0.1, 1.0, 10.0, 100.0]
 GAMMA_FACTORS = [1 / 81, 1 / 27, 1 / 9, 1 / 3, 1.0, 3.0]
 MODELS = ["linear", "rbf", "conformal_eigen", "conformal_gradient"]
 #: the seed's Table 1 (GDC gene expression, 40 test samples): accuracy (%), precision, recall
-PAPER = {"linear": (80.00, 0.92, 0.61), "rbf": (45.00, 0.45, 1.00),
-         "conformal": (45.00, 0.45, 1.00)}
+PAPER = {
+    "linear": (80.00, 0.92, 0.61),
+    "rbf": (45.00, 0.45, 1.00),
+    "conformal": (45.00, 0.45, 1.00),
+}
 
 
 def load(name: str, seed: int):
@@ -68,11 +71,14 @@ def load(name: str, seed: int):
     if name == "bc_pn":
         X, y = load("breast_cancer", seed)
         rng = np.random.default_rng(1000 + seed)
-        rows = np.concatenate([
-            rng.choice(np.flatnonzero(y == c), n_c, replace=False)
-            for c, n_c in zip((0, 1), np.round(150 * np.bincount(y) / len(y)).astype(int),
-                              strict=True)
-        ])
+        rows = np.concatenate(
+            [
+                rng.choice(np.flatnonzero(y == c), n_c, replace=False)
+                for c, n_c in zip(
+                    (0, 1), np.round(150 * np.bincount(y) / len(y)).astype(int), strict=True
+                )
+            ]
+        )
         return np.hstack([X[rows], rng.standard_normal((len(rows), 2000))]), y[rows]
     X, y = bk.datasets.load_dataset(name)
     if name == "breast_cancer":  # scikit-learn codes malignant as 0
@@ -83,15 +89,19 @@ def load(name: str, seed: int):
 def conformal(optimizer: str, C: float, gamma: float, seed: int) -> ConformalKernelClassifier:
     # the seed's setup (K1 shares gamma with K0) and the fixed mu of issue 7; the estimator's
     # defaults (gamma1="scale", mu="auto") are benchmarked in defaults_kernel_learners.py
-    return ConformalKernelClassifier(C=C, gamma=gamma, gamma1=None, mu=1e-3, optimizer=optimizer,
-                                     random_state=seed)
+    return ConformalKernelClassifier(
+        C=C, gamma=gamma, gamma1=None, mu=1e-3, optimizer=optimizer, random_state=seed
+    )
 
 
 def cv_select(model: str, X, y, seed: int) -> tuple[dict, float]:
     """Best grid point by mean 5-fold CV accuracy (the first one on ties)."""
     p = X.shape[1]
-    grid = ([{"C": c} for c in C_LINEAR] if model == "linear" else
-            [{"C": c, "gamma": f / p} for f in GAMMA_FACTORS for c in C_GRID])
+    grid = (
+        [{"C": c} for c in C_LINEAR]
+        if model == "linear"
+        else [{"C": c, "gamma": f / p} for f in GAMMA_FACTORS for c in C_GRID]
+    )
     scores = np.zeros(len(grid))
     folds = StratifiedKFold(5, shuffle=True, random_state=seed).split(X, y)
     for tr, va in folds:
@@ -127,15 +137,16 @@ def run_one(name: str, seed: int) -> dict:
     Xtr, Xte, ytr, yte = train_test_split(X, y, test_size=0.3, stratify=y, random_state=seed)
     sc = StandardScaler().fit(Xtr)
     Xtr, Xte = sc.transform(Xtr), sc.transform(Xte)
-    out = {"dataset": name, "seed": seed, "n_train": len(ytr), "n_test": len(yte),
-           "p": X.shape[1]}
+    out = {"dataset": name, "seed": seed, "n_train": len(ytr), "n_test": len(yte), "p": X.shape[1]}
     for model in MODELS:
         t = time.perf_counter()
         params, cv_acc = cv_select(model, Xtr, ytr, seed)
         est = final_model(model, params, seed).fit(Xtr, ytr)
         pred = est.predict(Xte)
         out[model] = {
-            "params": params, "cv_accuracy": cv_acc, "wall_s": time.perf_counter() - t,
+            "params": params,
+            "cv_accuracy": cv_acc,
+            "wall_s": time.perf_counter() - t,
             "accuracy": accuracy_score(yte, pred),
             "precision": precision_score(yte, pred, zero_division=0.0),
             "recall": recall_score(yte, pred, zero_division=0.0),
@@ -143,8 +154,9 @@ def run_one(name: str, seed: int) -> dict:
         if model == "conformal_eigen":
             gamma = params["gamma"]
     # Fisher ratios of both optimizers on the same K0, K1 (the eigen model's gamma)
-    kernels = {opt: conformal(opt, 1.0, gamma, seed).fit(Xtr, ytr).kernel_
-               for opt in ("eigen", "gradient")}
+    kernels = {
+        opt: conformal(opt, 1.0, gamma, seed).fit(Xtr, ytr).kernel_ for opt in ("eigen", "gradient")
+    }
     out["fisher"] = {
         "gamma_p": gamma * X.shape[1],
         "J_base": kernels["eigen"].fisher_ratio_init_,
@@ -166,10 +178,13 @@ def fmt_params(p: dict, n_features: int) -> str:
 
 def tables(rows: list[dict], datasets: list[str]) -> str:
     lines = []
-    lines.append("### Test accuracy / precision / recall (mean ± sd over seeds; positive = "
-                 "malignant)\n")
-    lines.append("| data set | model | accuracy | precision | recall | Δacc vs RBF | "
-                 "paper (acc %, prec, rec) |")
+    lines.append(
+        "### Test accuracy / precision / recall (mean ± sd over seeds; positive = malignant)\n"
+    )
+    lines.append(
+        "| data set | model | accuracy | precision | recall | Δacc vs RBF | "
+        "paper (acc %, prec, rec) |"
+    )
     lines.append("|---|---|---|---|---|---|---|")
     for name in datasets:
         rs = [r for r in rows if r["dataset"] == name]
@@ -182,10 +197,13 @@ def tables(rows: list[dict], datasets: list[str]) -> str:
             delta = "" if model in ("linear", "rbf") else f"{(a - rbf).mean():+.4f}"
             lines.append(
                 f"| {name} | {model} | {a.mean():.4f} ± {a.std():.4f} | {p.mean():.3f} | "
-                f"{rc.mean():.3f} | {delta} | {paper[0]:.2f}, {paper[1]:.2f}, {paper[2]:.2f} |")
+                f"{rc.mean():.3f} | {delta} | {paper[0]:.2f}, {paper[1]:.2f}, {paper[2]:.2f} |"
+            )
     lines.append("\n### Fisher ratio J on the training part (at the eigen model's γ)\n")
-    lines.append("| data set | seed | γ·p | J base kernel (q = 1) | J gradient (steps) | J eigen | "
-                 "eigen ≥ gradient | q > 0 eigen / gradient |")
+    lines.append(
+        "| data set | seed | γ·p | J base kernel (q = 1) | J gradient (steps) | J eigen | "
+        "eigen ≥ gradient | q > 0 eigen / gradient |"
+    )
     lines.append("|---|---|---|---|---|---|---|---|")
     for r in rows:
         f = r["fisher"]
@@ -193,24 +211,31 @@ def tables(rows: list[dict], datasets: list[str]) -> str:
             f"| {r['dataset']} | {r['seed']} | {f['gamma_p']:.3g} | {f['J_base']:.4f} | "
             f"{f['J_gradient']:.4f} ({f['steps_gradient']}) | {f['J_eigen']:.4f} | "
             f"{'yes' if f['J_eigen'] >= f['J_gradient'] - 1e-12 else 'NO'} | "
-            f"{f['q_pos_eigen']:.2f} / {f['q_pos_gradient']:.2f} |")
-    lines.append("\n### Every seed (test accuracy; chosen hyper-parameters; wall time of CV + "
-                 "refit)\n")
+            f"{f['q_pos_eigen']:.2f} / {f['q_pos_gradient']:.2f} |"
+        )
+    lines.append(
+        "\n### Every seed (test accuracy; chosen hyper-parameters; wall time of CV + refit)\n"
+    )
     lines.append("| data set | seed | n train/test, p | " + " | ".join(MODELS) + " |")
     lines.append("|---|---|---|" + "---|" * len(MODELS))
     for r in rows:
-        cells = [f"{r[m]['accuracy']:.4f} ({fmt_params(r[m]['params'], r['p'])}; "
-                 f"{r[m]['wall_s']:.0f} s)" for m in MODELS]
-        lines.append(f"| {r['dataset']} | {r['seed']} | {r['n_train']}/{r['n_test']}, "
-                     f"{r['p']} | " + " | ".join(cells) + " |")
+        cells = [
+            f"{r[m]['accuracy']:.4f} ({fmt_params(r[m]['params'], r['p'])}; {r[m]['wall_s']:.0f} s)"
+            for m in MODELS
+        ]
+        lines.append(
+            f"| {r['dataset']} | {r['seed']} | {r['n_train']}/{r['n_test']}, "
+            f"{r['p']} | " + " | ".join(cells) + " |"
+        )
     return "\n".join(lines)
 
 
 def main(argv=None):
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--seeds", type=int, nargs="+", default=[0, 1, 2, 3, 4])
-    ap.add_argument("--datasets", nargs="+",
-                    default=["breast_cancer", "wisconsin_original", "bc_pn"])
+    ap.add_argument(
+        "--datasets", nargs="+", default=["breast_cancer", "wisconsin_original", "bc_pn"]
+    )
     ap.add_argument("--quick", action="store_true", help="seeds 0 1, bc_pn skipped")
     ap.add_argument("--out", type=Path, default=RESULTS / "conformal.md")
     args = ap.parse_args(argv)
@@ -225,23 +250,28 @@ def main(argv=None):
             for seed in args.seeds:
                 r = run_one(name, seed)
                 rows.append(r)
-                print(f"{name} seed {seed}: " + ", ".join(
-                    f"{m} {r[m]['accuracy']:.4f}" for m in MODELS)
+                print(
+                    f"{name} seed {seed}: "
+                    + ", ".join(f"{m} {r[m]['accuracy']:.4f}" for m in MODELS)
                     + f" | J base {r['fisher']['J_base']:.4f} grad "
                     f"{r['fisher']['J_gradient']:.4f} eigen {r['fisher']['J_eigen']:.4f}",
-                    flush=True)
+                    flush=True,
+                )
     total = time.perf_counter() - t0
     text = tables(rows, args.datasets)
     print(text)
     cmd = ".venv/bin/python benchmarks/papers/conformal_table1.py" + (
-        " --quick" if args.quick else "")
+        " --quick" if args.quick else ""
+    )
     if args.seeds != [0, 1, 2, 3, 4] and not args.quick:
         cmd += " --seeds " + " ".join(map(str, args.seeds))
-    header = (f"## Xiong's data-dependent kernel: seed 004 Table 1 on open data\n\n"
-              f"Command: `{cmd}`  \nMachine: {machine()} (shared with other jobs), "
-              f"{platform.python_version()}, one BLAS thread; total wall time {total:.0f} s.\n"
-              f"Seeds: {args.seeds}. Protocol: see the docstring of "
-              f"`benchmarks/papers/conformal_table1.py`.\n\n")
+    header = (
+        f"## Xiong's data-dependent kernel: seed 004 Table 1 on open data\n\n"
+        f"Command: `{cmd}`  \nMachine: {machine()} (shared with other jobs), "
+        f"{platform.python_version()}, one BLAS thread; total wall time {total:.0f} s.\n"
+        f"Seeds: {args.seeds}. Protocol: see the docstring of "
+        f"`benchmarks/papers/conformal_table1.py`.\n\n"
+    )
     write_section(args.out, "table1", header + text)
     print(f"\nwrote {args.out} ({total:.0f} s)")
 

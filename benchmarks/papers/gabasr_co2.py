@@ -48,13 +48,25 @@ def run(seed, quick, sampler, extra):
     fit_s = time.perf_counter() - t0
     pred = est.predictive(Xte)
     m = bk.diagnostics.regression_metrics(yte, pred)
-    out = {"seed": seed, "sampler": sampler, "fit_s": fit_s, **{k: m[k] for k in
-           ("rmse", "mse", "r2", "nlpd", "coverage_95", "coverage_90", "crps")
-           if k in m}}
+    out = {
+        "seed": seed,
+        "sampler": sampler,
+        "fit_s": fit_s,
+        **{
+            k: m[k]
+            for k in ("rmse", "mse", "r2", "nlpd", "coverage_95", "coverage_90", "crps")
+            if k in m
+        },
+    }
     out["mse"] = m["rmse"] ** 2
     rep = est.convergence_
-    out.update(max_rhat=rep.max_rhat, min_ess_bulk=rep.min_ess_bulk,
-               n_divergent=rep.n_divergent, n_draws=rep.n_draws, ok=bool(rep.ok))
+    out.update(
+        max_rhat=rep.max_rhat,
+        min_ess_bulk=rep.min_ess_bulk,
+        n_divergent=rep.n_divergent,
+        n_draws=rep.n_draws,
+        ok=bool(rep.ok),
+    )
     if "n_steps" in est.idata_.sample_stats:
         out["mean_leapfrog"] = float(est.idata_.sample_stats["n_steps"].mean())
     out["s_per_ess"] = fit_s / max(rep.min_ess_bulk, 1e-9)
@@ -63,8 +75,13 @@ def run(seed, quick, sampler, extra):
 
 
 def _peer_row(model, seed, m, wall, conv, ratio=None):
-    row = dict(model=model, seed=seed, fit_s=wall, load=os.getloadavg()[0],
-               **{k: m[k] for k in ("rmse", "nlpd", "coverage_95", "crps") if k in m})
+    row = dict(
+        model=model,
+        seed=seed,
+        fit_s=wall,
+        load=os.getloadavg()[0],
+        **{k: m[k] for k in ("rmse", "nlpd", "coverage_95", "crps") if k in m},
+    )
     if conv is not None:
         row.update(ok=bool(conv.ok), max_rhat=conv.max_rhat, n_divergent=conv.n_divergent)
     if ratio is not None:
@@ -80,9 +97,14 @@ def main():
     ap.add_argument("--ls", action="store_true", help="locally stationary variant")
     ap.add_argument("--tag", default="")
     ap.add_argument("--peers", action="store_true")
-    ap.add_argument("--set", nargs="+", default=[], metavar="NAME=JSON",
-                    help="GaBaSRRegressor arguments other than the defaults, e.g. "
-                         "target_accept_prob=0.8 (values parsed as JSON)")
+    ap.add_argument(
+        "--set",
+        nargs="+",
+        default=[],
+        metavar="NAME=JSON",
+        help="GaBaSRRegressor arguments other than the defaults, e.g. "
+        "target_accept_prob=0.8 (values parsed as JSON)",
+    )
     args = ap.parse_args()
     extra = {"locally_stationary": True} if args.ls else {}
     for item in args.set:
@@ -101,14 +123,24 @@ def main():
         rows.append(r)
         if args.peers:
             m, wall, conv = gp_co2.run(s, args.quick)
-            peers.append(_peer_row("bk.GPRegressor (demo kernel)", s, m, wall, conv,
-                                   ratio=wall / r["fit_s"]))
+            peers.append(
+                _peer_row("bk.GPRegressor (demo kernel)", s, m, wall, conv, ratio=wall / r["fit_s"])
+            )
             print(json.dumps(peers[-1]), flush=True)
     RESULTS.mkdir(exist_ok=True)
     name = f"gabasr_co2{args.tag}{'_ls' if args.ls else ''}_{args.sampler}.json"
-    (RESULTS / name).write_text(json.dumps({"rows": rows, "peers": peers, "quick": args.quick,
-                                            "cmd": "benchmarks/papers/gabasr_co2.py", "load":
-                                            os.getloadavg()}, indent=1))
+    (RESULTS / name).write_text(
+        json.dumps(
+            {
+                "rows": rows,
+                "peers": peers,
+                "quick": args.quick,
+                "cmd": "benchmarks/papers/gabasr_co2.py",
+                "load": os.getloadavg(),
+            },
+            indent=1,
+        )
+    )
 
 
 if __name__ == "__main__":

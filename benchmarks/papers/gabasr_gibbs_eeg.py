@@ -50,8 +50,16 @@ def run_fit(seed, quick, M):
     Xtr, ytr, Xte, yte = load(seed, quick)
     one_tr, one_te = np.ones((len(Xtr), 1)), np.ones((len(Xte), 1))
     t0, c0 = time.perf_counter(), time.process_time()
-    res = gg.gibbs_sample(seed, Xtr, ytr, task="classification", n_features=M, num_warmup=2,
-                          num_samples=3, mean_basis=one_tr)
+    res = gg.gibbs_sample(
+        seed,
+        Xtr,
+        ytr,
+        task="classification",
+        n_features=M,
+        num_warmup=2,
+        num_samples=3,
+        mean_basis=one_tr,
+    )
     wall, cpu = time.perf_counter() - t0, time.process_time() - c0
     p = gg.predict_proba(res.samples, Xte, mean_basis_new=one_te).mean(0)
     return {
@@ -74,8 +82,9 @@ def time_sweep(seed, quick, M, repeats):
     X = jnp.asarray(Xtr)
     y = jnp.asarray(ytr)
     mb = jnp.ones((len(Xtr), 1))
-    st, cfg, data = gg.init(jax.random.PRNGKey(seed), X, y, task="classification",
-                            n_features=M, mean_basis=mb)
+    st, cfg, data = gg.init(
+        jax.random.PRNGKey(seed), X, y, task="classification", n_features=M, mean_basis=mb
+    )
     sweep = jax.jit(gg.build_sweep(cfg, data))
     st, _ = sweep(jax.random.PRNGKey(1), st)
     jax.block_until_ready(st)
@@ -124,14 +133,18 @@ def main():
     args = ap.parse_args()
     M = 100 if args.quick else 500
     rows = [run_fit(s, args.quick, M) for s in args.seeds]
-    head = ("| seed | n_train | M | sweeps | wall s (incl. compile) | CPU s | load avg | test AUC "
-            "| accuracy | MH accept | max drift | K |")
+    head = (
+        "| seed | n_train | M | sweeps | wall s (incl. compile) | CPU s | load avg | test AUC "
+        "| accuracy | MH accept | max drift | K |"
+    )
     print(head)
     lines = [head, "|---|---|---|---|---|---|---|---|---|---|---|---|"]
     for r in rows:
-        line = (f"| {r['seed']} | {r['n_train']} | {M} | 5 | {r['wall_s']:.1f} | {r['cpu_s']:.1f} "
-                f"| {r['load']:.1f} | {r['auc']:.4f} "
-                f"| {r['accuracy']:.4f} | {r['accept']:.2f} | {r['drift']:.1e} | {r['K']} |")
+        line = (
+            f"| {r['seed']} | {r['n_train']} | {M} | 5 | {r['wall_s']:.1f} | {r['cpu_s']:.1f} "
+            f"| {r['load']:.1f} | {r['auc']:.4f} "
+            f"| {r['accuracy']:.4f} | {r['accept']:.2f} | {r['drift']:.1e} | {r['K']} |"
+        )
         lines.append(line)
         print(line, flush=True)
     t_sweep, t_rank, t_full = time_sweep(args.seeds[0], args.quick, M, args.repeats)
@@ -144,12 +157,19 @@ def main():
         f"about {M * t_full:.0f} s, {M * t_full / t_sweep:.0f}x the measured sweep.",
     ]
     print("\n".join(speed))
-    text = "\n".join([
-        f"### EEG eye state, Gibbs sampler ({'quick' if args.quick else 'full'} run)", "",
-        f"Machine: {machine()}, float64. "
-        f"Command: `.venv/bin/python benchmarks/papers/gabasr_gibbs_eeg.py --seeds "
-        f"{' '.join(map(str, args.seeds))}{' --quick' if args.quick else ''}`", "",
-        *lines, *speed, ""])
+    text = "\n".join(
+        [
+            f"### EEG eye state, Gibbs sampler ({'quick' if args.quick else 'full'} run)",
+            "",
+            f"Machine: {machine()}, float64. "
+            f"Command: `.venv/bin/python benchmarks/papers/gabasr_gibbs_eeg.py --seeds "
+            f"{' '.join(map(str, args.seeds))}{' --quick' if args.quick else ''}`",
+            "",
+            *lines,
+            *speed,
+            "",
+        ]
+    )
     write_text(args.out, text)
 
 

@@ -38,17 +38,30 @@ def fit_predict(seed, Xtr, ytr, Xte, M, warmup, samples, chains):
     Ztr, Zte = (Xtr - mx) / sx, (Xte - mx) / sx
     btr, bte = np.c_[np.ones(len(Ztr)), Ztr], np.c_[np.ones(len(Zte)), Zte]
     t0, c0 = time.perf_counter(), time.process_time()
-    res = gg.gibbs_sample(seed, Ztr, (ytr - my) / sy, task="regression", n_features=M,
-                          num_warmup=warmup, num_samples=samples, num_chains=chains,
-                          mean_basis=btr)
-    loc, scale, df = gg.predict_regression(res.samples, Ztr, (ytr - my) / sy, Zte,
-                                           mean_basis=btr, mean_basis_new=bte)
+    res = gg.gibbs_sample(
+        seed,
+        Ztr,
+        (ytr - my) / sy,
+        task="regression",
+        n_features=M,
+        num_warmup=warmup,
+        num_samples=samples,
+        num_chains=chains,
+        mean_basis=btr,
+    )
+    loc, scale, df = gg.predict_regression(
+        res.samples, Ztr, (ytr - my) / sy, Zte, mean_basis=btr, mean_basis_new=bte
+    )
     wall = (time.perf_counter() - t0, time.process_time() - c0, os.getloadavg()[0])
     pred = MixturePredictive(loc * sy + my, scale * sy, df)
     lm = res.samples["log_marginal"]
-    rhat = bk.diagnostics.summary(
-        bk.diagnostics.from_samples({"log_marginal": lm}), var_names=["log_marginal"]
-    )["r_hat"].iloc[0] if chains > 1 else float("nan")
+    rhat = (
+        bk.diagnostics.summary(
+            bk.diagnostics.from_samples({"log_marginal": lm}), var_names=["log_marginal"]
+        )["r_hat"].iloc[0]
+        if chains > 1
+        else float("nan")
+    )
     return pred, wall, res, float(rhat)
 
 
@@ -63,41 +76,52 @@ def main():
     lines = [
         f"Gibbs sampler, M = {M} frequencies, {chains} chains x ({warmup} warm-up + {samples} "
         "recorded sweeps), linear mean basis, default GibbsPrior; wall time includes "
-        "compilation and prediction.", "",
+        "compilation and prediction.",
+        "",
         "| data | seed | RMSE | R² | NLPD | cov. 95 % | R-hat(log ml) | accept | K | wall s | "
         "CPU s | load avg |",
         "|---|---|---|---|---|---|---|---|---|---|---|---|",
     ]
     print("\n".join(lines[2:]), flush=True)
     Xtr, ytr, Xte, yte = bk.datasets.co2_split()
-    for seed in ([0] if args.quick else [0, 1, 2]):
+    for seed in [0] if args.quick else [0, 1, 2]:
         pred, wall, res, rhat = fit_predict(seed, Xtr, ytr, Xte, M, warmup, samples, chains)
         m = bk.diagnostics.regression_metrics(yte, pred)
-        line = (f"| co2 | {seed} | {m['rmse']:.3f} ppm | {m['r2']:.4f} | {m['nlpd']:.3f} | "
-                f"{m['coverage_95']:.3f} | {rhat:.3f} | "
-                f"{res.sample_stats['accept_rate'].mean():.2f} | "
-                f"{np.median(res.samples['n_components']):.0f} | {wall[0]:.1f} | {wall[1]:.1f} | "
-                f"{wall[2]:.1f} |")
+        line = (
+            f"| co2 | {seed} | {m['rmse']:.3f} ppm | {m['r2']:.4f} | {m['nlpd']:.3f} | "
+            f"{m['coverage_95']:.3f} | {rhat:.3f} | "
+            f"{res.sample_stats['accept_rate'].mean():.2f} | "
+            f"{np.median(res.samples['n_components']):.0f} | {wall[0]:.1f} | {wall[1]:.1f} | "
+            f"{wall[2]:.1f} |"
+        )
         lines.append(line)
         print(line, flush=True)
     X, y = bk.datasets.load_dataset("diabetes")
-    for seed in ([0] if args.quick else [0, 1, 2, 3, 4]):
+    for seed in [0] if args.quick else [0, 1, 2, 3, 4]:
         Xa, Xb, ya, yb = train_test_split(X, y, test_size=0.2, random_state=seed)
         pred, wall, res, rhat = fit_predict(seed, Xa, ya, Xb, M, warmup, samples, chains)
         m = bk.diagnostics.regression_metrics(yb, pred)
-        line = (f"| diabetes | {seed} | {m['rmse']:.2f} | {m['r2']:.4f} | {m['nlpd']:.3f} | "
-                f"{m['coverage_95']:.3f} | {rhat:.3f} | "
-                f"{res.sample_stats['accept_rate'].mean():.2f} | "
-                f"{np.median(res.samples['n_components']):.0f} | {wall[0]:.1f} | {wall[1]:.1f} | "
-                f"{wall[2]:.1f} |")
+        line = (
+            f"| diabetes | {seed} | {m['rmse']:.2f} | {m['r2']:.4f} | {m['nlpd']:.3f} | "
+            f"{m['coverage_95']:.3f} | {rhat:.3f} | "
+            f"{res.sample_stats['accept_rate'].mean():.2f} | "
+            f"{np.median(res.samples['n_components']):.0f} | {wall[0]:.1f} | {wall[1]:.1f} | "
+            f"{wall[2]:.1f} |"
+        )
         lines.append(line)
         print(line, flush=True)
-    text = "\n".join([
-        f"### Regression with the Gibbs sampler ({'quick' if args.quick else 'full'} run)", "",
-        f"Machine: {machine()}, float64. Command: "
-        f"`.venv/bin/python benchmarks/papers/gabasr_gibbs_regression.py"
-        f"{' --quick' if args.quick else ''}{'' if M == 100 else f' --M {M}'}`", "",
-        *lines, ""])
+    text = "\n".join(
+        [
+            f"### Regression with the Gibbs sampler ({'quick' if args.quick else 'full'} run)",
+            "",
+            f"Machine: {machine()}, float64. Command: "
+            f"`.venv/bin/python benchmarks/papers/gabasr_gibbs_regression.py"
+            f"{' --quick' if args.quick else ''}{'' if M == 100 else f' --M {M}'}`",
+            "",
+            *lines,
+            "",
+        ]
+    )
     write_text(args.out, text)
 
 

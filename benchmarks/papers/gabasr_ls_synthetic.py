@@ -54,8 +54,9 @@ def run(seed, n, settings, curvature=0.25):
     tr, te = split(n, seed)
     rows = []
     for ls in (False, True):
-        est = GaBaSRRegressor(locally_stationary=ls, random_state=seed, progress_bar=False,
-                              **settings)
+        est = GaBaSRRegressor(
+            locally_stationary=ls, random_state=seed, progress_bar=False, **settings
+        )
         t0 = time.perf_counter()
         with warnings.catch_warnings():
             warnings.simplefilter("ignore")
@@ -64,14 +65,22 @@ def run(seed, n, settings, curvature=0.25):
         m = bk.diagnostics.regression_metrics(y[te], est.predictive(X[te]))
         rep = getattr(est, "convergence_", None)
         if rep is None:  # the Gibbs sampler: judge on its permutation-invariant scalars
-            names = [v for v in ("log_marginal", "noise", "alpha")
-                     if v in est.idata_.posterior]
+            names = [v for v in ("log_marginal", "noise", "alpha") if v in est.idata_.posterior]
             rep = bk.diagnostics.convergence_report(est.idata_, var_names=names, warn=False)
-        rows.append({"seed": seed, "curvature": curvature, "locally_stationary": ls,
-                     "fit_s": round(fit_s, 1),
-                     "rmse": m["rmse"], "nlpd": m["nlpd"], "coverage_95": m["coverage_95"],
-                     "max_rhat": rep.max_rhat, "n_divergent": int(rep.n_divergent),
-                     "load": os.getloadavg()[0]})
+        rows.append(
+            {
+                "seed": seed,
+                "curvature": curvature,
+                "locally_stationary": ls,
+                "fit_s": round(fit_s, 1),
+                "rmse": m["rmse"],
+                "nlpd": m["nlpd"],
+                "coverage_95": m["coverage_95"],
+                "max_rhat": rep.max_rhat,
+                "n_divergent": int(rep.n_divergent),
+                "load": os.getloadavg()[0],
+            }
+        )
         print(json.dumps(rows[-1]), flush=True)
     return rows
 
@@ -85,16 +94,28 @@ def main():
     ap.add_argument("--samples", type=int, default=200)
     ap.add_argument("--chains", type=int, default=2)
     ap.add_argument("--sampler", choices=["nuts", "gibbs"], default="nuts")
-    ap.add_argument("--curvature", type=float, default=0.25,
-                    help="c in sin(2x + c x^2): the frequency drifts from 2 to 2 + 20c")
+    ap.add_argument(
+        "--curvature",
+        type=float,
+        default=0.25,
+        help="c in sin(2x + c x^2): the frequency drifts from 2 to 2 + 20c",
+    )
     args = ap.parse_args()
-    settings = dict(n_features=args.n_features, num_warmup=args.warmup,
-                    num_samples=args.samples, num_chains=args.chains, sampler=args.sampler)
+    settings = dict(
+        n_features=args.n_features,
+        num_warmup=args.warmup,
+        num_samples=args.samples,
+        num_chains=args.chains,
+        sampler=args.sampler,
+    )
     rows = [r for s in args.seeds for r in run(s, args.n, settings, args.curvature)]
     RESULTS.mkdir(exist_ok=True)
     out = RESULTS / f"gabasr_ls_synthetic_{args.sampler}_c{args.curvature:g}.json"
-    out.write_text(json.dumps(
-        {"rows": rows, "settings": settings, "n": args.n, "load": os.getloadavg()}, indent=1))
+    out.write_text(
+        json.dumps(
+            {"rows": rows, "settings": settings, "n": args.n, "load": os.getloadavg()}, indent=1
+        )
+    )
 
 
 if __name__ == "__main__":

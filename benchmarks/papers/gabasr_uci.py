@@ -33,22 +33,26 @@ TASK = {"breast_cancer": "clf", "diabetes": "reg", "eeg_eye_state": "clf"}
 def run(name, seed, quick, sampler):
     X, y = bk.datasets.load_dataset(name)
     clf = TASK[name] == "clf"
-    Xtr, Xte, ytr, yte = train_test_split(X, y, test_size=0.2, random_state=seed,
-                                          stratify=y if clf else None)
+    Xtr, Xte, ytr, yte = train_test_split(
+        X, y, test_size=0.2, random_state=seed, stratify=y if clf else None
+    )
     kw = dict(random_state=seed, progress_bar=False, sampler=sampler)
     if quick:
         kw.update(num_warmup=100, num_samples=100, num_chains=2)
     if sampler == "gibbs":
-        kw.update(n_features=500 if name == "eeg_eye_state" else 250, num_warmup=0,
-                  num_samples=5, num_chains=1)
+        kw.update(
+            n_features=500 if name == "eeg_eye_state" else 250,
+            num_warmup=0,
+            num_samples=5,
+            num_chains=1,
+        )
     est = (GaBaSRClassifier if clf else GaBaSRRegressor)(**kw)
     t0 = time.perf_counter()
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")
         est.fit(Xtr, ytr)
     fit_s = time.perf_counter() - t0
-    out = {"data": name, "seed": seed, "sampler": sampler, "fit_s": fit_s,
-           "n_train": len(Xtr)}
+    out = {"data": name, "seed": seed, "sampler": sampler, "fit_s": fit_s, "n_train": len(Xtr)}
     if clf:
         p = est.predict_proba(Xte)[:, 1]
         out.update(bk.diagnostics.classification_metrics((yte == est.classes_[1]).astype(int), p))
@@ -57,10 +61,14 @@ def run(name, seed, quick, sampler):
         out.update({k: m[k] for k in ("r2", "rmse", "nlpd", "coverage_90", "coverage_95")})
     if sampler == "nuts":
         rep = est.convergence_
-        out.update(max_rhat=rep.max_rhat, min_ess_bulk=rep.min_ess_bulk,
-                   n_divergent=rep.n_divergent, n_draws=rep.n_draws,
-                   mean_leapfrog=float(est.idata_.sample_stats["n_steps"].mean()),
-                   s_per_ess=fit_s / max(rep.min_ess_bulk, 1e-9))
+        out.update(
+            max_rhat=rep.max_rhat,
+            min_ess_bulk=rep.min_ess_bulk,
+            n_divergent=rep.n_divergent,
+            n_draws=rep.n_draws,
+            mean_leapfrog=float(est.idata_.sample_stats["n_steps"].mean()),
+            s_per_ess=fit_s / max(rep.min_ess_bulk, 1e-9),
+        )
     return out
 
 
@@ -78,8 +86,9 @@ def main():
             r = run(name, s, args.quick, args.sampler)
             print(json.dumps(r), flush=True)
             rows.append(r)
-        (RESULTS / f"gabasr_{name}_{args.sampler}.json").write_text(json.dumps(
-            {"rows": rows, "quick": args.quick, "load": os.getloadavg()}, indent=1))
+        (RESULTS / f"gabasr_{name}_{args.sampler}.json").write_text(
+            json.dumps({"rows": rows, "quick": args.quick, "load": os.getloadavg()}, indent=1)
+        )
 
 
 if __name__ == "__main__":

@@ -79,8 +79,14 @@ def exact_conditional(est, Xtr, ytr, Xte, draw, key, num_warmup=300, num_samples
         return 0.5 * a @ a - jnp.sum(y * f - jnp.logaddexp(0.0, f))
 
     grad0 = float(jnp.max(jnp.abs(jax.grad(potential)(jnp.zeros(n)))))  # 0 at the mode
-    mc = MCMC(NUTS(potential_fn=potential), num_warmup=num_warmup, num_samples=num_samples,
-              num_chains=2, chain_method="sequential", progress_bar=False)
+    mc = MCMC(
+        NUTS(potential_fn=potential),
+        num_warmup=num_warmup,
+        num_samples=num_samples,
+        num_chains=2,
+        chain_method="sequential",
+        progress_bar=False,
+    )
     mc.run(key, init_params=jnp.zeros((2, n)), extra_fields=("num_steps",))
     u = mc.get_samples(group_by_chain=True)
     F = mode.f + jnp.einsum("ij,cmj->cmi", C, u)
@@ -112,53 +118,89 @@ def run_conditional(name, seed, n_theta):
     for j, s in enumerate(pick):
         t = time.perf_counter()
         p_ex, se, steps, grad0 = exact_conditional(
-            est, Xtr, ytr, Xte, {k: jnp.asarray(np.asarray(v)[s]) for k, v in draws.items()},
-            jax.random.PRNGKey(seed * 1000 + j))
+            est,
+            Xtr,
+            ytr,
+            Xte,
+            {k: jnp.asarray(np.asarray(v)[s]) for k, v in draws.items()},
+            jax.random.PRNGKey(seed * 1000 + j),
+        )
         d = np.abs(p_ex - P_la[j])
-        per.append(dict(draw=int(s), p_exact=p_ex, max_abs=float(d.max()),
-                        mean_abs=float(d.mean()), median_se=float(np.median(se)),
-                        within_3se=float(np.mean(d <= 3 * se + 1e-12)),
-                        mean_signed=float(np.mean(np.sign(P_la[j] - 0.5) * (p_ex - P_la[j]))),
-                        steps=steps, grad_at_mode=grad0, secs=time.perf_counter() - t))
+        per.append(
+            dict(
+                draw=int(s),
+                p_exact=p_ex,
+                max_abs=float(d.max()),
+                mean_abs=float(d.mean()),
+                median_se=float(np.median(se)),
+                within_3se=float(np.mean(d <= 3 * se + 1e-12)),
+                mean_signed=float(np.mean(np.sign(P_la[j] - 0.5) * (p_ex - P_la[j]))),
+                steps=steps,
+                grad_at_mode=grad0,
+                secs=time.perf_counter() - t,
+            )
+        )
         print(name, j, {k: v for k, v in per[-1].items() if k != "p_exact"}, flush=True)
     yb = (yte == est.classes_[1]).astype(int)
     pe = np.mean([r.pop("p_exact") for r in per], axis=0)
     pl = P_la.mean(axis=0)
-    return dict(data=name, seed=seed, n_train=len(ytr), d=X.shape[1], laplace_fit_s=wall,
-                laplace_ok=bool(est.convergence_.ok), load=os.getloadavg()[0], per_theta=per,
-                auc_laplace=float(roc_auc_score(yb, pl)), auc_exact=float(roc_auc_score(yb, pe)),
-                brier_laplace=float(brier_score_loss(yb, pl)),
-                brier_exact=float(brier_score_loss(yb, pe)),
-                max_abs=float(np.abs(pe - pl).max()), mean_abs=float(np.abs(pe - pl).mean()))
+    return dict(
+        data=name,
+        seed=seed,
+        n_train=len(ytr),
+        d=X.shape[1],
+        laplace_fit_s=wall,
+        laplace_ok=bool(est.convergence_.ok),
+        load=os.getloadavg()[0],
+        per_theta=per,
+        auc_laplace=float(roc_auc_score(yb, pl)),
+        auc_exact=float(roc_auc_score(yb, pe)),
+        brier_laplace=float(brier_score_loss(yb, pl)),
+        brier_exact=float(brier_score_loss(yb, pe)),
+        max_abs=float(np.abs(pe - pl).max()),
+        mean_abs=float(np.abs(pe - pl).mean()),
+    )
 
 
 def write_conditional(res, args):
-    lines = ["# GPClassifier: Laplace vs the exact latent posterior, conditional on theta", "",
-             "Command: `.venv/bin/python benchmarks/papers/gp_classifier_laplace.py --mode "
-             f"conditional --n-theta {args.n_theta} --data {' '.join(args.data)}`  ",
-             f"Machine: {machine()}; `GPClassifier()` defaults; stratified 80/20 split, seed "
-             f"{args.seed}; {args.n_theta} evenly spaced posterior draws of theta; exact "
-             "conditional by NUTS 2 x (300 + 500) in the Laplace coordinates.", "",
-             "| data | n train x d | Laplace fit s (load) | AUC Laplace | AUC exact given theta "
-             "| Brier Laplace | Brier exact given theta | max / mean abs diff of mean prob. |",
-             "|---|---|---|---|---|---|---|---|"]
+    lines = [
+        "# GPClassifier: Laplace vs the exact latent posterior, conditional on theta",
+        "",
+        "Command: `.venv/bin/python benchmarks/papers/gp_classifier_laplace.py --mode "
+        f"conditional --n-theta {args.n_theta} --data {' '.join(args.data)}`  ",
+        f"Machine: {machine()}; `GPClassifier()` defaults; stratified 80/20 split, seed "
+        f"{args.seed}; {args.n_theta} evenly spaced posterior draws of theta; exact "
+        "conditional by NUTS 2 x (300 + 500) in the Laplace coordinates.",
+        "",
+        "| data | n train x d | Laplace fit s (load) | AUC Laplace | AUC exact given theta "
+        "| Brier Laplace | Brier exact given theta | max / mean abs diff of mean prob. |",
+        "|---|---|---|---|---|---|---|---|",
+    ]
     for r in res:
-        lines.append(f"| {r['data']} | {r['n_train']} x {r['d']} | {r['laplace_fit_s']:.0f} "
-                     f"({r['load']:.1f}) | {r['auc_laplace']:.4f} | {r['auc_exact']:.4f} | "
-                     f"{r['brier_laplace']:.4f} | {r['brier_exact']:.4f} | "
-                     f"{r['max_abs']:.4f} / {r['mean_abs']:.4f} |")
-    lines += ["", "Per theta draw: |p_Laplace - p_exact| on the test set against the MC se of "
-              "the exact value; 'toward 0/1' > 0 means the exact probabilities are more "
-              "confident than Laplace's.", "",
-              "| data | draw | max abs | mean abs | median MC se | share within 3 se | "
-              "mean shift toward 0/1 | NUTS steps/draw | max grad at Laplace mode |",
-              "|---|---|---|---|---|---|---|---|---|"]
+        lines.append(
+            f"| {r['data']} | {r['n_train']} x {r['d']} | {r['laplace_fit_s']:.0f} "
+            f"({r['load']:.1f}) | {r['auc_laplace']:.4f} | {r['auc_exact']:.4f} | "
+            f"{r['brier_laplace']:.4f} | {r['brier_exact']:.4f} | "
+            f"{r['max_abs']:.4f} / {r['mean_abs']:.4f} |"
+        )
+    lines += [
+        "",
+        "Per theta draw: |p_Laplace - p_exact| on the test set against the MC se of "
+        "the exact value; 'toward 0/1' > 0 means the exact probabilities are more "
+        "confident than Laplace's.",
+        "",
+        "| data | draw | max abs | mean abs | median MC se | share within 3 se | "
+        "mean shift toward 0/1 | NUTS steps/draw | max grad at Laplace mode |",
+        "|---|---|---|---|---|---|---|---|---|",
+    ]
     for r in res:
         for q in r["per_theta"]:
-            lines.append(f"| {r['data']} | {q['draw']} | {q['max_abs']:.4f} | "
-                         f"{q['mean_abs']:.4f} | {q['median_se']:.4f} | {q['within_3se']:.3f} | "
-                         f"{q['mean_signed']:+.4f} | {q['steps']:.1f} | "
-                         f"{q['grad_at_mode']:.1e} |")
+            lines.append(
+                f"| {r['data']} | {q['draw']} | {q['max_abs']:.4f} | "
+                f"{q['mean_abs']:.4f} | {q['median_se']:.4f} | {q['within_3se']:.3f} | "
+                f"{q['mean_signed']:+.4f} | {q['steps']:.1f} | "
+                f"{q['grad_at_mode']:.1e} |"
+            )
     write_text(OUT_CONDITIONAL, "\n".join(lines) + "\n")
     write_text(OUT_CONDITIONAL.with_suffix(".json"), json.dumps(res, indent=1))
     print(f"wrote {OUT_CONDITIONAL}")
@@ -180,17 +222,30 @@ def run(name, seed):
         ess = float(np.nanmin(est.convergence_.table["ess_bulk"]))
         yb = (yte == est.classes_[1]).astype(int)
         rows[inference] = dict(
-            wall=wall, ok=bool(est.convergence_.ok), verdict=est.convergence_.verdict,
+            wall=wall,
+            ok=bool(est.convergence_.ok),
+            verdict=est.convergence_.verdict,
             steps=float(est.idata_.posterior.attrs.get("mean_steps_per_draw", np.nan)),
-            auc=float(roc_auc_score(yb, p)), brier=float(brier_score_loss(yb, p)), p=p,
-            se=P.std(axis=0) / np.sqrt(max(ess, 1.0)), load=os.getloadavg())
-        print(name, inference, {k: v for k, v in rows[inference].items()
-                                if k not in ("p", "se")}, flush=True)
+            auc=float(roc_auc_score(yb, p)),
+            brier=float(brier_score_loss(yb, p)),
+            p=p,
+            se=P.std(axis=0) / np.sqrt(max(ess, 1.0)),
+            load=os.getloadavg(),
+        )
+        print(
+            name,
+            inference,
+            {k: v for k, v in rows[inference].items() if k not in ("p", "se")},
+            flush=True,
+        )
     d = np.abs(rows["laplace"]["p"] - rows["latent"]["p"])
     se = np.sqrt(rows["laplace"]["se"] ** 2 + rows["latent"]["se"] ** 2)
-    agree = dict(max_abs=float(d.max()), mean_abs=float(d.mean()),
-                 frac_within_3se=float(np.mean(d <= 3 * se + 1e-12)),
-                 median_se=float(np.median(se)))
+    agree = dict(
+        max_abs=float(d.max()),
+        mean_abs=float(d.mean()),
+        frac_within_3se=float(np.mean(d <= 3 * se + 1e-12)),
+        median_se=float(np.median(se)),
+    )
     print(name, "agreement", agree, flush=True)
     for r in rows.values():
         del r["p"], r["se"]
@@ -213,26 +268,40 @@ def main():
     res = [run(name, args.seed) for name in args.data]
     if args.no_write:
         return
-    lines = ["# GPClassifier: embedded Laplace (default) vs exact latent sampler", "",
-             "Command: `timeout 7200 .venv/bin/python benchmarks/papers/gp_classifier_laplace.py "
-             f"--data {' '.join(args.data)}`  ", f"Machine: {machine()}; defaults "
-             "(4 chains x (500 + 500)); stratified 80/20 split, seed "
-             f"{args.seed}.", "",
-             "| data | n train x d | inference | fit s | converged | steps/draw | AUC | Brier "
-             "| load (1 min) |", "|---|---|---|---|---|---|---|---|---|"]
+    lines = [
+        "# GPClassifier: embedded Laplace (default) vs exact latent sampler",
+        "",
+        "Command: `timeout 7200 .venv/bin/python benchmarks/papers/gp_classifier_laplace.py "
+        f"--data {' '.join(args.data)}`  ",
+        f"Machine: {machine()}; defaults "
+        "(4 chains x (500 + 500)); stratified 80/20 split, seed "
+        f"{args.seed}.",
+        "",
+        "| data | n train x d | inference | fit s | converged | steps/draw | AUC | Brier "
+        "| load (1 min) |",
+        "|---|---|---|---|---|---|---|---|---|",
+    ]
     for r in res:
         for inf, row in r["rows"].items():
-            lines.append(f"| {r['data']} | {r['n_train']} x {r['d']} | {inf} | "
-                         f"{row['wall']:.1f} | {row['ok']} | {row['steps']:.1f} | "
-                         f"{row['auc']:.4f} | {row['brier']:.4f} | {row['load'][0]:.1f} |")
-    lines += ["", "Agreement of the test-set predictive probabilities (MC se from the per-draw "
-              "probabilities and the minimum bulk ESS of each fit):", "",
-              "| data | max abs diff | mean abs diff | median MC se of the diff | "
-              "share within 3 se |", "|---|---|---|---|---|"]
+            lines.append(
+                f"| {r['data']} | {r['n_train']} x {r['d']} | {inf} | "
+                f"{row['wall']:.1f} | {row['ok']} | {row['steps']:.1f} | "
+                f"{row['auc']:.4f} | {row['brier']:.4f} | {row['load'][0]:.1f} |"
+            )
+    lines += [
+        "",
+        "Agreement of the test-set predictive probabilities (MC se from the per-draw "
+        "probabilities and the minimum bulk ESS of each fit):",
+        "",
+        "| data | max abs diff | mean abs diff | median MC se of the diff | share within 3 se |",
+        "|---|---|---|---|---|",
+    ]
     for r in res:
         a = r["agree"]
-        lines.append(f"| {r['data']} | {a['max_abs']:.4f} | {a['mean_abs']:.4f} | "
-                     f"{a['median_se']:.4f} | {a['frac_within_3se']:.3f} |")
+        lines.append(
+            f"| {r['data']} | {a['max_abs']:.4f} | {a['mean_abs']:.4f} | "
+            f"{a['median_se']:.4f} | {a['frac_within_3se']:.3f} |"
+        )
     OUT.parent.mkdir(parents=True, exist_ok=True)
     write_text(OUT, "\n".join(lines) + "\n")
     write_text(OUT.with_suffix(".json"), json.dumps(res, indent=1))

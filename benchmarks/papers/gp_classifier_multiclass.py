@@ -72,10 +72,19 @@ def run(data: str, seed: int) -> list:
     bk_s = time.perf_counter() - t0
     conv = est.convergence_
     post = est.idata_.posterior
-    row = [data, seed, accuracy_score(yte, est.predict(Xte)), accuracy_score(yte, sk.predict(Xte)),
-           log_loss(yte, est.predict_proba(Xte)), log_loss(yte, sk.predict_proba(Xte)),
-           f"{bk_s:.1f}", f"{sk_s:.2f}", "yes" if conv.ok else f"**no** ({conv})",
-           f"{post.attrs['mean_steps_per_draw']:.1f}", post.sizes["draw"]]
+    row = [
+        data,
+        seed,
+        accuracy_score(yte, est.predict(Xte)),
+        accuracy_score(yte, sk.predict(Xte)),
+        log_loss(yte, est.predict_proba(Xte)),
+        log_loss(yte, sk.predict_proba(Xte)),
+        f"{bk_s:.1f}",
+        f"{sk_s:.2f}",
+        "yes" if conv.ok else f"**no** ({conv})",
+        f"{post.attrs['mean_steps_per_draw']:.1f}",
+        post.sizes["draw"],
+    ]
     print(row, flush=True)
     return row
 
@@ -85,8 +94,9 @@ def newton_start_cost(name: str) -> list:
     load = {**LOADERS, "breast_cancer": load_breast_cancer}[name]
     X, y = load(return_X_y=True)
     Xtr, _, ytr, _ = train_test_split(X, y, test_size=0.3, stratify=y, random_state=0)
-    est = bk.GPClassifier(progress_bar=False, random_state=0, num_warmup=100, num_samples=25,
-                          num_chains=1).fit(Xtr, ytr)
+    est = bk.GPClassifier(
+        progress_bar=False, random_state=0, num_warmup=100, num_samples=25, num_chains=1
+    ).fit(Xtr, ytr)
     Xs = jnp.asarray(est.x_std_.transform(Xtr))
     yy = jnp.asarray(np.searchsorted(est.classes_, ytr))
     draws = est._draws(with_f=True)
@@ -108,8 +118,10 @@ def newton_start_cost(name: str) -> list:
     else:
         value = lambda K, f0: laplace_log_marginal(K, yy, f0)  # noqa: E731
         steps = lambda K, f0: laplace_mode(K, yy, f_start=f0).n_iter  # noqa: E731
-    starts = {"zero": jnp.zeros(draws["f"].shape[1:]),
-              "mode": jnp.asarray(np.median(draws["f"], axis=0))}
+    starts = {
+        "zero": jnp.zeros(draws["f"].shape[1:]),
+        "mode": jnp.asarray(np.median(draws["f"], axis=0)),
+    }
     vg = jax.jit(jax.value_and_grad(lambda d, f0: value(K_of(d), f0)))
     n_steps = jax.jit(lambda d, f0: steps(K_of(d), f0))
     for f0 in starts.values():
@@ -124,9 +136,17 @@ def newton_start_cost(name: str) -> list:
     ms = {k: 1e3 * float(np.median(v)) for k, v in times.items()}
     it = {k: np.mean([int(n_steps(d, f0)) for d in ds]) for k, f0 in starts.items()}
     diff = max(abs(float(vg(d, starts["zero"])[0] - vg(d, starts["mode"])[0])) for d in ds)
-    row = [name, f"{len(Xs)} x {X.shape[1]}", C, f"{ms['zero']:.2f}", f"{ms['mode']:.2f}",
-           f"{ms['mode'] / ms['zero']:.2f}", f"{it['zero']:.1f}", f"{it['mode']:.1f}",
-           f"{diff:.1e}"]
+    row = [
+        name,
+        f"{len(Xs)} x {X.shape[1]}",
+        C,
+        f"{ms['zero']:.2f}",
+        f"{ms['mode']:.2f}",
+        f"{ms['mode'] / ms['zero']:.2f}",
+        f"{it['zero']:.1f}",
+        f"{it['mode']:.1f}",
+        f"{diff:.1e}",
+    ]
     print(row, flush=True)
     return row
 
@@ -141,25 +161,61 @@ def main():
     load_before = loadavg()
     if args.newton_start:
         rows = [newton_start_cost(d) for d in ("iris", "wine", "breast_cancer")]
-        body = "\n".join([
-            "## newton_start", "", f"`{command()}`", "",
-            f"Machine: {machine()}; load average {load_before} before, {loadavg()} after; "
-            f"{time.strftime('%Y-%m-%d %H:%M')}.", "",
-            md_table(["data", "rows x columns", "classes", "ms from f = 0", "ms from the mode",
-                      "ratio", "Newton steps from 0", "Newton steps from the mode",
-                      "largest difference of the log marginal"], rows)])
+        body = "\n".join(
+            [
+                "## newton_start",
+                "",
+                f"`{command()}`",
+                "",
+                f"Machine: {machine()}; load average {load_before} before, {loadavg()} after; "
+                f"{time.strftime('%Y-%m-%d %H:%M')}.",
+                "",
+                md_table(
+                    [
+                        "data",
+                        "rows x columns",
+                        "classes",
+                        "ms from f = 0",
+                        "ms from the mode",
+                        "ratio",
+                        "Newton steps from 0",
+                        "Newton steps from the mode",
+                        "largest difference of the log marginal",
+                    ],
+                    rows,
+                ),
+            ]
+        )
         write_section(OUT, "newton_start", body, header=HEADER)
         return
     rows = [run(d, s) for d in args.data for s in args.seeds]
-    body = "\n".join([
-        f"## {args.name}", "",
-        f"`{command()}`", "",
-        f"Machine: {machine()}; load average {load_before} before, {loadavg()} after; "
-        f"{time.strftime('%Y-%m-%d %H:%M')}.", "",
-        md_table(["data", "seed", "accuracy", "sklearn accuracy", "log-loss", "sklearn log-loss",
-                  "fit s", "sklearn fit s", "converged", "leapfrog / draw", "draws / chain"],
-                 rows),
-    ])
+    body = "\n".join(
+        [
+            f"## {args.name}",
+            "",
+            f"`{command()}`",
+            "",
+            f"Machine: {machine()}; load average {load_before} before, {loadavg()} after; "
+            f"{time.strftime('%Y-%m-%d %H:%M')}.",
+            "",
+            md_table(
+                [
+                    "data",
+                    "seed",
+                    "accuracy",
+                    "sklearn accuracy",
+                    "log-loss",
+                    "sklearn log-loss",
+                    "fit s",
+                    "sklearn fit s",
+                    "converged",
+                    "leapfrog / draw",
+                    "draws / chain",
+                ],
+                rows,
+            ),
+        ]
+    )
     write_section(OUT, args.name, body, header=HEADER)
 
 

@@ -43,8 +43,8 @@ def sklearn_reference(Xtr, ytr, Xte, yte):
 
 def run(seed, quick):
     Xtr, ytr, Xte, yte = bk.datasets.co2_split()
-    kernel = bk.kernels.Linear() + bk.kernels.RBF() + bk.kernels.RBF() * bk.kernels.Periodic(
-        period=1.0
+    kernel = (
+        bk.kernels.Linear() + bk.kernels.RBF() + bk.kernels.RBF() * bk.kernels.Periodic(period=1.0)
     )
     settings = dict(num_warmup=100, num_samples=100) if quick else {}
     t = time.perf_counter()
@@ -62,22 +62,28 @@ def main(argv=None):
     ap.add_argument("--quick", action="store_true")
     args = ap.parse_args(argv)
     ref, ref_wall = sklearn_reference(*bk.datasets.co2_split())
-    print(f"machine: {platform.machine()} {platform.processor() or ''}, "
-          f"{__import__('os').cpu_count()} cores")
+    print(
+        f"machine: {platform.machine()} {platform.processor() or ''}, "
+        f"{__import__('os').cpu_count()} cores"
+    )
     rows = [("sklearn GPR (ML-II)", "-", ref, ref_wall, None)]
     for s in args.seeds:
         m, wall, conv = run(s, args.quick)
         rows.append((f"bk.GPRegressor seed {s}", s, m, wall, conv))
-    hdr = ("| model | RMSE | cov 95 | NLPD | CRPS | max R-hat | min ESS | div | wall s "
-           "| ratio to sklearn |")
+    hdr = (
+        "| model | RMSE | cov 95 | NLPD | CRPS | max R-hat | min ESS | div | wall s "
+        "| ratio to sklearn |"
+    )
     print(hdr)
     print("|" + "---|" * 10)
     for name, _, m, wall, conv in rows:
         rh = f"{conv.max_rhat:.3f}" if conv else "-"
         ess = f"{min(conv.min_ess_bulk, conv.min_ess_tail):.0f}" if conv else "-"
         div = str(conv.n_divergent) if conv else "-"
-        print(f"| {name} | {m['rmse']:.2f} | {m['coverage_95']:.2f} | {m['nlpd']:.2f} | "
-              f"{m['crps']:.2f} | {rh} | {ess} | {div} | {wall:.1f} | {wall / ref_wall:.1f} |")
+        print(
+            f"| {name} | {m['rmse']:.2f} | {m['coverage_95']:.2f} | {m['nlpd']:.2f} | "
+            f"{m['crps']:.2f} | {rh} | {ess} | {div} | {wall:.1f} | {wall / ref_wall:.1f} |"
+        )
     return rows
 
 

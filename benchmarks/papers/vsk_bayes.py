@@ -43,35 +43,68 @@ def main():
     Xtr_all, ytr_all, Xte, yte = split(1992)
     rows, t0 = [], time.time()
     for seed in seeds:
-        Xtr, _, ytr, _ = train_test_split(Xtr_all, ytr_all, train_size=n_train,
-                                          stratify=ytr_all, random_state=seed)
+        Xtr, _, ytr, _ = train_test_split(
+            Xtr_all, ytr_all, train_size=n_train, stratify=ytr_all, random_state=seed
+        )
         ts = time.time()
-        table = compare_vsk(Xtr, ytr, num_warmup=draws, num_samples=draws, num_chains=2,
-                            progress_bar=False, random_state=seed)
+        table = compare_vsk(
+            Xtr,
+            ytr,
+            num_warmup=draws,
+            num_samples=draws,
+            num_chains=2,
+            progress_bar=False,
+            random_state=seed,
+        )
         secs = time.time() - ts
         for name in ("plain", "vsk"):
             m = table.attrs["models"][name]
             met = diagnostics.classification_metrics(yte, m.predict_proba(Xte)[:, 1])
             post = m.idata_.posterior
-            w = (f"{float(post['vsk_weight'].median()):.2f}" if "vsk_weight" in post else "—")
-            rows.append([seed, name, float(table.loc[name, "elpd_loo"]),
-                         float(table.loc[name, "se"]), int(table.loc[name, "rank"]),
-                         met["accuracy"], met["log_loss"], met["brier"], w,
-                         f"{m.convergence_.max_rhat:.3f}", f"{secs:.0f}"])
+            w = f"{float(post['vsk_weight'].median()):.2f}" if "vsk_weight" in post else "—"
+            rows.append(
+                [
+                    seed,
+                    name,
+                    float(table.loc[name, "elpd_loo"]),
+                    float(table.loc[name, "se"]),
+                    int(table.loc[name, "rank"]),
+                    met["accuracy"],
+                    met["log_loss"],
+                    met["brier"],
+                    w,
+                    f"{m.convergence_.max_rhat:.3f}",
+                    f"{secs:.0f}",
+                ]
+            )
         print(rows[-2:], flush=True)
     wall = time.time() - t0
-    cmd = ".venv/bin/python benchmarks/papers/vsk_bayes.py" + (
-        " --quick" if args.quick else "")
-    text = "\n\n".join([
-        "## Bayesian VSK — GPClassifier(RBF) vs GPClassifier(VSK(RBF)), Wisconsin\n\n"
-        f"Command: `{cmd}`  \nMachine: {machine()}, shared with other jobs. Wall time: "
-        f"{wall / 60:.1f} min. Training: stratified subset of {n_train} rows of the paper's "
-        f"training split; test: the paper's 341 test rows. NUTS: 2 chains x {draws} warm-up "
-        f"+ {draws} draws. No paper numbers (the paper has no Bayesian model).",
-        md_table(["subset seed", "kernel", "elpd_loo", "se", "LOO rank", "test accuracy",
-                  "test log loss", "test Brier", "median w", "max R-hat", "seconds (both fits)"],
-                 rows),
-    ])
+    cmd = ".venv/bin/python benchmarks/papers/vsk_bayes.py" + (" --quick" if args.quick else "")
+    text = "\n\n".join(
+        [
+            "## Bayesian VSK — GPClassifier(RBF) vs GPClassifier(VSK(RBF)), Wisconsin\n\n"
+            f"Command: `{cmd}`  \nMachine: {machine()}, shared with other jobs. Wall time: "
+            f"{wall / 60:.1f} min. Training: stratified subset of {n_train} rows of the paper's "
+            f"training split; test: the paper's 341 test rows. NUTS: 2 chains x {draws} warm-up "
+            f"+ {draws} draws. No paper numbers (the paper has no Bayesian model).",
+            md_table(
+                [
+                    "subset seed",
+                    "kernel",
+                    "elpd_loo",
+                    "se",
+                    "LOO rank",
+                    "test accuracy",
+                    "test log loss",
+                    "test Brier",
+                    "median w",
+                    "max R-hat",
+                    "seconds (both fits)",
+                ],
+                rows,
+            ),
+        ]
+    )
     print(text)
     write_vsk_section("vsk_bayes", text)
 

@@ -43,8 +43,9 @@ PAPER_T3 = {"KRN": (116, 13), "KRN-VSK": (33, 9)}  # RME (patients), nu = 0 and 
 def co2_model(T, b):
     t = T[:, 0]
     s = (t - 1975.0) / 10.0
-    return (b[0] + b[1] * s + b[2] * s**2 + b[3] * np.sin(2 * np.pi * t)
-            + b[4] * np.cos(2 * np.pi * t))
+    return (
+        b[0] + b[1] * s + b[2] * s**2 + b[3] * np.sin(2 * np.pi * t) + b[4] * np.cos(2 * np.pi * t)
+    )
 
 
 WINDOWS = (1994.0, 1989.0, 1984.0)  # first test month (January of that year)
@@ -53,7 +54,7 @@ WINDOWS = (1994.0, 1989.0, 1984.0)  # first test month (January of that year)
 def window(end: float):
     X, y = load_dataset("co2")
     i = int(np.searchsorted(X[:, 0], end - 1e-6))
-    return X[i - 58:i], y[i - 58:i], X[i:i + 5], y[i:i + 5]
+    return X[i - 58 : i], y[i - 58 : i], X[i : i + 5], y[i : i + 5]
 
 
 def sweep(end: float, gammas):
@@ -91,40 +92,63 @@ def main():
             c1, e1 = res["KRN-VSK", nu]
             ok = c1 <= c0 * (1 + 1e-8)
             resolved = c1 < reliable
-            lines.append([f"{int(end)}", f"{nu:g}", f"{ok.sum()}/{len(ok)}",
-                          f"{(~ok & resolved).sum()} (of {resolved.sum()} resolved)",
-                          f"{np.median(c0):.2e}", f"{np.median(c1):.2e}",
-                          f"{e0.min():.2f} (gamma {gammas[e0.argmin()]:.2f})",
-                          f"{e1.min():.2f} (gamma {gammas[e1.argmin()]:.2f})",
-                          f"{psi_mae:.2f}",
-                          f"{PAPER_T3['KRN'][nu > 0]} / {PAPER_T3['KRN-VSK'][nu > 0]}"])
+            lines.append(
+                [
+                    f"{int(end)}",
+                    f"{nu:g}",
+                    f"{ok.sum()}/{len(ok)}",
+                    f"{(~ok & resolved).sum()} (of {resolved.sum()} resolved)",
+                    f"{np.median(c0):.2e}",
+                    f"{np.median(c1):.2e}",
+                    f"{e0.min():.2f} (gamma {gammas[e0.argmin()]:.2f})",
+                    f"{e1.min():.2f} (gamma {gammas[e1.argmin()]:.2f})",
+                    f"{psi_mae:.2f}",
+                    f"{PAPER_T3['KRN'][nu > 0]} / {PAPER_T3['KRN-VSK'][nu > 0]}",
+                ]
+            )
     res = runs[WINDOWS[0]][0]
     c0, e0 = res["KRN", 0.0]
     c1, e1 = res["KRN-VSK", 0.0]
-    sample = [[f"{g:.2f}", f"{a:.2e}", f"{b:.2e}", f"{x:.2f}", f"{y:.2f}"]
-              for g, a, b, x, y in zip(gammas[::20], c0[::20], c1[::20], e0[::20], e1[::20],
-                                       strict=True)]
-    text = "\n\n".join([
-        "## Section 6.2 — KRN vs KRN-VSK shape study on the CO2 series (stand-in for COVID-19)\n\n"
-        "Command: `.venv/bin/python benchmarks/papers/vsk_co2_shape.py`  \n"
-        f"Machine: {machine()}, shared with other jobs. Wall time: {wall:.0f} s "
-        f"({len(WINDOWS) * 800} fits).\n\n200 shape parameters gamma in [0.5, 20]; condition "
-        "number of the training kernel matrix (eigenvalue ratio, float64) and test MAE in ppm "
-        "over the 5 test months, for each window (named by its first test year). The last "
-        "column is the paper's Table 3 RME on the COVID-19 ICU series (patients, a different "
-        "series: only the direction of the comparison carries over). `psi alone` is the test "
-        "MAE of the least-squares model itself. A violation of Proposition 1 can only be "
-        "trusted where cond(K^Psi) is resolved in float64 (< 1e16); cond(K) is above 1e17 for "
-        "every gamma here (58 points 1/57 apart on [0, 1]), as in the paper's Fig. 2. "
-        "Note the `psi alone` column: on this smooth series the least-squares model by itself "
-        "forecasts the 5 months about as well as, or better than, the best KRN-VSK; the VSK's "
-        "gain over the plain KRN comes from psi.",
-        md_table(["window", "nu", "cond(K^Psi) <= cond(K)", "violations with cond K^Psi < 1e16",
-                  "median cond K", "median cond K^Psi", "best MAE KRN", "best MAE KRN-VSK",
-                  "psi alone", "paper RME KRN / KRN-VSK"], lines),
-        "### Every 20th gamma, nu = 0, window 1994 (the Fig. 2 curves)\n\n" + md_table(
-            ["gamma", "cond K", "cond K^Psi", "MAE KRN", "MAE KRN-VSK"], sample),
-    ])
+    sample = [
+        [f"{g:.2f}", f"{a:.2e}", f"{b:.2e}", f"{x:.2f}", f"{y:.2f}"]
+        for g, a, b, x, y in zip(gammas[::20], c0[::20], c1[::20], e0[::20], e1[::20], strict=True)
+    ]
+    text = "\n\n".join(
+        [
+            "## Section 6.2 — KRN vs KRN-VSK shape study on the CO2 series "
+            "(stand-in for COVID-19)\n\n"
+            "Command: `.venv/bin/python benchmarks/papers/vsk_co2_shape.py`  \n"
+            f"Machine: {machine()}, shared with other jobs. Wall time: {wall:.0f} s "
+            f"({len(WINDOWS) * 800} fits).\n\n200 shape parameters gamma in [0.5, 20]; condition "
+            "number of the training kernel matrix (eigenvalue ratio, float64) and test MAE in ppm "
+            "over the 5 test months, for each window (named by its first test year). The last "
+            "column is the paper's Table 3 RME on the COVID-19 ICU series (patients, a different "
+            "series: only the direction of the comparison carries over). `psi alone` is the test "
+            "MAE of the least-squares model itself. A violation of Proposition 1 can only be "
+            "trusted where cond(K^Psi) is resolved in float64 (< 1e16); cond(K) is above 1e17 for "
+            "every gamma here (58 points 1/57 apart on [0, 1]), as in the paper's Fig. 2. "
+            "Note the `psi alone` column: on this smooth series the least-squares model by itself "
+            "forecasts the 5 months about as well as, or better than, the best KRN-VSK; the VSK's "
+            "gain over the plain KRN comes from psi.",
+            md_table(
+                [
+                    "window",
+                    "nu",
+                    "cond(K^Psi) <= cond(K)",
+                    "violations with cond K^Psi < 1e16",
+                    "median cond K",
+                    "median cond K^Psi",
+                    "best MAE KRN",
+                    "best MAE KRN-VSK",
+                    "psi alone",
+                    "paper RME KRN / KRN-VSK",
+                ],
+                lines,
+            ),
+            "### Every 20th gamma, nu = 0, window 1994 (the Fig. 2 curves)\n\n"
+            + md_table(["gamma", "cond K", "cond K^Psi", "MAE KRN", "MAE KRN-VSK"], sample),
+        ]
+    )
     print(text)
     write_vsk_section("vsk_co2_shape", text)
 

@@ -49,18 +49,56 @@ NKS = (2, 4, 16, 64)
 # Fig. 1 of the seed (weighted f1 on the test set), columns "N;n"
 PAPER_FIG1 = {
     "NB": [0.718, 0.812, 1.000, 1.000, 0.795, 0.861, 0.988, 1.000, 0.766, 0.829, 0.982, 1.000],
-    "SVM lin.": [0.619, 0.686, 0.969, 1.000, 0.728, 0.752, 0.952, 1.000, 0.718, 0.750, 0.948,
-                 0.996],
-    "SVM-VSK lin.": [0.750, 0.812, 1.000, 1.000, 0.800, 0.842, 0.976, 1.000, 0.782, 0.825, 0.982,
-                     1.000],
-    "SVM RBF": [0.656, 0.656, 1.000, 1.000, 0.788, 0.818, 0.958, 1.000, 0.771, 0.820, 0.970,
-                1.000],
-    "SVM-VSK RBF": [0.812, 0.781, 1.000, 1.000, 0.777, 0.849, 0.982, 1.000, 0.762, 0.823, 0.982,
-                    1.000],
+    "SVM lin.": [
+        0.619,
+        0.686,
+        0.969,
+        1.000,
+        0.728,
+        0.752,
+        0.952,
+        1.000,
+        0.718,
+        0.750,
+        0.948,
+        0.996,
+    ],
+    "SVM-VSK lin.": [
+        0.750,
+        0.812,
+        1.000,
+        1.000,
+        0.800,
+        0.842,
+        0.976,
+        1.000,
+        0.782,
+        0.825,
+        0.982,
+        1.000,
+    ],
+    "SVM RBF": [0.656, 0.656, 1.000, 1.000, 0.788, 0.818, 0.958, 1.000, 0.771, 0.820, 0.970, 1.000],
+    "SVM-VSK RBF": [
+        0.812,
+        0.781,
+        1.000,
+        1.000,
+        0.777,
+        0.849,
+        0.982,
+        1.000,
+        0.762,
+        0.823,
+        0.982,
+        1.000,
+    ],
 }
 PAPER_T1 = {100: (1.3782, 1.5756), 500: (1.3222, 1.5197), 2500: (1.2770, 1.4954)}
-PAPER_T2 = {100: (0.61373, 0.88640, 1.4443), 500: (0.52890, 0.88021, 1.6642),
-            2500: (0.55705, 0.88461, 1.5880)}
+PAPER_T2 = {
+    100: (0.61373, 0.88640, 1.4443),
+    500: (0.52890, 0.88021, 1.6642),
+    2500: (0.55705, 0.88461, 1.5880),
+}
 
 
 def generate(seed: int):
@@ -83,13 +121,21 @@ def subset(X_total, y_total, N, nk, seed):
     np.random.seed(seed)
     random.seed(seed)
     feats = np.sort(np.random.choice(64, nk, replace=False))
-    sel = np.hstack([np.sort(random.sample(range(2500), N // 2)),
-                     np.sort(random.sample(range(2500, 5000), N // 2))])
+    sel = np.hstack(
+        [
+            np.sort(random.sample(range(2500), N // 2)),
+            np.sort(random.sample(range(2500, 5000), N // 2)),
+        ]
+    )
     Xf = X_total[:, feats]
     X, y = Xf[sel], y_total[sel]
     X_excl, y_excl = np.delete(Xf, sel, axis=0), np.delete(y_total, sel)
-    test = np.hstack([np.sort(random.sample(range(N // 2), N // 6)),
-                      np.sort(random.sample(range(N // 2, N), N // 6))])
+    test = np.hstack(
+        [
+            np.sort(random.sample(range(N // 2), N // 6)),
+            np.sort(random.sample(range(N // 2, N), N // 6)),
+        ]
+    )
     X_test, y_test = X[test], y[test]
     X_train, y_train = np.delete(X, test, axis=0), np.delete(y, test)
     return X_train, y_train, X_test, y_test, X_excl, y_excl
@@ -107,8 +153,12 @@ def run_cell(data, N, nk, seed):
         grid = paper_param_grid(kern)
         svm = GridSearchCV(SVC(kernel=kern), grid, cv=5, scoring="f1_weighted")
         out[f"SVM {tag}"] = f1(svm.fit(Xs_tr, y_train).predict(Xs_te))
-        vsk = GridSearchCV(VSKClassifier(kernel=kern, prior_data=(X_excl, y_excl)), grid, cv=5,
-                           scoring="f1_weighted")
+        vsk = GridSearchCV(
+            VSKClassifier(kernel=kern, prior_data=(X_excl, y_excl)),
+            grid,
+            cv=5,
+            scoring="f1_weighted",
+        )
         out[f"SVM-VSK {tag}"] = f1(vsk.fit(X_train, y_train).predict(X_test))
     return out
 
@@ -131,8 +181,11 @@ def spectral_tables(data, N, seed):
     K, Kv = rows["rbf"]
     t1 = (spectral_ratio(K), spectral_ratio(Kv))
     K, Kv = rows["linear"]
-    t2 = (np.trace(K) / np.trace(Kv), spectral_ratio(K) / spectral_ratio(Kv),
-          np.linalg.norm(Kv) / np.linalg.norm(K))
+    t2 = (
+        np.trace(K) / np.trace(Kv),
+        spectral_ratio(K) / spectral_ratio(Kv),
+        np.linalg.norm(Kv) / np.linalg.norm(K),
+    )
     return t1, t2
 
 
@@ -140,8 +193,11 @@ def main():
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--quick", action="store_true", help="one seed, N in {100, 500}")
     ap.add_argument("--seeds", type=int, nargs="*", default=None)
-    ap.add_argument("--cache", default=None,
-                    help="JSON file keeping finished cells, so an interrupted run resumes")
+    ap.add_argument(
+        "--cache",
+        default=None,
+        help="JSON file keeping finished cells, so an interrupted run resumes",
+    )
     ap.add_argument("--sizes", type=int, nargs="*", default=None, help="subset of N values")
     args = ap.parse_args()
     cache = {}
@@ -175,11 +231,14 @@ def main():
                     res[m].append(r[m])
                 best_lin = max(r["NB"], r["SVM lin."])
                 best_rbf = max(r["NB"], r["SVM RBF"])
-                ok = (r["SVM-VSK lin."] >= best_lin - 0.02
-                      and r["SVM-VSK RBF"] >= best_rbf - 0.02)
+                ok = r["SVM-VSK lin."] >= best_lin - 0.02 and r["SVM-VSK RBF"] >= best_rbf - 0.02
                 wins += ok
-                print(f"seed {seed} N={N} n={nk}: " + ", ".join(f"{m} {r[m]:.3f}" for m in methods)
-                      + f"  within-0.02={ok}  ({secs:.0f} s)", flush=True)
+                print(
+                    f"seed {seed} N={N} n={nk}: "
+                    + ", ".join(f"{m} {r[m]:.3f}" for m in methods)
+                    + f"  within-0.02={ok}  ({secs:.0f} s)",
+                    flush=True,
+                )
         results[seed] = res
         crit.append((seed, wins, len(cols)))
         for N in Ns:
@@ -188,35 +247,57 @@ def main():
             t2rows.append([seed, N, *t2, *PAPER_T2[N]])
     wall = max(time.time() - t0, cell_seconds)
 
-    cmd = ".venv/bin/python benchmarks/papers/vsk_synthetic.py" + (
-        " --quick" if args.quick else "")
-    parts = [f"## Fig. 1 — synthetic study (section 6.1)\n\nCommand: `{cmd}`  \n"
-             f"Machine: {machine()}, shared with other jobs (load average well above 2 during the "
-             f"run, so times are pessimistic). Wall time: {wall / 60:.1f} min for "
-             f"{len(seeds)} seed(s) (sum of per-cell times when resumed from `--cache`).\n\n"
-             "Weighted f1 on the test third of each subset. Columns are `N;n`. A cell *passes* "
-             "when SVM-VSK is within 0.02 of the best of SVM and NB for **both** kernels "
-             "(linear VSK vs max(NB, linear SVM) and Gaussian VSK vs max(NB, RBF SVM))."]
+    cmd = ".venv/bin/python benchmarks/papers/vsk_synthetic.py" + (" --quick" if args.quick else "")
+    parts = [
+        f"## Fig. 1 — synthetic study (section 6.1)\n\nCommand: `{cmd}`  \n"
+        f"Machine: {machine()}, shared with other jobs (load average well above 2 during the "
+        f"run, so times are pessimistic). Wall time: {wall / 60:.1f} min for "
+        f"{len(seeds)} seed(s) (sum of per-cell times when resumed from `--cache`).\n\n"
+        "Weighted f1 on the test third of each subset. Columns are `N;n`. A cell *passes* "
+        "when SVM-VSK is within 0.02 of the best of SVM and NB for **both** kernels "
+        "(linear VSK vs max(NB, linear SVM) and Gaussian VSK vs max(NB, RBF SVM))."
+    ]
     rows = [[f"paper: {m}", *PAPER_FIG1[m][: len(cols)]] for m in methods]
     for seed in seeds:
         rows += [[f"seed {seed}: {m}", *[float(v) for v in results[seed][m]]] for m in methods]
     parts.append(md_table(["method", *cols], rows))
-    parts.append("Cells passing the criterion (target: at least 10 of 12): " + ", ".join(
-        f"seed {s}: **{w}/{n}**" for s, w, n in crit))
-    parts.append("### Table 1 — spectral ratios, Gaussian kernel gamma = 1, n = 2\n\n" + md_table(
-        ["seed", "N", "S(K)", "S(K^Psi)", "paper S(K)", "paper S(K^Psi)"],
-        [[r[0], r[1], *map(float, r[2:])] for r in t1rows]))
-    parts.append("### Table 2 — Proposition 2 ratios, linear kernel, n = 2\n\n" + md_table(
-        ["seed", "N", "tr K/tr K^Psi", "S(K)/S(K^Psi)", "‖K^Psi‖F/‖K‖F", "paper tr", "paper S",
-         "paper F"], [[r[0], r[1], *map(float, r[2:])] for r in t2rows]))
-    parts.append("Proposition 2 predicts tr-ratio <= S-ratio <= F-ratio; Corollary 1 predicts "
-                 "S(K^Psi) >= S(K). (The paper labels its first row N = 50; it is the N = 100 "
-                 "subset, whose training set has 68 points.) Table 2 matches the paper to every "
-                 "printed digit, which confirms the data and psi; Table 1 does not match the "
-                 "paper's values (ours are lower, the increase S(K^Psi) - S(K) is similar): "
-                 "gamma = 1 on the same normalized training sets as Table 2 gives these numbers, "
-                 "and we could not find the computation behind the paper's Table 1 (gamma = 2-3 "
-                 "comes close; the paper's exact setting is not stated beyond gamma = 1).")
+    parts.append(
+        "Cells passing the criterion (target: at least 10 of 12): "
+        + ", ".join(f"seed {s}: **{w}/{n}**" for s, w, n in crit)
+    )
+    parts.append(
+        "### Table 1 — spectral ratios, Gaussian kernel gamma = 1, n = 2\n\n"
+        + md_table(
+            ["seed", "N", "S(K)", "S(K^Psi)", "paper S(K)", "paper S(K^Psi)"],
+            [[r[0], r[1], *map(float, r[2:])] for r in t1rows],
+        )
+    )
+    parts.append(
+        "### Table 2 — Proposition 2 ratios, linear kernel, n = 2\n\n"
+        + md_table(
+            [
+                "seed",
+                "N",
+                "tr K/tr K^Psi",
+                "S(K)/S(K^Psi)",
+                "‖K^Psi‖F/‖K‖F",
+                "paper tr",
+                "paper S",
+                "paper F",
+            ],
+            [[r[0], r[1], *map(float, r[2:])] for r in t2rows],
+        )
+    )
+    parts.append(
+        "Proposition 2 predicts tr-ratio <= S-ratio <= F-ratio; Corollary 1 predicts "
+        "S(K^Psi) >= S(K). (The paper labels its first row N = 50; it is the N = 100 "
+        "subset, whose training set has 68 points.) Table 2 matches the paper to every "
+        "printed digit, which confirms the data and psi; Table 1 does not match the "
+        "paper's values (ours are lower, the increase S(K^Psi) - S(K) is similar): "
+        "gamma = 1 on the same normalized training sets as Table 2 gives these numbers, "
+        "and we could not find the computation behind the paper's Table 1 (gamma = 2-3 "
+        "comes close; the paper's exact setting is not stated beyond gamma = 1)."
+    )
     text = "\n\n".join(parts)
     print(text)
     write_vsk_section("vsk_synthetic", text)

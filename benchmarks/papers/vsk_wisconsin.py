@@ -46,10 +46,17 @@ from bayeskern.estimators.vsk import (
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # benchmarks/: common.py
 from common import machine, md_table, write_vsk_section  # noqa: E402
 
-PAPER_T4 = {"NB": 0.965, "SVM lin.": 0.968, "SVM-S lin.": 0.959, "SVM RBF": 0.965,
-            "SVM-S RBF": 0.953}
-PAPER_T5 = {"lin.": [0.965, 0.962, 0.959, 0.962, 0.965, 0.965, 0.965, 0.959, 0.968],
-            "RBF": [0.965, 0.968, 0.977, 0.965, 0.965, 0.962, 0.962, 0.956, 0.965]}
+PAPER_T4 = {
+    "NB": 0.965,
+    "SVM lin.": 0.968,
+    "SVM-S lin.": 0.959,
+    "SVM RBF": 0.965,
+    "SVM-S RBF": 0.953,
+}
+PAPER_T5 = {
+    "lin.": [0.965, 0.962, 0.959, 0.962, 0.965, 0.965, 0.965, 0.959, 0.968],
+    "RBF": [0.965, 0.968, 0.977, 0.965, 0.965, 0.962, 0.962, 0.956, 0.965],
+}
 
 
 def split(seed: int):
@@ -70,15 +77,21 @@ MAX_ITER = 10**6
 def search(kernel, X, y):
     with warnings.catch_warnings():
         warnings.simplefilter("ignore", ConvergenceWarning)
-        return GridSearchCV(SVC(kernel=kernel, max_iter=MAX_ITER), paper_param_grid(kernel),
-                            cv=5, scoring="f1_weighted").fit(X, y)
+        return GridSearchCV(
+            SVC(kernel=kernel, max_iter=MAX_ITER),
+            paper_param_grid(kernel),
+            cv=5,
+            scoring="f1_weighted",
+        ).fit(X, y)
 
 
 def run(seed: int) -> dict:
     Xtr, ytr, Xte, yte = split(seed)
     f1 = lambda p: float(f1_score(yte, p, average="weighted"))  # noqa: E731
-    out = {"split": f"train {np.sum(ytr == 0)}+{np.sum(ytr == 1)}, test {np.sum(yte == 0)}+"
-                    f"{np.sum(yte == 1)}"}
+    out = {
+        "split": f"train {np.sum(ytr == 0)}+{np.sum(ytr == 1)}, test {np.sum(yte == 0)}+"
+        f"{np.sum(yte == 1)}"
+    }
     out["NB"] = f1(GaussianNB().fit(Xtr, ytr).predict(Xte))
     sc = MinMaxScaler().fit(Xtr)
     Str, Ste = sc.transform(Xtr), sc.transform(Xte)
@@ -89,8 +102,12 @@ def run(seed: int) -> dict:
         out[f"SVM-S {tag}"] = f1(search(kern, sel.transform(Str), ytr).predict(sel.transform(Ste)))
         with warnings.catch_warnings():
             warnings.simplefilter("ignore", ConvergenceWarning)
-            vsk = GridSearchCV(VSKClassifier(kernel=kern, max_iter=MAX_ITER),
-                               paper_param_grid(kern), cv=5, scoring="f1_weighted").fit(Xtr, ytr)
+            vsk = GridSearchCV(
+                VSKClassifier(kernel=kern, max_iter=MAX_ITER),
+                paper_param_grid(kern),
+                cv=5,
+                scoring="f1_weighted",
+            ).fit(Xtr, ytr)
         out[f"SVM-VSK {tag}"] = f1(vsk.predict(Xte))
         scores = []
         for j in range(Xtr.shape[1]):
@@ -114,16 +131,38 @@ def main():
         print(f"seed {s} ({time.time() - ts:.0f} s): {res[s]}", flush=True)
     wall = time.time() - t0
 
-    cmd = ".venv/bin/python benchmarks/papers/vsk_wisconsin.py" + (
-        " --quick" if args.quick else "")
-    t4cols = ["NB", "SVM lin.", "SVM-S lin.", "SVM RBF", "SVM-S RBF", "SVM-VSK lin.",
-              "SVM-VSK RBF", "best SVM-E lin.", "best SVM-E RBF"]
-    rows = [["paper (split = seed 1992)", *[PAPER_T4.get(c, "—") for c in t4cols[:5]], "—", "—",
-             max(PAPER_T5["lin."]), max(PAPER_T5["RBF"])]]
+    cmd = ".venv/bin/python benchmarks/papers/vsk_wisconsin.py" + (" --quick" if args.quick else "")
+    t4cols = [
+        "NB",
+        "SVM lin.",
+        "SVM-S lin.",
+        "SVM RBF",
+        "SVM-S RBF",
+        "SVM-VSK lin.",
+        "SVM-VSK RBF",
+        "best SVM-E lin.",
+        "best SVM-E RBF",
+    ]
+    rows = [
+        [
+            "paper (split = seed 1992)",
+            *[PAPER_T4.get(c, "—") for c in t4cols[:5]],
+            "—",
+            "—",
+            max(PAPER_T5["lin."]),
+            max(PAPER_T5["RBF"]),
+        ]
+    ]
     for s in seeds:
         r = res[s]
-        rows.append([f"seed {s} ({r['split']})", *[r[c] for c in t4cols[:7]],
-                     max(r["SVM-E lin."]), max(r["SVM-E RBF"])])
+        rows.append(
+            [
+                f"seed {s} ({r['split']})",
+                *[r[c] for c in t4cols[:7]],
+                max(r["SVM-E lin."]),
+                max(r["SVM-E RBF"]),
+            ]
+        )
     t5rows = []
     for j in range(9):
         row = [j + 1, PAPER_T5["lin."][j], PAPER_T5["RBF"][j]]
@@ -134,19 +173,22 @@ def main():
     for s in seeds:
         t5head += [f"seed {s} lin.", f"seed {s} RBF"]
     best = max(res[seeds[0]]["SVM-E RBF"])
-    text = "\n\n".join([
-        "## Tables 4-5 — Wisconsin breast cancer (section 7)\n\n"
-        f"Command: `{cmd}`  \nMachine: {machine()}, shared with other jobs. Wall time: "
-        f"{wall / 60:.1f} min for {len(seeds)} split(s).\n\nWeighted f1 on the test set. "
-        "Seed 1992 reproduces the paper's split exactly (226+116 / 218+123). SVM-S keeps the "
-        "2 features with the largest linear-SVM weights: " + ", ".join(
-            f"seed {s}: {res[s]['SVM-S features']}" for s in seeds) + " (0-based).",
-        "### Table 4 (+ best of Table 5)\n\n" + md_table(["split", *t4cols], rows),
-        "### Table 5 — SVM-E for every kept feature (1-based as in the paper)\n\n"
-        + md_table(t5head, t5rows),
-        f"Target: best SVM-E Gaussian f1 >= 0.97 on the paper's split (paper 0.977): "
-        f"measured **{best:.3f}** ({'met' if best >= 0.97 else 'missed'}).",
-    ])
+    text = "\n\n".join(
+        [
+            "## Tables 4-5 — Wisconsin breast cancer (section 7)\n\n"
+            f"Command: `{cmd}`  \nMachine: {machine()}, shared with other jobs. Wall time: "
+            f"{wall / 60:.1f} min for {len(seeds)} split(s).\n\nWeighted f1 on the test set. "
+            "Seed 1992 reproduces the paper's split exactly (226+116 / 218+123). SVM-S keeps the "
+            "2 features with the largest linear-SVM weights: "
+            + ", ".join(f"seed {s}: {res[s]['SVM-S features']}" for s in seeds)
+            + " (0-based).",
+            "### Table 4 (+ best of Table 5)\n\n" + md_table(["split", *t4cols], rows),
+            "### Table 5 — SVM-E for every kept feature (1-based as in the paper)\n\n"
+            + md_table(t5head, t5rows),
+            f"Target: best SVM-E Gaussian f1 >= 0.97 on the paper's split (paper 0.977): "
+            f"measured **{best:.3f}** ({'met' if best >= 0.97 else 'missed'}).",
+        ]
+    )
     print(text)
     write_vsk_section("vsk_wisconsin", text)
 

@@ -30,6 +30,7 @@ from pathlib import Path  # noqa: E402
 
 # isort: off
 import bayeskern as bk  # noqa: F401  (float64, devices)
+
 # isort: on
 import jax
 import jax.numpy as jnp
@@ -60,16 +61,21 @@ def main():
     kernel = bk_fitted_kernel(data)
     x_scale = data["x_std"].scale
     prepared = prepare_kernel(kernel, X, X, x_scale)
-    info = initialize_model(jax.random.PRNGKey(0), gp_regression, model_kwargs=dict(
-        X=X, y=y, kernel=kernel, x_scale=x_scale, prepared=prepared))
+    info = initialize_model(
+        jax.random.PRNGKey(0),
+        gp_regression,
+        model_kwargs=dict(X=X, y=y, kernel=kernel, x_scale=x_scale, prepared=prepared),
+    )
     z = info.param_info.z
     vg = jax.jit(jax.value_and_grad(info.potential_fn))
     lp = jax.jit(info.potential_fn)
     # the kernel matrix at the same point
     draw = info.postprocess_fn(z)
     theta = theta_from_draw(kernel, draw, x_scale)
-    K = np.asarray(kernel_matrix(kernel, theta, draw["amplitude"], X, X)
-                   + (draw["noise"] ** 2 + JITTER) * jnp.eye(X.shape[0]))
+    K = np.asarray(
+        kernel_matrix(kernel, theta, draw["amplitude"], X, X)
+        + (draw["noise"] ** 2 + JITTER) * jnp.eye(X.shape[0])
+    )
     Kj = jnp.asarray(K)
     chol_j = jax.jit(jnp.linalg.cholesky)
     inv_j = jax.jit(lambda K: cholesky_inverse(jnp.linalg.cholesky(K)))
@@ -78,23 +84,29 @@ def main():
         "log density + gradient (NUTS potential)": lambda: jax.block_until_ready(vg(z)),
         "GaBaSR exact model: log density + gradient": lambda: jax.block_until_ready(gvg(gz)),
         "log density alone": lambda: jax.block_until_ready(lp(z)),
-        "LAPACK Cholesky (scipy.linalg.cholesky)": lambda: sl.cholesky(K, lower=True,
-                                                                       check_finite=False),
+        "LAPACK Cholesky (scipy.linalg.cholesky)": lambda: sl.cholesky(
+            K, lower=True, check_finite=False
+        ),
         "jnp.linalg.cholesky (XLA, same LAPACK)": lambda: jax.block_until_ready(chol_j(Kj)),
-        "Cholesky + inverse from it (the floor of the gradient)":
-            lambda: jax.block_until_ready(inv_j(Kj)),
+        "Cholesky + inverse from it (the floor of the gradient)": lambda: jax.block_until_ready(
+            inv_j(Kj)
+        ),
     }
     for f in fns.values():
         f()
     ms = {k: v * 1e3 for k, v in interleaved_medians(fns, args.repeats).items()}
     ref = ms["LAPACK Cholesky (scipy.linalg.cholesky)"]
-    print(f"{machine()}; load average {' '.join(f'{v:.2f}' for v in os.getloadavg())}; "
-          f"N = {X.shape[0]}; medians of {args.repeats} interleaved repeats")
+    print(
+        f"{machine()}; load average {' '.join(f'{v:.2f}' for v in os.getloadavg())}; "
+        f"N = {X.shape[0]}; medians of {args.repeats} interleaved repeats"
+    )
     print("| computation | ms | ÷ LAPACK Cholesky |\n|---|---|---|")
     for k, v in ms.items():
         print(f"| {k} | {v:.2f} | {v / ref:.2f} |")
-    ratio = (ms["GaBaSR exact model: log density + gradient"]
-             / ms["log density + gradient (NUTS potential)"])
+    ratio = (
+        ms["GaBaSR exact model: log density + gradient"]
+        / ms["log density + gradient (NUTS potential)"]
+    )
     print(f"GaBaSR exact ÷ demo GP (log density + gradient): {ratio:.2f}")
 
 
@@ -111,10 +123,16 @@ def _gabasr_potential(data):
     X, y = est._validate_fit(data["Xtr"], data["ytr"], classifier=False)
     Z, _ = est._setup(X)
     ys = Standardizer.fit(y).transform(y)
-    B, spec, _ = exact_setup(Z, ys, trend_degree="auto", n_components="auto",
-                             freq_scale=est.freq_scale_)
-    info = initialize_model(jax.random.PRNGKey(0), G.gabasr_exact_regression, model_kwargs=dict(
-        X=jnp.asarray(Z), y=jnp.asarray(ys), spec=spec, prepared=G.prepare_exact(Z, B)))
+    B, spec, _ = exact_setup(
+        Z, ys, trend_degree="auto", n_components="auto", freq_scale=est.freq_scale_
+    )
+    info = initialize_model(
+        jax.random.PRNGKey(0),
+        G.gabasr_exact_regression,
+        model_kwargs=dict(
+            X=jnp.asarray(Z), y=jnp.asarray(ys), spec=spec, prepared=G.prepare_exact(Z, B)
+        ),
+    )
     return jax.jit(jax.value_and_grad(info.potential_fn)), info.param_info.z
 
 

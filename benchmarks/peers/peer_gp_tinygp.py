@@ -54,47 +54,66 @@ def main():
     kernel = name_leaves(name_leaves(RBF(ard=True)).fit(X, y))
     x_scale = np.ones(args.d)
 
-    info = initialize_model(jax.random.PRNGKey(0), gp_regression,
-                            model_kwargs=dict(X=Xj, y=yj, kernel=kernel, x_scale=x_scale))
+    info = initialize_model(
+        jax.random.PRNGKey(0),
+        gp_regression,
+        model_kwargs=dict(X=Xj, y=yj, kernel=kernel, x_scale=x_scale),
+    )
     pot = info.potential_fn
     site = [k for k in info.param_info.z if k not in ("amplitude", "noise")][0]
     # a fixed point in unconstrained space: log amplitude, log lengthscales, log noise
-    z = {"amplitude": jnp.asarray([np.log(1.2)]),
-         site: jnp.asarray(np.log([0.8, 1.1, 1.5])[:args.d]),
-         "noise": jnp.asarray(np.log(0.3))}
+    z = {
+        "amplitude": jnp.asarray([np.log(1.2)]),
+        site: jnp.asarray(np.log([0.8, 1.1, 1.5])[: args.d]),
+        "noise": jnp.asarray(np.log(0.3)),
+    }
     z = {k: v.reshape(info.param_info.z[k].shape) for k, v in z.items()}
     ours = jax.jit(jax.value_and_grad(pot))
 
     def tiny_nll(p):
         k = jnp.exp(2 * p["log_amp"]) * tinygp.transforms.Linear(
-            jnp.exp(-p["log_ls"]), tinygp.kernels.ExpSquared())
+            jnp.exp(-p["log_ls"]), tinygp.kernels.ExpSquared()
+        )
         gp = tinygp.GaussianProcess(k, Xj, diag=jnp.exp(2 * p["log_noise"]) + JITTER)
         return -gp.log_probability(yj)
 
-    p = {"log_amp": z["amplitude"].reshape(()), "log_ls": z[site],
-         "log_noise": z["noise"].reshape(())}
+    p = {
+        "log_amp": z["amplitude"].reshape(()),
+        "log_ls": z[site],
+        "log_noise": z["noise"].reshape(()),
+    }
     theirs = jax.jit(jax.value_and_grad(tiny_nll))
 
     # correctness: our potential minus its prior terms (with log-Jacobians) equals tinygp's NLL
     v_ours, _ = ours(z)
     v_tiny, _ = theirs(p)
     amp, ls, noise = (jnp.exp(z["amplitude"]), jnp.exp(z[site]), jnp.exp(z["noise"]))
-    prior = (dist.HalfNormal(1.0).log_prob(amp).sum() + z["amplitude"].sum()
-             + dist.LogNormal(0.0, 1.0).log_prob(ls).sum() + z[site].sum()
-             + dist.HalfNormal(1.0).log_prob(noise) + z["noise"])
+    prior = (
+        dist.HalfNormal(1.0).log_prob(amp).sum()
+        + z["amplitude"].sum()
+        + dist.LogNormal(0.0, 1.0).log_prob(ls).sum()
+        + z[site].sum()
+        + dist.HalfNormal(1.0).log_prob(noise)
+        + z["noise"]
+    )
     lik_ours = float(v_ours + prior)
     print(f"NLL bayeskern {lik_ours:.6f}  tinygp {float(v_tiny):.6f}")
     agree = abs(lik_ours - float(v_tiny)) < 1e-6 * abs(float(v_tiny))
 
     block = jax.block_until_ready
-    med = interleaved_medians({"bayeskern": lambda: block(ours(z)),
-                               "tinygp": lambda: block(theirs(p))}, args.repeats)
+    med = interleaved_medians(
+        {"bayeskern": lambda: block(ours(z)), "tinygp": lambda: block(theirs(p))}, args.repeats
+    )
     ratio = med["bayeskern"] / med["tinygp"]
-    print(f"median value+grad: bayeskern {med['bayeskern'] * 1e3:.1f} ms, "
-          f"tinygp {med['tinygp'] * 1e3:.1f} ms, ratio {ratio:.2f} (target <= 1.2)")
+    print(
+        f"median value+grad: bayeskern {med['bayeskern'] * 1e3:.1f} ms, "
+        f"tinygp {med['tinygp'] * 1e3:.1f} ms, ratio {ratio:.2f} (target <= 1.2)"
+    )
     if args.no_write:
         return
-    write_peers_section("peer_gp_tinygp", f"""
+    write_peers_section(
+        "peer_gp_tinygp",
+        f"""
 ## (a) Exact GP log-likelihood + gradient, N = {args.n}, d = {args.d} (ARD RBF + noise)
 
 `{command()}` · {machine()} · load average at end {loadavg()} · tinygp {tinygp.__version__},
@@ -102,14 +121,15 @@ jax {jax.__version__}, float64, median of {args.repeats} interleaved repeats.
 
 | implementation | value + gradient (ms) | ratio to tinygp |
 |---|---|---|
-| bayeskern (`gp_regression` potential, what NUTS evaluates) | {med['bayeskern'] * 1e3:.1f} \
+| bayeskern (`gp_regression` potential, what NUTS evaluates) | {med["bayeskern"] * 1e3:.1f} \
 | {ratio:.2f} |
-| tinygp `GaussianProcess.log_probability` | {med['tinygp'] * 1e3:.1f} | 1.00 |
+| tinygp `GaussianProcess.log_probability` | {med["tinygp"] * 1e3:.1f} | 1.00 |
 
 Values agree (prior terms removed): {agree} (bayeskern {lik_ours:.6f}, tinygp
 {float(v_tiny):.6f}).
 Target: ratio ≤ 1.2.
-""")
+""",
+    )
 
 
 if __name__ == "__main__":

@@ -51,8 +51,7 @@ def naive_marginal(X, y=None):
     ls = numpyro.sample("lengthscale", dist.LogNormal(0.0, 1.0))
     noise = numpyro.sample("noise", dist.HalfNormal(1.0))
     K = _K(X, amp, ls) + (noise**2 + JITTER) * jnp.eye(X.shape[0])
-    numpyro.sample("y", dist.MultivariateNormal(jnp.zeros(X.shape[0]), covariance_matrix=K),
-                   obs=y)
+    numpyro.sample("y", dist.MultivariateNormal(jnp.zeros(X.shape[0]), covariance_matrix=K), obs=y)
 
 
 def naive_latent(X, y=None):
@@ -71,10 +70,12 @@ def main():
     ap.add_argument("--samples", type=int, default=300)
     ap.add_argument("--chains", type=int, default=2)
     ap.add_argument("--seeds", type=int, nargs="+", default=[0, 1])
-    ap.add_argument("--models", nargs="+", choices=["bayeskern", "naive marginal",
-                                                    "naive latent"], default=None)
-    ap.add_argument("--section", default="peer_nuts_naive",
-                    help="section of results/peers.md to (re)write")
+    ap.add_argument(
+        "--models", nargs="+", choices=["bayeskern", "naive marginal", "naive latent"], default=None
+    )
+    ap.add_argument(
+        "--section", default="peer_nuts_naive", help="section of results/peers.md to (re)write"
+    )
     ap.add_argument("--no-write", action="store_true")
     args = ap.parse_args()
 
@@ -87,15 +88,25 @@ def main():
     kernel = name_leaves(name_leaves(RBF()).fit(X, y))
     site = kernel.leaves()[0]._site("lengthscale")
     models = {
-        "bayeskern": (gp_regression, dict(X=Xj, y=yj, kernel=kernel, x_scale=np.ones(1)),
-                      ["amplitude", site, "noise"]),
+        "bayeskern": (
+            gp_regression,
+            dict(X=Xj, y=yj, kernel=kernel, x_scale=np.ones(1)),
+            ["amplitude", site, "noise"],
+        ),
         "naive marginal": (naive_marginal, dict(X=Xj, y=yj), ["amplitude", "lengthscale", "noise"]),
         "naive latent": (naive_latent, dict(X=Xj, y=yj), ["amplitude", "lengthscale", "noise"]),
     }
     res = {k: [] for k in models}
     # a throw-away run first: the first NUTS run of a process pays one-time set-up costs
-    run_nuts(naive_marginal, model_kwargs=dict(X=Xj, y=yj), rng_key=99, num_warmup=5,
-             num_samples=5, num_chains=1, progress_bar=False)
+    run_nuts(
+        naive_marginal,
+        model_kwargs=dict(X=Xj, y=yj),
+        rng_key=99,
+        num_warmup=5,
+        num_samples=5,
+        num_chains=1,
+        progress_bar=False,
+    )
     for seed in args.seeds:
         if args.models:
             models_run = {k: v for k, v in models.items() if k in args.models}
@@ -103,9 +114,16 @@ def main():
             models_run = models
         for name, (model, kw, names) in models_run.items():
             t = time.perf_counter()
-            idata, _ = run_nuts(model, model_kwargs=kw, rng_key=seed, num_warmup=args.warmup,
-                                num_samples=args.samples, num_chains=args.chains,
-                                chain_method="sequential", progress_bar=False)
+            idata, _ = run_nuts(
+                model,
+                model_kwargs=kw,
+                rng_key=seed,
+                num_warmup=args.warmup,
+                num_samples=args.samples,
+                num_chains=args.chains,
+                chain_method="sequential",
+                progress_bar=False,
+            )
             wall = time.perf_counter() - t
             summ = diagnostics.summary(idata, names)
             ess = float(summ["ess_bulk"].min())
@@ -113,23 +131,32 @@ def main():
             div = int(np.asarray(idata.sample_stats["diverging"]).sum())
             steps = float(np.asarray(idata.sample_stats["n_steps"]).mean())
             res[name].append((seed, wall, ess, wall / ess, rhat, div, steps))
-            print(f"seed {seed} {name}: wall {wall:.1f} s, min ESS {ess:.0f}, "
-                  f"s/ESS {wall / ess:.4f}, max R-hat {rhat:.3f}, divergences {div}, "
-                  f"mean leapfrog steps {steps:.1f}")
+            print(
+                f"seed {seed} {name}: wall {wall:.1f} s, min ESS {ess:.0f}, "
+                f"s/ESS {wall / ess:.4f}, max R-hat {rhat:.3f}, divergences {div}, "
+                f"mean leapfrog steps {steps:.1f}"
+            )
     if args.no_write:
         return
     ref = {row[0]: row[3] for row in res["bayeskern"]}  # seed -> s/ESS
     ref = {s: ref.get(s, np.nan) for s in args.seeds}
-    lines = [f"## (d) NUTS seconds per effective sample, GP regression N = {args.n} (1-D RBF)", "",
-             f"`{command()}` · {machine()} · load average at end {loadavg()} · {args.chains} "
-             f"chains × ({args.warmup} warm-up + {args.samples} draws), sequential; wall time "
-             "includes compilation; ESS = smallest bulk ESS of amplitude, length-scale, noise.",
-             "", "| model | seed | wall s | min ESS | s / ESS | ratio to bayeskern | max R-hat | "
-             "divergences | leapfrog steps / draw |", "|---|---|---|---|---|---|---|---|---|"]
+    lines = [
+        f"## (d) NUTS seconds per effective sample, GP regression N = {args.n} (1-D RBF)",
+        "",
+        f"`{command()}` · {machine()} · load average at end {loadavg()} · {args.chains} "
+        f"chains × ({args.warmup} warm-up + {args.samples} draws), sequential; wall time "
+        "includes compilation; ESS = smallest bulk ESS of amplitude, length-scale, noise.",
+        "",
+        "| model | seed | wall s | min ESS | s / ESS | ratio to bayeskern | max R-hat | "
+        "divergences | leapfrog steps / draw |",
+        "|---|---|---|---|---|---|---|---|---|",
+    ]
     for name, rows in res.items():
         for seed, wall, ess, spe, rhat, div, steps in rows:
-            lines.append(f"| {name} | {seed} | {wall:.1f} | {ess:.0f} | {spe:.4f} | "
-                         f"{spe / ref[seed]:.2f} | {rhat:.3f} | {div} | {steps:.1f} |")
+            lines.append(
+                f"| {name} | {seed} | {wall:.1f} | {ess:.0f} | {spe:.4f} | "
+                f"{spe / ref[seed]:.2f} | {rhat:.3f} | {div} | {steps:.1f} |"
+            )
     write_peers_section(args.section, "\n".join(lines))
 
 

@@ -75,7 +75,7 @@ def main():
         X, y = make_friedman1(args.n + 5000, noise=1.0, random_state=seed)
         mu, sd = X[: args.n].mean(0), X[: args.n].std(0)
         X = (X - mu) / sd
-        Xtr, ytr, Xte, yte = X[: args.n], y[: args.n], X[args.n:], y[args.n:]
+        Xtr, ytr, Xte, yte = X[: args.n], y[: args.n], X[args.n :], y[args.n :]
         ym, ys = ytr.mean(), ytr.std()
         ell = args.lengthscale
         omega = jnp.asarray(np.random.default_rng(seed).normal(size=(args.m, X.shape[1])) / ell)
@@ -97,35 +97,50 @@ def main():
         med = interleaved_medians({"bayeskern": ours, "sklearn": theirs}, args.repeats)
         q = stats.t.ppf(0.95, float(df))
         acc = {
-            "bayeskern": (np.sqrt(np.mean((loc - yte) ** 2)),
-                          -np.mean(stats.t.logpdf(yte, float(df), loc, scale)),
-                          np.mean(np.abs(yte - loc) <= q * scale)),
-            "sklearn": (np.sqrt(np.mean((m_sk - yte) ** 2)),
-                        -np.mean(stats.norm.logpdf(yte, m_sk, s_sk)),
-                        np.mean(np.abs(yte - m_sk) <= stats.norm.ppf(0.95) * s_sk)),
+            "bayeskern": (
+                np.sqrt(np.mean((loc - yte) ** 2)),
+                -np.mean(stats.t.logpdf(yte, float(df), loc, scale)),
+                np.mean(np.abs(yte - loc) <= q * scale),
+            ),
+            "sklearn": (
+                np.sqrt(np.mean((m_sk - yte) ** 2)),
+                -np.mean(stats.norm.logpdf(yte, m_sk, s_sk)),
+                np.mean(np.abs(yte - m_sk) <= stats.norm.ppf(0.95) * s_sk),
+            ),
         }
         ratio = med["bayeskern"] / med["sklearn"]
-        print(f"seed {seed}: bayeskern {med['bayeskern']:.3f} s, sklearn {med['sklearn']:.3f} s, "
-              f"ratio {ratio:.2f} (target <= 2); lambda0 {float(lam):g}; accuracy {acc}")
+        print(
+            f"seed {seed}: bayeskern {med['bayeskern']:.3f} s, sklearn {med['sklearn']:.3f} s, "
+            f"ratio {ratio:.2f} (target <= 2); lambda0 {float(lam):g}; accuracy {acc}"
+        )
         rows.append((seed, med, ratio, acc, float(lam)))
     if args.no_write:
         return
-    lines = [f"## (c) Random-feature Bayesian regression, N = {args.n} train / 5000 test, "
-             f"{2 * args.m} features, friedman1 (d = 10)", "",
-             f"`{command()}` · {machine()} · load average at end {loadavg()} · scikit-learn "
-             f"{sklearn.__version__}; time = fit + predictive mean and sd of the test rows, median "
-             f"of {args.repeats} interleaved repeats; accuracy on the held-out rows.", "",
-             "| seed | bayeskern s | sklearn s | ratio | RMSE bk / sk | NLPD bk / sk | "
-             "90 % coverage bk / sk | λ0 (evidence) |",
-             "|---|---|---|---|---|---|---|---|"]
+    lines = [
+        f"## (c) Random-feature Bayesian regression, N = {args.n} train / 5000 test, "
+        f"{2 * args.m} features, friedman1 (d = 10)",
+        "",
+        f"`{command()}` · {machine()} · load average at end {loadavg()} · scikit-learn "
+        f"{sklearn.__version__}; time = fit + predictive mean and sd of the test rows, median "
+        f"of {args.repeats} interleaved repeats; accuracy on the held-out rows.",
+        "",
+        "| seed | bayeskern s | sklearn s | ratio | RMSE bk / sk | NLPD bk / sk | "
+        "90 % coverage bk / sk | λ0 (evidence) |",
+        "|---|---|---|---|---|---|---|---|",
+    ]
     for seed, med, ratio, acc, lam in rows:
         b, s = acc["bayeskern"], acc["sklearn"]
-        lines.append(f"| {seed} | {med['bayeskern']:.3f} | {med['sklearn']:.3f} | {ratio:.2f} | "
-                     f"{b[0]:.3f} / {s[0]:.3f} | {b[1]:.3f} / {s[1]:.3f} | {b[2]:.3f} / "
-                     f"{s[2]:.3f} | {lam:g} |")
-    lines += ["", "bayeskern returns the full NIG posterior (weights and noise variance, "
-              "Student-t predictive); BayesianRidge returns point estimates of α, λ and a "
-              "Gaussian predictive. Target: ratio ≤ 2."]
+        lines.append(
+            f"| {seed} | {med['bayeskern']:.3f} | {med['sklearn']:.3f} | {ratio:.2f} | "
+            f"{b[0]:.3f} / {s[0]:.3f} | {b[1]:.3f} / {s[1]:.3f} | {b[2]:.3f} / "
+            f"{s[2]:.3f} | {lam:g} |"
+        )
+    lines += [
+        "",
+        "bayeskern returns the full NIG posterior (weights and noise variance, "
+        "Student-t predictive); BayesianRidge returns point estimates of α, λ and a "
+        "Gaussian predictive. Target: ratio ≤ 2.",
+    ]
     write_peers_section("peer_rff_sklearn", "\n".join(lines))
 
 

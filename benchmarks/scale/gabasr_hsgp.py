@@ -63,27 +63,60 @@ def fit_and_score(X, y, Xte, yte, seed):
     load1 = loadavg()
     m = bk.diagnostics.regression_metrics(yte, est.predictive(Xte))
     c = est.convergence_
-    return dict(seed=seed, n=len(X), model=est.model_,
-                n_basis=int(getattr(est, "hsgp_basis_", None).size) if est.model_ == "hsgp"
-                else None, fit_s=round(fit_s, 1), draws_per_chain=int(est.num_samples_),
-                rmse=round(m["rmse"], 4), coverage_95=round(m["coverage_95"], 3),
-                nlpd=round(m["nlpd"], 3), converged=bool(c.ok),
-                max_rhat=round(float(c.max_rhat), 3), min_ess_bulk=round(float(c.min_ess_bulk)),
-                divergences=int(c.n_divergent),
-                mass_beyond=getattr(est, "basis_mass_beyond_", None),
-                load=f"{load0} → {load1}",
-                peak_rss_gb=round(resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1e6, 2),
-                warnings=[str(w.message)[:200] for w in caught])
+    return dict(
+        seed=seed,
+        n=len(X),
+        model=est.model_,
+        n_basis=int(getattr(est, "hsgp_basis_", None).size) if est.model_ == "hsgp" else None,
+        fit_s=round(fit_s, 1),
+        draws_per_chain=int(est.num_samples_),
+        rmse=round(m["rmse"], 4),
+        coverage_95=round(m["coverage_95"], 3),
+        nlpd=round(m["nlpd"], 3),
+        converged=bool(c.ok),
+        max_rhat=round(float(c.max_rhat), 3),
+        min_ess_bulk=round(float(c.min_ess_bulk)),
+        divergences=int(c.n_divergent),
+        mass_beyond=getattr(est, "basis_mass_beyond_", None),
+        load=f"{load0} → {load1}",
+        peak_rss_gb=round(resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1e6, 2),
+        warnings=[str(w.message)[:200] for w in caught],
+    )
 
 
 def table(recs):
     return md_table(
-        ["seed", "rows", "model_ (M)", "fit s", "draws/chain", "RMSE", "95 % cov", "NLPD",
-         "converged (R-hat / ESS / div.)", "peak RSS GB", "load"],
-        [[r["seed"], r["n"], f"{r['model']} ({r['n_basis']})", r["fit_s"],
-          r["draws_per_chain"], r["rmse"], r["coverage_95"], r["nlpd"],
-          f"{'yes' if r['converged'] else 'NO'} ({r['max_rhat']} / {r['min_ess_bulk']} / "
-          f"{r['divergences']})", r["peak_rss_gb"], r["load"]] for r in recs])
+        [
+            "seed",
+            "rows",
+            "model_ (M)",
+            "fit s",
+            "draws/chain",
+            "RMSE",
+            "95 % cov",
+            "NLPD",
+            "converged (R-hat / ESS / div.)",
+            "peak RSS GB",
+            "load",
+        ],
+        [
+            [
+                r["seed"],
+                r["n"],
+                f"{r['model']} ({r['n_basis']})",
+                r["fit_s"],
+                r["draws_per_chain"],
+                r["rmse"],
+                r["coverage_95"],
+                r["nlpd"],
+                f"{'yes' if r['converged'] else 'NO'} ({r['max_rhat']} / {r['min_ess_bulk']} / "
+                f"{r['divergences']})",
+                r["peak_rss_gb"],
+                r["load"],
+            ]
+            for r in recs
+        ],
+    )
 
 
 def case_co2_weekly(args):
@@ -92,25 +125,35 @@ def case_co2_weekly(args):
     for seed in args.seeds:
         recs.append(fit_and_score(Xtr, ytr, Xte, yte, seed))
         print(json.dumps(recs[-1]), flush=True)
-    body = (f"## co2_weekly\n\n`.venv/bin/python {SCRIPT} co2_weekly --seeds "
-            f"{' '.join(map(str, args.seeds))}`, {time.strftime('%Y-%m-%d %H:%M')}, "
-            f"{machine()}.\n\n{table(recs)}\n\nWarnings: "
-            + "; ".join(sorted({w for r in recs for w in r["warnings"]})) + "\n")
+    body = (
+        f"## co2_weekly\n\n`.venv/bin/python {SCRIPT} co2_weekly --seeds "
+        f"{' '.join(map(str, args.seeds))}`, {time.strftime('%Y-%m-%d %H:%M')}, "
+        f"{machine()}.\n\n{table(recs)}\n\nWarnings: "
+        + "; ".join(sorted({w for r in recs for w in r["warnings"]}))
+        + "\n"
+    )
     write_section(PAGE, "co2_weekly", body, header=HEADER)
 
 
 def case_million(args):
     recs = []
     for seed in args.seeds:
-        out = subprocess.run([sys.executable, __file__, "million-child", "--seeds", str(seed)],
-                             capture_output=True, text=True, check=True)
+        out = subprocess.run(
+            [sys.executable, __file__, "million-child", "--seeds", str(seed)],
+            capture_output=True,
+            text=True,
+            check=True,
+        )
         recs.append(json.loads(out.stdout.strip().splitlines()[-1]))
         print(json.dumps(recs[-1]), flush=True)
-    body = (f"## million\n\n`.venv/bin/python {SCRIPT} million --seeds "
-            f"{' '.join(map(str, args.seeds))}`, {time.strftime('%Y-%m-%d %H:%M')}, "
-            f"{machine()}. Noise sd 0.2: an RMSE of 0.2 against the noisy test targets is "
-            f"the floor.\n\n{table(recs)}\n\nWarnings: "
-            + "; ".join(sorted({w for r in recs for w in r["warnings"]})) + "\n")
+    body = (
+        f"## million\n\n`.venv/bin/python {SCRIPT} million --seeds "
+        f"{' '.join(map(str, args.seeds))}`, {time.strftime('%Y-%m-%d %H:%M')}, "
+        f"{machine()}. Noise sd 0.2: an RMSE of 0.2 against the noisy test targets is "
+        f"the floor.\n\n{table(recs)}\n\nWarnings: "
+        + "; ".join(sorted({w for r in recs for w in r["warnings"]}))
+        + "\n"
+    )
     write_section(PAGE, "million", body, header=HEADER)
 
 
@@ -126,8 +169,9 @@ def main():
     ap.add_argument("case", choices=["co2_weekly", "million", "million-child"])
     ap.add_argument("--seeds", type=int, nargs="+", default=[0])
     args = ap.parse_args()
-    {"co2_weekly": case_co2_weekly, "million": case_million,
-     "million-child": million_child}[args.case](args)
+    {"co2_weekly": case_co2_weekly, "million": case_million, "million-child": million_child}[
+        args.case
+    ](args)
 
 
 if __name__ == "__main__":

@@ -40,8 +40,12 @@ import bayeskern as bk  # noqa: E402
 def data(n, seed):
     rng = np.random.default_rng(seed)
     X = rng.normal(size=(n, 4))
-    y = (np.sin(3 * X[:, 0]) + 0.5 * np.cos(2 * X[:, 1]) + 0.3 * X[:, 2] * X[:, 3]
-         + 0.3 * rng.normal(size=n))
+    y = (
+        np.sin(3 * X[:, 0])
+        + 0.5 * np.cos(2 * X[:, 1])
+        + 0.3 * X[:, 2] * X[:, 3]
+        + 0.3 * rng.normal(size=n)
+    )
     return X, y
 
 
@@ -61,14 +65,23 @@ def main():
 
     X, y = data(args.n, args.seed)
     Xte, yte = data(20_000, args.seed + 1)
-    kw = dict(sampler=args.sampler, n_features=args.n_features, num_warmup=args.num_warmup,
-              num_samples=args.num_samples, num_chains=args.num_chains,
-              progress_bar=False, random_state=args.seed)
+    kw = dict(
+        sampler=args.sampler,
+        n_features=args.n_features,
+        num_warmup=args.num_warmup,
+        num_samples=args.num_samples,
+        num_chains=args.num_chains,
+        progress_bar=False,
+        random_state=args.seed,
+    )
     rows = {}
     for name, est in (
-        ("all rows (subset posterior + full-data conditioning)",
-         bk.GaBaSRRegressor(max_sample_rows=args.max_sample_rows,
-                            num_conditioned_draws=args.draws, **kw)),
+        (
+            "all rows (subset posterior + full-data conditioning)",
+            bk.GaBaSRRegressor(
+                max_sample_rows=args.max_sample_rows, num_conditioned_draws=args.draws, **kw
+            ),
+        ),
         ("subset only (reference)", bk.GaBaSRRegressor(**kw)),
     ):
         Xf, yf = (X, y) if name.startswith("all") else (None, None)
@@ -84,22 +97,31 @@ def main():
         t = time.perf_counter()
         m = bk.diagnostics.regression_metrics(yte, est.predictive(Xte))
         rows[name] = dict(
-            fit_s=round(fit_s, 1), predict_20k_s=round(time.perf_counter() - t, 1),
-            rows=len(Xf), sample_rows=int(est.n_sample_rows_), rmse=round(m["rmse"], 4),
-            coverage_95=round(m["coverage_95"], 3), nlpd=round(m["nlpd"], 4),
+            fit_s=round(fit_s, 1),
+            predict_20k_s=round(time.perf_counter() - t, 1),
+            rows=len(Xf),
+            sample_rows=int(est.n_sample_rows_),
+            rmse=round(m["rmse"], 4),
+            coverage_95=round(m["coverage_95"], 3),
+            nlpd=round(m["nlpd"], 4),
             max_rhat=round(float(est.convergence_.max_rhat), 3),
             min_ess=round(float(est.convergence_.min_ess_bulk), 1),
             converged=bool(est.convergence_.ok),
             peak_rss_gb=round(resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1e6, 2),
-            load_before=round(load0, 2), load_after=round(os.getloadavg()[0], 2))
+            load_before=round(load0, 2),
+            load_after=round(os.getloadavg()[0], 2),
+        )
         if name.startswith("all"):
             rows[name]["_rows"] = est._sample_rows(len(X))
-        print(json.dumps({"model": name, **{k: v for k, v in rows[name].items()
-                                            if k != "_rows"}}), flush=True)
+        print(
+            json.dumps({"model": name, **{k: v for k, v in rows[name].items() if k != "_rows"}}),
+            flush=True,
+        )
     # one chunked pass over all rows for one draw, timed (the unit of the conditioning cost)
     import jax
     import jax.numpy as jnp
     from bayeskern.models import gabasr as G
+
     est = bk.GaBaSRRegressor(n_features=args.n_features, random_state=args.seed)
     est._check_params()
     Z, B = est._setup(X)
@@ -119,7 +141,8 @@ def main():
     table = "\n".join(
         f"| {k} | {v['rows']:,} | {v['sample_rows']:,} | {v['fit_s']} | {v['peak_rss_gb']} | "
         f"{v['rmse']} | {v['coverage_95']} | {v['nlpd']} | {v['max_rhat']} / {v['min_ess']} |"
-        for k, v in rows.items())
+        for k, v in rows.items()
+    )
     text = f"""# GaBaSR on 10⁶ rows through the estimator
 
 Machine: {machine()}; load at the end: {loadavg()}.
@@ -143,16 +166,25 @@ One chunked pass over all {args.n:,} rows for one draw (statistics of the
 {2 * args.n_features + 9}-column design): {pass_s:.1f} s (median of 3). The conditioning
 costs one such pass per conditioned draw (the fit spreads the draws over the CPU devices;
 this pass ran on one); the fit of the subset posterior is the rest.
-Conditioning on all rows changes RMSE {r['rmse']} → {a['rmse']} and NLPD {r['nlpd']} →
-{a['nlpd']} against the subset-only fit.
+Conditioning on all rows changes RMSE {r["rmse"]} → {a["rmse"]} and NLPD {r["nlpd"]} →
+{a["nlpd"]} against the subset-only fit.
 
 Reproduce: `.venv/bin/python benchmarks/scale/gabasr_million.py`
 """
     write_text(args.out + ".md", text)
-    write_text(args.out + ".json", json.dumps(
-        {"args": vars(args), "one_pass_s": pass_s,
-         "fits": {k: {kk: vv for kk, vv in v.items() if kk != "_rows"}
-                  for k, v in rows.items()}}, indent=1))
+    write_text(
+        args.out + ".json",
+        json.dumps(
+            {
+                "args": vars(args),
+                "one_pass_s": pass_s,
+                "fits": {
+                    k: {kk: vv for kk, vv in v.items() if kk != "_rows"} for k, v in rows.items()
+                },
+            },
+            indent=1,
+        ),
+    )
 
 
 if __name__ == "__main__":

@@ -50,10 +50,12 @@ only `random_state` (= seed) and `progress_bar=False` set. Every seed run is lis
 process that fitted.
 """
 QUICK = dict(num_warmup=20, num_samples=20, num_chains=1)
-SIZES = {False: dict(acc=1000, co2=None, million=1_000_000, million_pred=1_000_000,
-                     surface=100_000, test=10_000),
-         True: dict(acc=150, co2=1100, million=20_000, million_pred=20_000,
-                    surface=5_000, test=500)}
+SIZES = {
+    False: dict(
+        acc=1000, co2=None, million=1_000_000, million_pred=1_000_000, surface=100_000, test=10_000
+    ),
+    True: dict(acc=150, co2=1100, million=20_000, million_pred=20_000, surface=5_000, test=500),
+}
 
 
 def demo_kernel():
@@ -87,12 +89,21 @@ def fit(est, X, y):
         fit_s = time.perf_counter() - t
     c = est.convergence_
     num = lambda v, d: None if not np.isfinite(v) else round(float(v), d)  # noqa: E731 (JSON)
-    return dict(fit_s=round(fit_s, 2), n=len(X), approximation=est.approximation_,
-                n_basis=est.n_basis_, converged=bool(c.ok), max_rhat=num(c.max_rhat, 3),
-                min_ess_bulk=num(c.min_ess_bulk, 1), min_ess_tail=num(c.min_ess_tail, 1),
-                divergences=int(c.n_divergent),
-                load_before=load0, load_after=loadavg(), peak_rss_gb=round(rss_gb(), 2),
-                warnings=[str(w.message)[:300] for w in caught])
+    return dict(
+        fit_s=round(fit_s, 2),
+        n=len(X),
+        approximation=est.approximation_,
+        n_basis=est.n_basis_,
+        converged=bool(c.ok),
+        max_rhat=num(c.max_rhat, 3),
+        min_ess_bulk=num(c.min_ess_bulk, 1),
+        min_ess_tail=num(c.min_ess_tail, 1),
+        divergences=int(c.n_divergent),
+        load_before=load0,
+        load_after=loadavg(),
+        peak_rss_gb=round(rss_gb(), 2),
+        warnings=[str(w.message)[:300] for w in caught],
+    )
 
 
 def metrics(y, pred):
@@ -105,13 +116,18 @@ def new(args, kernel=None, **kw):
 
 
 def conv(r):
-    return f"{'yes' if r['converged'] else 'NO'} ({r['max_rhat']} / {r['min_ess_bulk']}" \
-           f" / {r['divergences']})"
+    return (
+        f"{'yes' if r['converged'] else 'NO'} ({r['max_rhat']} / {r['min_ess_bulk']}"
+        f" / {r['divergences']})"
+    )
 
 
 def basis(r):
-    return "exact" if r["approximation"] == "exact" else \
-        "hsgp " + ", ".join(f"{k}: {v}" for k, v in (r["n_basis"] or {}).items())
+    return (
+        "exact"
+        if r["approximation"] == "exact"
+        else "hsgp " + ", ".join(f"{k}: {v}" for k, v in (r["n_basis"] or {}).items())
+    )
 
 
 def load(r):
@@ -124,8 +140,8 @@ def case_accuracy(args):
     Xtr, ytr, Xte_c, yte_c = bk.datasets.co2_split(weekly=True)
     problems = {  # name: (data of a seed, kernel factory)
         "co2 (1-D, demo kernel)": (lambda s: (Xtr[-n:], ytr[-n:], Xte_c, yte_c), demo_kernel),
-        "surface (2-D, RBF)": (lambda s: (*surface_data(n, s), *surface_data(500, s + 100)),
-                               K.RBF)}
+        "surface (2-D, RBF)": (lambda s: (*surface_data(n, s), *surface_data(500, s + 100)), K.RBF),
+    }
     rows, raw = [], []
     for seed in args.seeds:
         for name, (make, kernel) in problems.items():
@@ -137,12 +153,33 @@ def case_accuracy(args):
                 rec[approx] = fit(est, X, y)
                 preds[approx] = est.predictive(Xte)
                 rec[approx].update(metrics(yte, preds[approx]))
-            rec["mean_diff_over_sd"] = round(float(np.mean(
-                np.abs(preds["hsgp"].mean() - preds["exact"].mean()) / preds["exact"].std())), 4)
+            rec["mean_diff_over_sd"] = round(
+                float(
+                    np.mean(
+                        np.abs(preds["hsgp"].mean() - preds["exact"].mean()) / preds["exact"].std()
+                    )
+                ),
+                4,
+            )
             e, h = rec["exact"], rec["hsgp"]
-            rows.append([name, seed, rec["mean_diff_over_sd"], e["nlpd"], h["nlpd"],
-                         e["coverage_95"], h["coverage_95"], e["fit_s"], h["fit_s"], basis(h),
-                         conv(e), conv(h), load(e), load(h)])
+            rows.append(
+                [
+                    name,
+                    seed,
+                    rec["mean_diff_over_sd"],
+                    e["nlpd"],
+                    h["nlpd"],
+                    e["coverage_95"],
+                    h["coverage_95"],
+                    e["fit_s"],
+                    h["fit_s"],
+                    basis(h),
+                    conv(e),
+                    conv(h),
+                    load(e),
+                    load(h),
+                ]
+            )
             raw.append(rec)
             print(json.dumps(rec), flush=True)
     body = f"""## accuracy: basis against exact at N = {n}
@@ -156,9 +193,27 @@ of |mean_hsgp − mean_exact| / sd_exact (predictive sd). Targets: |Δmean|/sd �
 and 95 % coverage within 0.02 of exact. Convergence: converged (max R-hat / min bulk ESS /
 divergences).
 
-{md_table(["problem", "seed", "abs dmean/sd", "NLPD exact", "NLPD hsgp", "cov95 exact",
-           "cov95 hsgp", "fit exact (s)", "fit hsgp (s)", "basis", "conv. exact", "conv. hsgp",
-           "load exact", "load hsgp"], rows)}
+{
+        md_table(
+            [
+                "problem",
+                "seed",
+                "abs dmean/sd",
+                "NLPD exact",
+                "NLPD hsgp",
+                "cov95 exact",
+                "cov95 hsgp",
+                "fit exact (s)",
+                "fit hsgp (s)",
+                "basis",
+                "conv. exact",
+                "conv. hsgp",
+                "load exact",
+                "load hsgp",
+            ],
+            rows,
+        )
+    }
 """
     return body, raw
 
@@ -166,14 +221,26 @@ divergences).
 def case_co2(args):
     Xtr, ytr, Xte, yte = bk.datasets.co2_split(weekly=True)
     if SIZES[args.quick]["co2"]:
-        Xtr, ytr = Xtr[-SIZES[args.quick]["co2"]:], ytr[-SIZES[args.quick]["co2"]:]
+        Xtr, ytr = Xtr[-SIZES[args.quick]["co2"] :], ytr[-SIZES[args.quick]["co2"] :]
     rows, raw = [], []
     for seed in args.seeds:
         est = new(args, demo_kernel(), random_state=seed)
         rec = {"seed": seed, **fit(est, Xtr, ytr)}
         rec.update(metrics(yte, est.predictive(Xte)))
-        rows.append([seed, rec["fit_s"], basis(rec), conv(rec), rec["rmse"], rec["coverage_95"],
-                     rec["nlpd"], rec["peak_rss_gb"], len(rec["warnings"]), load(rec)])
+        rows.append(
+            [
+                seed,
+                rec["fit_s"],
+                basis(rec),
+                conv(rec),
+                rec["rmse"],
+                rec["coverage_95"],
+                rec["nlpd"],
+                rec["peak_rss_gb"],
+                len(rec["warnings"]),
+                load(rec),
+            ]
+        )
         raw.append(rec)
         print(json.dumps(rec), flush=True)
     body = f"""## co2: weekly Mauna Loa CO2, {len(Xtr)} training weeks
@@ -182,8 +249,23 @@ def case_co2(args):
 (what ran: column "basis"), trained on the weeks before 1994, tested on the {len(yte)} weeks
 1994-2001. Target: fit ≤ 60 s, converged (max R-hat / min bulk ESS / divergences).
 
-{md_table(["seed", "fit (s)", "basis", "converged", "RMSE (ppm)", "cov95", "NLPD",
-           "peak RSS (GB)", "warnings", "load"], rows)}
+{
+        md_table(
+            [
+                "seed",
+                "fit (s)",
+                "basis",
+                "converged",
+                "RMSE (ppm)",
+                "cov95",
+                "NLPD",
+                "peak RSS (GB)",
+                "warnings",
+                "load",
+            ],
+            rows,
+        )
+    }
 """
     return body, raw
 
@@ -210,8 +292,9 @@ def million_child(args):
 def case_million(args):
     sz, rows, raw = SIZES[args.quick], [], []
     for seed in args.seeds:
-        cmd = [sys.executable, __file__, "million-child", "--seeds", str(seed)] + \
-              (["--quick"] if args.quick else [])
+        cmd = [sys.executable, __file__, "million-child", "--seeds", str(seed)] + (
+            ["--quick"] if args.quick else []
+        )
         out = subprocess.run(cmd, capture_output=True, text=True)
         res = [ln for ln in out.stdout.splitlines() if ln.startswith("RESULT ")]
         if out.returncode or not res:
@@ -219,21 +302,47 @@ def case_million(args):
             rows.append([seed] + ["failed"] + [""] * 8)
         else:
             rec = json.loads(res[-1][7:])
-            rows.append([seed, rec["fit_s"], basis(rec), conv(rec), rec["peak_rss_fit_gb"],
-                         rec["rmse"], rec["coverage_95"], rec["predict_s"],
-                         rec["peak_rss_gb"], load(rec)])
+            rows.append(
+                [
+                    seed,
+                    rec["fit_s"],
+                    basis(rec),
+                    conv(rec),
+                    rec["peak_rss_fit_gb"],
+                    rec["rmse"],
+                    rec["coverage_95"],
+                    rec["predict_s"],
+                    rec["peak_rss_gb"],
+                    load(rec),
+                ]
+            )
         raw.append(rec)
         print(json.dumps(rec), flush=True)
-    body = f"""## million: 1-D synthetic, N = {sz['million']:,}
+    body = f"""## million: 1-D synthetic, N = {sz["million"]:,}
 
 x ~ U(0, 10), y = sin(2x) + 0.3 sin(7x) + 0.2 ε (seeded); `GPRegressor()` defaults. Each
 seed runs in its own child process (peak RSS is its own; it includes the data). Held-out:
-{sz['test']:,} new points (noise sd 0.2 is the RMSE floor). Predict: `predict(X,
-return_std=True)` on {sz['million_pred']:,} new rows, one call.
+{sz["test"]:,} new points (noise sd 0.2 is the RMSE floor). Predict: `predict(X,
+return_std=True)` on {sz["million_pred"]:,} new rows, one call.
 Targets: fit ≤ 30 s, converged, peak RSS of the fit ≤ 2 GB, predict ≤ 60 s.
 
-{md_table(["seed", "fit (s)", "basis", "converged", "peak RSS fit (GB)", "RMSE", "cov95",
-           "predict (s)", "peak RSS (GB)", "load"], rows)}
+{
+        md_table(
+            [
+                "seed",
+                "fit (s)",
+                "basis",
+                "converged",
+                "peak RSS fit (GB)",
+                "RMSE",
+                "cov95",
+                "predict (s)",
+                "peak RSS (GB)",
+                "load",
+            ],
+            rows,
+        )
+    }
 """
     return body, raw
 
@@ -246,48 +355,95 @@ def case_surface(args):
         rec = {"seed": seed, **fit(est, X, y)}
         Xte, yte = surface_data(sz["test"], seed + 1)
         rec.update(metrics(yte, est.predictive(Xte)))
-        rows.append([seed, rec["fit_s"], basis(rec), conv(rec), rec["rmse"], rec["coverage_95"],
-                     rec["nlpd"], rec["peak_rss_gb"], load(rec)])
+        rows.append(
+            [
+                seed,
+                rec["fit_s"],
+                basis(rec),
+                conv(rec),
+                rec["rmse"],
+                rec["coverage_95"],
+                rec["nlpd"],
+                rec["peak_rss_gb"],
+                load(rec),
+            ]
+        )
         raw.append(rec)
         print(json.dumps(rec), flush=True)
-    body = f"""## surface: 2-D synthetic, N = {sz['surface']:,}
+    body = f"""## surface: 2-D synthetic, N = {sz["surface"]:,}
 
 f(x) = sin(3x₁) + cos(2x₂) + 0.5 x₁x₂ on [−2, 2]², noise sd 0.1 (the RMSE floor), seeded;
-`GPRegressor()` defaults; {sz['test']:,} held-out points. Target: fit ≤ 60 s, converged.
+`GPRegressor()` defaults; {sz["test"]:,} held-out points. Target: fit ≤ 60 s, converged.
 
-{md_table(["seed", "fit (s)", "basis", "converged", "RMSE", "cov95", "NLPD", "peak RSS (GB)",
-           "load"], rows)}
+{
+        md_table(
+            [
+                "seed",
+                "fit (s)",
+                "basis",
+                "converged",
+                "RMSE",
+                "cov95",
+                "NLPD",
+                "peak RSS (GB)",
+                "load",
+            ],
+            rows,
+        )
+    }
 """
     return body, raw
 
 
-CASES = {"accuracy": case_accuracy, "co2": case_co2, "million": case_million,
-         "surface": case_surface}
+CASES = {
+    "accuracy": case_accuracy,
+    "co2": case_co2,
+    "million": case_million,
+    "surface": case_surface,
+}
 
 
 def main():
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("case", choices=[*CASES, "all", "million-child"])
     ap.add_argument("--seeds", type=int, nargs="+", default=[0, 1, 2])
-    ap.add_argument("--quick", action="store_true", help="tiny N, 20 + 20 draws, one chain; "
-                    "writes to a temporary directory")
+    ap.add_argument(
+        "--quick",
+        action="store_true",
+        help="tiny N, 20 + 20 draws, one chain; writes to a temporary directory",
+    )
     ap.add_argument("--out-dir", type=Path, default=None)
     args = ap.parse_args()
     if args.case == "million-child":
         return million_child(args)
-    out = args.out_dir or (Path(tempfile.mkdtemp(prefix="hsgp_scale_")) if args.quick
-                           else DOCS_RESULTS)
+    out = args.out_dir or (
+        Path(tempfile.mkdtemp(prefix="hsgp_scale_")) if args.quick else DOCS_RESULTS
+    )
     if args.case == "all":  # one process per case: each peak RSS is its case's own
         for case in CASES:
-            subprocess.run([sys.executable, __file__, case, "--seeds", *map(str, args.seeds),
-                            "--out-dir", str(out)] + (["--quick"] if args.quick else []),
-                           check=True)
+            subprocess.run(
+                [
+                    sys.executable,
+                    __file__,
+                    case,
+                    "--seeds",
+                    *map(str, args.seeds),
+                    "--out-dir",
+                    str(out),
+                ]
+                + (["--quick"] if args.quick else []),
+                check=True,
+            )
         return
     body, raw = CASES[args.case](args)
     cmd = f".venv/bin/python {SCRIPT} {args.case} --seeds {' '.join(map(str, args.seeds))}"
-    write_section(out / "hsgp_scale.md", args.case,
-                  f"{body}\nMachine: {machine()}.\n\nReproduce: `{cmd}`"
-                  + (" (QUICK smoke run: not results)" if args.quick else ""), header=HEADER)
+    write_section(
+        out / "hsgp_scale.md",
+        args.case,
+        f"{body}\nMachine: {machine()}.\n\nReproduce: `{cmd}`"
+        + (" (QUICK smoke run: not results)" if args.quick else ""),
+        header=HEADER,
+    )
     js = out / "hsgp_scale.json"
     data = json.loads(js.read_text()) if js.exists() else {}
     data[args.case] = {"command": cmd, "machine": machine(), "quick": args.quick, "runs": raw}

@@ -64,9 +64,11 @@ def gp_time(n, repeats, d=3):
     X = rng.normal(size=(n, d))
     y = np.sin(X[:, 0]) + 0.1 * rng.normal(size=n)
     kernel = name_leaves(name_leaves(RBF(ard=True)).fit(X, y))
-    info = initialize_model(jax.random.PRNGKey(0), gp_regression,
-                            model_kwargs=dict(X=jnp.asarray(X), y=jnp.asarray(y), kernel=kernel,
-                                              x_scale=np.ones(d)))
+    info = initialize_model(
+        jax.random.PRNGKey(0),
+        gp_regression,
+        model_kwargs=dict(X=jnp.asarray(X), y=jnp.asarray(y), kernel=kernel, x_scale=np.ones(d)),
+    )
     vg = jax.jit(jax.value_and_grad(info.potential_fn))
     z = info.param_info.z
     return _median(lambda: jax.block_until_ready(vg(z)), repeats)
@@ -98,9 +100,11 @@ def main():
     import matplotlib.pyplot as plt
 
     fig, ax = plt.subplots(1, 3, figsize=(13, 3.8))
-    panels = [(args.ns, tn, "N (rows)", "NIG fit from chunked statistics, M = 256 freq."),
-              (args.ms, tm, "M (frequencies; features = 2M)", "NIG fit, N = 10^5"),
-              (args.gp_ns, tg, "N (rows)", "exact GP log-lik + gradient, d = 3")]
+    panels = [
+        (args.ns, tn, "N (rows)", "NIG fit from chunked statistics, M = 256 freq."),
+        (args.ms, tm, "M (frequencies; features = 2M)", "NIG fit, N = 10^5"),
+        (args.gp_ns, tg, "N (rows)", "exact GP log-lik + gradient, d = 3"),
+    ]
     slopes = []
     for a, (x, t, xl, title) in zip(ax, panels, strict=True):
         s = slope(x, t)
@@ -117,19 +121,32 @@ def main():
     fig.savefig(out, dpi=120)
     print("wrote", out, "slopes", slopes)
 
-    rows = [f"| stats fit vs N (M = 256) | {n:,} | {t:.3f} |"
-            for n, t in zip(args.ns, tn, strict=True)]
-    rows += [f"| stats fit vs M (N = 10^5) | M = {m} | {t:.3f} |"
-             for m, t in zip(args.ms, tm, strict=True)]
-    rows += [f"| GP log-lik + grad vs N | {n:,} | {t:.3f} |"
-             for n, t in zip(args.gp_ns, tg, strict=True)]
-    md = "\n".join([
-        "# Scaling curves", "",
-        f"`{command()}` · {machine()} · load average {load0} at start, {load1} at end; "
-        f"median of {args.repeats} after a compile call. Figure: `scaling.png`.", "",
-        f"Log-log slopes: statistics vs N {slopes[0]:.2f} (expected 1), vs M {slopes[1]:.2f} "
-        f"(expected ≤ 2), GP vs N {slopes[2]:.2f} (expected → 3).", "",
-        "| curve | size | seconds |", "|---|---|---|", *rows, ""])
+    rows = [
+        f"| stats fit vs N (M = 256) | {n:,} | {t:.3f} |" for n, t in zip(args.ns, tn, strict=True)
+    ]
+    rows += [
+        f"| stats fit vs M (N = 10^5) | M = {m} | {t:.3f} |"
+        for m, t in zip(args.ms, tm, strict=True)
+    ]
+    rows += [
+        f"| GP log-lik + grad vs N | {n:,} | {t:.3f} |" for n, t in zip(args.gp_ns, tg, strict=True)
+    ]
+    md = "\n".join(
+        [
+            "# Scaling curves",
+            "",
+            f"`{command()}` · {machine()} · load average {load0} at start, {load1} at end; "
+            f"median of {args.repeats} after a compile call. Figure: `scaling.png`.",
+            "",
+            f"Log-log slopes: statistics vs N {slopes[0]:.2f} (expected 1), vs M {slopes[1]:.2f} "
+            f"(expected ≤ 2), GP vs N {slopes[2]:.2f} (expected → 3).",
+            "",
+            "| curve | size | seconds |",
+            "|---|---|---|",
+            *rows,
+            "",
+        ]
+    )
     write_text(RESULTS / "scaling.md", md)
 
 

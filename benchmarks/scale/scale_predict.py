@@ -37,8 +37,13 @@ def run_one(args):
     rng = np.random.default_rng(args.seed)
     X = rng.uniform(-3, 3, size=(args.n_train, 2))
     y = np.sin(X[:, 0]) + 0.5 * np.cos(X[:, 1]) + 0.1 * rng.normal(size=args.n_train)
-    sampler = dict(num_warmup=args.warmup, num_samples=args.draws, num_chains=1,
-                   progress_bar=False, random_state=args.seed)
+    sampler = dict(
+        num_warmup=args.warmup,
+        num_samples=args.draws,
+        num_chains=1,
+        progress_bar=False,
+        random_state=args.seed,
+    )
     if args.model == "gp":
         est = bk.GPRegressor(**sampler)
     else:
@@ -54,12 +59,21 @@ def run_one(args):
     out = predict_in_batches(est, Xn, prob=0.9, batch_size=args.batch)
     pred_s = time.perf_counter() - t
     f = np.sin(Xn[:, 0]) + 0.5 * np.cos(Xn[:, 1])
-    res = dict(model=args.model, n_train=args.n_train, n_new=args.n_new, draws=args.draws,
-               batch=args.batch, fit_s=fit_s, predict_s=pred_s, rss_after_fit_gb=rss_fit,
-               peak_rss_gb=_rss_gb(), rmse_vs_truth=float(np.sqrt(np.mean((out["mean"] - f)**2))),
-               all_finite=bool(all(np.all(np.isfinite(v)) for v in out.values())),
-               interval_ok=bool(np.all(out["lower"] < out["upper"])),
-               load=open("/proc/loadavg").read().split()[:3])
+    res = dict(
+        model=args.model,
+        n_train=args.n_train,
+        n_new=args.n_new,
+        draws=args.draws,
+        batch=args.batch,
+        fit_s=fit_s,
+        predict_s=pred_s,
+        rss_after_fit_gb=rss_fit,
+        peak_rss_gb=_rss_gb(),
+        rmse_vs_truth=float(np.sqrt(np.mean((out["mean"] - f) ** 2))),
+        all_finite=bool(all(np.all(np.isfinite(v)) for v in out.values())),
+        interval_ok=bool(np.all(out["lower"] < out["upper"])),
+        load=open("/proc/loadavg").read().split()[:3],
+    )
     print("RESULT " + json.dumps(res))
     return res
 
@@ -80,10 +94,12 @@ def main():
         run_one(args)
         return
     results = []
-    for model in (("gp", "gabasr") if args.model == "both" else (args.model,)):
+    for model in ("gp", "gabasr") if args.model == "both" else (args.model,):
         cmd = [sys.executable, __file__, "--model", model, "--no-write"] + [
-            f"--{k.replace('_', '-')}={v}" for k, v in vars(args).items()
-            if k in ("n_new", "n_train", "draws", "warmup", "batch", "seed")]
+            f"--{k.replace('_', '-')}={v}"
+            for k, v in vars(args).items()
+            if k in ("n_new", "n_train", "draws", "warmup", "batch", "seed")
+        ]
         proc = subprocess.run(cmd, capture_output=True, text=True)
         if proc.returncode != 0:
             sys.exit(f"{model} failed:\n{proc.stderr[-3000:]}")
@@ -95,18 +111,24 @@ def main():
     sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # benchmarks/: common.py
     from common import machine
 
-    lines = [f"## Batched prediction of {args.n_new:,} new rows (mean, sd, 90 % interval)", "",
-             f"Command: `timeout 3600 .venv/bin/python {' '.join(sys.argv)}`  ",
-             f"Machine: {machine()}; one process per model; "
-             f"`predict_in_batches(batch_size={args.batch})`; {args.draws} posterior draws "
-             f"(1 chain, {args.warmup} warm-up), {args.n_train} training rows.", "",
-             "| model | fit s | predict s | peak RSS GB (whole process) | RSS after fit GB | "
-             "RMSE vs noise-free truth | finite | load avg at end |",
-             "|---|---|---|---|---|---|---|---|"]
+    lines = [
+        f"## Batched prediction of {args.n_new:,} new rows (mean, sd, 90 % interval)",
+        "",
+        f"Command: `timeout 3600 .venv/bin/python {' '.join(sys.argv)}`  ",
+        f"Machine: {machine()}; one process per model; "
+        f"`predict_in_batches(batch_size={args.batch})`; {args.draws} posterior draws "
+        f"(1 chain, {args.warmup} warm-up), {args.n_train} training rows.",
+        "",
+        "| model | fit s | predict s | peak RSS GB (whole process) | RSS after fit GB | "
+        "RMSE vs noise-free truth | finite | load avg at end |",
+        "|---|---|---|---|---|---|---|---|",
+    ]
     for r in results:
-        lines.append(f"| {r['model']} | {r['fit_s']:.1f} | {r['predict_s']:.1f} | "
-                     f"{r['peak_rss_gb']:.2f} | {r['rss_after_fit_gb']:.2f} | "
-                     f"{r['rmse_vs_truth']:.3f} | {r['all_finite']} | {' '.join(r['load'])} |")
+        lines.append(
+            f"| {r['model']} | {r['fit_s']:.1f} | {r['predict_s']:.1f} | "
+            f"{r['peak_rss_gb']:.2f} | {r['rss_after_fit_gb']:.2f} | "
+            f"{r['rmse_vs_truth']:.3f} | {r['all_finite']} | {' '.join(r['load'])} |"
+        )
     with open(args.out, "a") as f:
         f.write("\n".join(lines) + "\n\n")
     print(f"appended to {args.out}")

@@ -95,12 +95,24 @@ def main():
         sweeps.append(time.perf_counter() - t)
         lmls.append(lml)
     load1 = open("/proc/loadavg").read().split()[:3]
-    res = dict(n=args.n, m=args.m, features=2 * args.m, d=args.d, chunk=args.chunk,
-               devices=jax.local_device_count(), first_fit_s=t_first,
-               sweep_median_s=float(np.median(sweeps)), sweeps_s=sweeps,
-               peak_rss_gb=peak_rss_gb(), rss_after_data_gb=rss_data,
-               dense_phi_gb=args.n * 2 * args.m * 8 / 1e9, log_marginal=[lml0] + lmls,
-               w_norm=float(jnp.linalg.norm(post.w)), load_start=load0, load_end=load1)
+    res = dict(
+        n=args.n,
+        m=args.m,
+        features=2 * args.m,
+        d=args.d,
+        chunk=args.chunk,
+        devices=jax.local_device_count(),
+        first_fit_s=t_first,
+        sweep_median_s=float(np.median(sweeps)),
+        sweeps_s=sweeps,
+        peak_rss_gb=peak_rss_gb(),
+        rss_after_data_gb=rss_data,
+        dense_phi_gb=args.n * 2 * args.m * 8 / 1e9,
+        log_marginal=[lml0] + lmls,
+        w_norm=float(jnp.linalg.norm(post.w)),
+        load_start=load0,
+        load_end=load1,
+    )
     for k, v in res.items():
         print(f"{k}: {v}")
     machine = f"{platform.machine()} {os.cpu_count()} cores ({cpu_name()}), {accelerators()}"
