@@ -36,7 +36,7 @@ CHROMIUM_SETUP = command -v chromium >/dev/null 2>&1 || \
 # module-scoped fitted fixtures are built once. A worker that dies (a crash in native code)
 # ends the run with its test named: pytest-xdist 3.8 replaces a crashed worker under
 # --dist loadfile with one that can wait forever for a second work unit (its issue #1327)
-test: $(VENV)/.installed-test
+test: lint
 	@$(CHROMIUM_SETUP)
 	$(BIN)/python -m pytest -q -n 2 --dist loadfile --max-worker-restart 0
 
@@ -44,10 +44,14 @@ test-slow: $(VENV)/.installed-test
 	HYPOTHESIS_PROFILE=thorough $(BIN)/python -m pytest -q tests/test_kernel_properties.py && $(BIN)/python -m pytest -q -m slow
 	BAYESKERN_FUZZ_EXAMPLES=1000 $(BIN)/python -m pytest -q tests/test_cli_fuzz.py -m 'slow or not slow' -k 'test_fuzz_ or real_process'
 
-# ruff (in the test extra): pycodestyle, pyflakes, isort, bugbear, pyupgrade and the numpydoc
-# docstring rules (D, numpy convention) on the public API; configured in pyproject.toml
+# ruff (in the test extra, one minor version: its formatting style is versioned): pycodestyle,
+# pyflakes, isort, bugbear, pyupgrade and the numpydoc docstring rules (D, numpy convention) on
+# the public API, and the code formatted as `ruff format` writes it (run `ruff format` to fix);
+# configured in pyproject.toml. `make test` runs it first.
+LINTED = bayeskern models tests benchmarks docs/conf.py docs/execute_notebooks.py
 lint: $(VENV)/.installed-test
-	$(BIN)/ruff check bayeskern models tests benchmarks docs/conf.py docs/execute_notebooks.py
+	$(BIN)/ruff check $(LINTED)
+	$(BIN)/ruff format --check $(LINTED)
 
 # API reference + notebooks (stored outputs, not executed) + results pages into docs/_build/html;
 # -E rebuilds everything so that no warning hides in a cached page, -W makes warnings errors
