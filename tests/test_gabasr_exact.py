@@ -1,6 +1,6 @@
 """Tests of GaBaSR's exact form: the collapsed spectral-mixture GP (``models/gabasr.py``).
 
-Seed 003 (Pena-Llamas et al. 2023): the random-feature kernel's expectation is the
+Pena-Llamas et al. (2023): the random-feature kernel's expectation is the
 spectral-mixture kernel; the exact model uses it with the trend and weights integrated out.
 """
 
@@ -120,19 +120,45 @@ def test_fitted_rows_predictive_equals_predictive_at_the_training_inputs():
         )
 
 
-def test_posterior_predictive_group_from_the_fitted_rows():
-    # the fit's posterior_predictive group (from exact_fitted_rows) is what the generic
-    # path (predictive() at the training inputs, in row blocks) draws with the same seed
+@pytest.fixture(scope="module")
+def sine_fit():
     rng = np.random.default_rng(5)
     x = np.arange(60) / 12.0
     y = np.sin(2 * np.pi * x) + 0.2 * rng.normal(size=60)
-    est = GaBaSRRegressor(**FAST).fit(x[:, None], y)
+    return x, GaBaSRRegressor(**FAST).fit(x[:, None], y)
+
+
+def test_posterior_predictive_group_from_the_fitted_rows(sine_fit):
+    # the fit's posterior_predictive group (from exact_fitted_rows) is what the generic
+    # path (predictive() at the training inputs, in row blocks) draws with the same seed
+    x, est = sine_fit
     assert not hasattr(est, "_fitted_rows_predictive")  # handed over, not stored
     pp = np.asarray(est.idata_.posterior_predictive["y"])
     post = est.idata_.posterior
     draws = np.arange(post.sizes["chain"] * post.sizes["draw"])
     generic = est._predictive_group(x[:, None], draws, est._seed(), stream=2)
     np.testing.assert_allclose(pp, generic, rtol=1e-6, atol=1e-6)
+
+
+def test_repeated_predictions_compile_once(sine_fit, monkeypatch):
+    # the per-draw predictive is mapped by one compiled program per fitted estimator and
+    # shape: a second predict (new rows, same count) traces nothing and gives the same
+    # numbers as a fresh estimator's
+    x, est = sine_fit
+    traces, original = [], G.exact_predictive
+
+    def counted(*args):
+        traces.append(1)
+        return original(*args)
+
+    monkeypatch.setattr(G, "exact_predictive", counted)
+    first = est.predict(x[:7, None] + 5.0, return_std=True)
+    n = len(traces)
+    assert n >= 1
+    second = est.predict(x[7:14, None] + 5.0, return_std=True)
+    assert len(traces) == n
+    assert not np.allclose(first[0], second[0])
+    np.testing.assert_array_equal(est.predict(x[:7, None] + 5.0, return_std=True), first)
 
 
 def test_default_regressor_is_exact_and_anchored():

@@ -13,6 +13,7 @@ Every Bayesian estimator in bayeskern
 from __future__ import annotations
 
 import numbers
+import weakref
 from functools import partial
 
 import jax
@@ -25,7 +26,6 @@ from sklearn.utils.validation import validate_data as _sk_validate_data
 
 from bayeskern import diagnostics
 from bayeskern.batching import batched_map, pad_rows
-from bayeskern.devices import release_pmap_programs
 from bayeskern.inference import check_sampler_counts
 from bayeskern.predictive import draw_seed, row_uniforms
 
@@ -46,6 +46,7 @@ __all__ = [
     "JointPredictiveMixin",
     "mixture_joint",
     "cached_jit",
+    "per_estimator",
 ]
 
 
@@ -139,11 +140,68 @@ def validate_data(estimator, X="no_validation", y="no_validation", **kwargs):
     return out
 
 
+#: compiled draw maps, per function (weakly held: an entry goes when its function does), then
+#: per (devices, number of arguments, batch size)
+_DRAW_MAPS: weakref.WeakKeyDictionary = weakref.WeakKeyDictionary()
+
+
+def _draw_map(fn, n_dev: int, n_args: int, batch_size: int):
+    """``jax.jit`` of ``fn`` mapped over draws, the draws split over ``n_dev`` devices.
+
+    Cached per ``fn``: a function defined once (a module-level function, a method's function
+    kept on a fitted estimator) compiles once per shape, however often it is mapped. The cached
+    program refers to ``fn`` weakly, so the entry is freed with ``fn``; a closure made per call
+    is compiled per call, as before.
+    """
+    try:
+        per_fn = _DRAW_MAPS.setdefault(fn, {})
+        ref = weakref.ref(fn)
+    except TypeError:  # not weakly referable: compiled for this call only
+        per_fn, ref = {}, lambda: fn
+    key = (n_dev, n_args, batch_size)
+    if key not in per_fn:
+
+        def per_device(d, *a):
+            f = ref()
+            return batched_map(lambda x: f(x, *a), d, batch_size)
+
+        if n_dev > 1:  # one share of the draws per device: jit of shard_map, no pmap cache
+            P = jax.sharding.PartitionSpec
+            mesh = jax.sharding.Mesh(np.array(jax.local_devices()[:n_dev]), ("draws",))
+            per_device = jax.shard_map(
+                per_device,
+                mesh=mesh,
+                in_specs=(P("draws"),) + (P(),) * n_args,
+                out_specs=P("draws"),
+                check_vma=False,
+            )
+        per_fn[key] = jax.jit(per_device)
+    return per_fn[key]
+
+
+def per_estimator(est, fn):
+    """``fn`` wrapped once per estimator, for :func:`map_draws`.
+
+    The compiled maps of a function are kept as long as the function lives. A module-level
+    function lives for the whole process and would keep a program for every shape it ever
+    met; the wrapper lives on ``est`` (dropped when pickling), so its programs are freed with
+    the estimator while repeated predictions reuse them.
+    """
+    cache = est.__dict__.setdefault("_cache", {})
+    key = ("per_estimator", fn)
+    if key not in cache:
+        cache[key] = partial(fn)
+    return cache[key]
+
+
 def map_draws(fn, draws: dict, *args, batch_size: int = 1):
     """Apply ``fn(draw, *args)`` to every posterior draw.
 
-    With :func:`~bayeskern.batching.batched_map`, the draws split over the CPU devices
-    (``pmap``, one share per device, see :mod:`bayeskern.devices`) when there are several.
+    With :func:`~bayeskern.batching.batched_map`, the draws split over the CPU devices (one
+    share per device, ``jax.shard_map`` under ``jax.jit``; see :mod:`bayeskern.devices`) when
+    there are several. The compiled map is cached per ``fn`` (:func:`_draw_map`): pass a
+    function defined once, with the data as ``args``, and repeated calls on arrays of the same
+    shapes do not compile again.
 
     ``batch_size`` stays 1 for bodies with linear algebra: batches of draws put batched
     LAPACK calls (Cholesky, triangular solves) inside ``lax.map``'s loop, and that blocks
@@ -154,18 +212,11 @@ def map_draws(fn, draws: dict, *args, batch_size: int = 1):
     jdraws = {k: jnp.asarray(v) for k, v in draws.items()}
     n = jax.tree_util.tree_leaves(jdraws)[0].shape[0]
     n_dev = min(jax.local_device_count(), n)
-
-    def per_device(d, *a):
-        return batched_map(lambda x: fn(x, *a), d, batch_size)
-
+    mapped = _draw_map(fn, n_dev, len(args), batch_size)
     if n_dev < 2:
-        return jax.jit(per_device)(jdraws, *args)
+        return mapped(jdraws, *args)
     padded, _ = pad_rows(jdraws, n_dev)
-    m = jax.tree_util.tree_leaves(padded)[0].shape[0]
-    shards = jax.tree_util.tree_map(lambda a: a.reshape((n_dev, m // n_dev) + a.shape[1:]), padded)
-    out = jax.pmap(per_device, in_axes=(0,) + (None,) * len(args))(shards, *args)
-    release_pmap_programs()
-    return jax.tree_util.tree_map(lambda a: a.reshape((m,) + a.shape[2:])[:n], out)
+    return jax.tree_util.tree_map(lambda a: a[:n], mapped(padded, *args))
 
 
 def validate_classes(y) -> tuple[np.ndarray, np.ndarray]:

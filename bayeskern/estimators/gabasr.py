@@ -1,9 +1,9 @@
 """GaBaSR estimators: :class:`GaBaSRRegressor` and :class:`GaBaSRClassifier`.
 
 Kernel learning with a Dirichlet-process Gaussian-mixture spectral density and random
-Fourier features (seed ``003_4539d881110651a3.txt``, Pena-Llamas et al. 2023; parent BaNK,
-Oliva et al. 2016). Two samplers behind one option; ``sampler="auto"`` (the default) picks
-``"nuts"`` for the regressor and ``"gibbs"`` for the classifier (``sampler_``):
+Fourier features (Pena-Llamas et al. 2023; parent BaNK, Oliva et al. 2016). Two samplers
+behind one option; ``sampler="auto"`` (the default) picks ``"nuts"`` for the regressor and
+``"gibbs"`` for the classifier (``sampler_``):
 
 ``sampler="nuts"``
     The NumPyro formulation of :mod:`bayeskern.models.gabasr`: truncated stick-breaking DP
@@ -67,6 +67,7 @@ from bayeskern.estimators.base import (
     Standardizer,
     cached_jit,
     map_draws,
+    per_estimator,
 )
 from bayeskern.estimators.gabasr_base import PARAMS_DOC, _GaBaSRBase
 from bayeskern.estimators.gabasr_classifier import GaBaSRClassifier
@@ -138,8 +139,9 @@ class GaBaSRRegressor(  # noqa: D101 (__doc__ is an f-string)
     ``locally_stationary=True``): random Fourier features,
     :func:`bayeskern.models.gabasr.gabasr_regression`:
     :math:`y = B\\beta + \\Phi_{{\\pi,\\mu,\\sigma}}(x)w + \\epsilon`, with the
-    normal-inverse-gamma evidence of seed 003 eq. (10). The predictive distribution is the
-    mixture over posterior draws of Student-t laws with :math:`2a_N` degrees of freedom.
+    normal-inverse-gamma evidence of Pena-Llamas et al. (2023), eq. (10). The predictive
+    distribution is the mixture over posterior draws of Student-t laws with :math:`2a_N`
+    degrees of freedom.
     {PARAMS_DOC}
     num_warmup, num_samples : int or "auto", default "auto"
         ``"auto"``: exact model, a warm-up of :attr:`EXACT_WARMUP` iterations from the
@@ -679,12 +681,20 @@ class GaBaSRRegressor(  # noqa: D101 (__doc__ is an f-string)
         B = G.polynomial_basis(Z, self.trend_degree_)
         prepared = G.prepare_exact(Z, B)
         jZ, jB, jy = jnp.asarray(Z), jnp.asarray(B), jnp.asarray(ys)
-        fn = lambda d, Xn, Bn: G.exact_predictive(d, prepared, jZ, jB, jy, Xn, Bn)  # noqa
         draws = self._draws(self._EXACT_SITES)
         locs, scales = [], []
         for sl in row_slices(len(Zn), 1024):
             Bn = G.polynomial_basis(Zn[sl], self.trend_degree_)
-            loc, scale = map_draws(fn, draws, jnp.asarray(Zn[sl]), jnp.asarray(Bn))
+            loc, scale = map_draws(  # compiled once per shape, however often predict runs
+                per_estimator(self, G.exact_predictive),
+                draws,
+                prepared,
+                jZ,
+                jB,
+                jy,
+                jnp.asarray(Zn[sl]),
+                jnp.asarray(Bn),
+            )
             locs.append(np.asarray(loc))
             scales.append(np.asarray(scale))
         S = len(next(iter(draws.values())))
@@ -733,10 +743,10 @@ class GaBaSRRegressor(  # noqa: D101 (__doc__ is an f-string)
 
         Used when the spectral posterior was sampled on ``max_sample_rows`` rows: for each
         retained draw :math:`\\theta_s` (evenly spaced over the flattened chains) the NIG
-        posterior :math:`p(w, \\sigma^2 \\mid \\theta_s, y_{1:N})` of seed 003 eq. (10) is
-        computed from the sufficient statistics of all :math:`N` rows, summed over chunks of
-        ``chunk_size`` rows (:func:`bayeskern.blr.scan_feature_stats`; the ``N × M`` design
-        is never formed). Predictions mix over these draws.
+        posterior :math:`p(w, \\sigma^2 \\mid \\theta_s, y_{1:N})` of Pena-Llamas et al.
+        (2023), eq. (10), is computed from the sufficient statistics of all :math:`N` rows,
+        summed over chunks of ``chunk_size`` rows (:func:`bayeskern.blr.scan_feature_stats`;
+        the ``N × M`` design is never formed). Predictions mix over these draws.
         """
         Z, ys = self._Ztrain, self._ytrain
         B = self._basis(Z)
@@ -823,7 +833,10 @@ class GaBaSRRegressor(  # noqa: D101 (__doc__ is an f-string)
             ll, loc, sd = map(
                 np.asarray,
                 map_draws(
-                    lambda d: G.exact_fitted_rows(d, prepared, jy), self._draws(self._EXACT_SITES)
+                    per_estimator(self, G.exact_fitted_rows),
+                    self._draws(self._EXACT_SITES),
+                    prepared,
+                    jy,
                 ),
             )
             self._store_log_likelihood(ll - np.log(self.y_std_.scale))
