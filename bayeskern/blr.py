@@ -1,7 +1,7 @@
 """Conjugate Bayesian linear regression on features (normal-inverse-gamma prior).
 
-Used by the random-feature models (GaBaSR, seed 003 eq. 10; BaNK, Oliva et al. 2016) and by
-the Bayesian last layers of the deterministic kernels (LAB-RBF). With features
+Used by the random-feature models (GaBaSR, Pena-Llamas et al. 2023, eq. 10; BaNK, Oliva et al. 2016)
+and by the Bayesian last layers of the deterministic kernels (LAB-RBF). With features
 :math:`\\Phi \\in \\mathbb R^{N\\times M}` and the prior
 
 .. math:: w \\mid \\sigma^2 \\sim N(w_0, \\sigma^2 \\Lambda_0^{-1}),\\qquad
@@ -14,7 +14,7 @@ the posterior is NIG with
           a_N = a_0 + N/2,\\quad
           b_N = b_0 + \\tfrac12(y^\\top y + w_0^\\top\\Lambda_0 w_0 - w_N^\\top\\Lambda_N w_N),
 
-the weights and noise integrate out to the evidence (seed 003 eq. 10, with
+the weights and noise integrate out to the evidence (Pena-Llamas et al. 2023, eq. 10, with
 :math:`V_0 = \\Lambda_0` a precision as in the paper's :math:`V_N = (V_0 + \\Phi^\\top\\Phi)^{-1}`)
 
 .. math:: \\log p(y) = -\\tfrac N2\\log 2\\pi + \\tfrac12\\log\\frac{|\\Lambda_0|}{|\\Lambda_N|}
@@ -84,10 +84,10 @@ def scan_feature_stats(
     .. math:: \Phi^\top\Phi = \sum_c \Phi_c^\top\Phi_c,\quad \Phi^\top y = \sum_c
               \Phi_c^\top y_c,\quad \Phi_c = \mathrm{featurize}(\mathrm{rows}_c)
 
-    (sums over rows split over any partition of the rows; GaBaSR's evidence, seed 003
-    eq. 10, needs only these). The ``N × M`` design is never formed: a ``lax.scan`` over
-    chunks of ``chunk_size`` rows keeps one ``chunk_size × M`` block at a time, and the
-    chunk body is ``jax.checkpoint``-ed, so reverse-mode differentiation (NUTS, MAP)
+    (sums over rows split over any partition of the rows; GaBaSR's evidence,
+    Pena-Llamas et al. 2023, eq. 10, needs only these). The ``N × M`` design is never formed: a
+    ``lax.scan`` over chunks of ``chunk_size`` rows keeps one ``chunk_size × M`` block at a time,
+    and the chunk body is ``jax.checkpoint``-ed, so reverse-mode differentiation (NUTS, MAP)
     stores only the chunks' inputs, not their features. Memory is
     :math:`O(N d + \mathrm{chunk\_size}\cdot M + M^2)`.
 

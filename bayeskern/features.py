@@ -1,13 +1,13 @@
 """Random Fourier features for stationary and locally stationary kernels.
 
-Stationary (Bochner; Rahimi & Recht 2007; GaBaSR seed 003 eq. 4): with frequencies
+Stationary (Bochner; Rahimi & Recht 2007; GaBaSR, Pena-Llamas et al. 2023, eq. 4): with frequencies
 :math:`\\omega_j \\sim \\rho`, the spectral density of :math:`\\kappa`,
 
 .. math:: \\phi(x) = \\tfrac{1}{\\sqrt M}\\,[\\cos(\\omega_1^\\top x), \\dots,
           \\cos(\\omega_M^\\top x), \\sin(\\omega_1^\\top x), \\dots, \\sin(\\omega_M^\\top x)],
           \\qquad \\phi(x)^\\top\\phi(x') \\to \\kappa(x - x').
 
-Locally stationary (Silverman 1957; seed 003 eqs. 5-6):
+Locally stationary (Silverman 1957; Pena-Llamas et al. 2023, eqs. 5-6):
 :math:`\\kappa(x,x') = \\kappa_1\\big(\\tfrac{x+x'}2\\big)\\,\\kappa_2(x - x')` with
 :math:`\\omega_n \\sim f_1` (spectral density of :math:`\\kappa_2`) and :math:`v_k \\sim f_2`
 (of :math:`\\kappa_1`). Using :math:`\\cos(a)\\cos(b)` product identities, the features with

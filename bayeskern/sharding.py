@@ -1,7 +1,7 @@
 r"""Data-parallel sufficient statistics and batched prediction for large N.
 
-The random-feature models (GaBaSR, seed 003 eq. 10; the Bayesian last layers of LAB-RBF) see
-the data only through the sums over rows
+The random-feature models (GaBaSR, Pena-Llamas et al. 2023, eq. 10; the Bayesian last layers of
+LAB-RBF) see the data only through the sums over rows
 
 .. math:: S = \Big(\sum_i \phi(x_i)\phi(x_i)^\top,\ \sum_i \phi(x_i) y_i,\ \sum_i y_i^2,\ N\Big)
           = (\Phi^\top\Phi,\ \Phi^\top y,\ y^\top y,\ N)
@@ -100,8 +100,8 @@ def chunked_feature_stats(X, y, featurize: Callable, params, *, chunk_size: int 
     .. math:: \Phi^\top\Phi = \sum_{c} \Phi_c^\top\Phi_c,\qquad \Phi_c = \mathrm{featurize}
               (X_c, \mathrm{params})
 
-    (sums over rows; GaBaSR seed 003 eq. 10 needs only these). Memory is
-    :math:`O(Nd + \mathrm{chunk\_size}\cdot M + M^2)`.
+    (sums over rows; GaBaSR's evidence, Pena-Llamas et al. 2023, eq. 10, needs only these). Memory
+    is :math:`O(Nd + \mathrm{chunk\_size}\cdot M + M^2)`.
 
     Parameters
     ----------

@@ -1,7 +1,7 @@
-r"""How easy is a model to tune? The :math:`P_f(\alpha)` curve and its area (seed 001, section 5).
+r"""How easy is a model to tune? The :math:`P_f(\alpha)` curve and its area.
 
 For a grid :math:`G` of hyper-parameters (the SVM's :math:`(C, \gamma)`) and a
-cross-validated score :math:`f`, Czarnecki & Tabor define
+cross-validated score :math:`f`, Czarnecki & Tabor (2014, section 5) define
 
 .. math:: \hat P_f(\alpha) = \frac{\#\{g \in G : f(g) \ge \alpha\}}{\#G},
 
@@ -16,7 +16,8 @@ compare kernels by the area under :math:`\hat P_f` over :math:`\alpha \ge \alpha
 * :func:`precomputed_grid_scores` is the fast path for SVMs whose kernel is
   :math:`K_\gamma = \exp(\ell - \gamma q)` with label-free, :math:`\gamma`-free factors
   (RBF, Mahalanobis RBF, :math:`C_k\mathrm{RBF}` built on all inputs): the factors are
-  computed once and every :math:`\gamma` reuses them (the seed's γ-conversion, section 4).
+  computed once and every :math:`\gamma` reuses them (the γ-conversion of
+  Czarnecki & Tabor 2014, section 4).
 * :func:`pf_curve`, :func:`pf_auc`, :func:`pf_table` and :func:`window_wins` compute the
   paper's measures from the scores.
 """
@@ -119,8 +120,8 @@ def precomputed_grid_scores(
     r"""Grid scores of ``SVC(kernel="precomputed")`` on :math:`K_\gamma = \exp(\ell - \gamma q)`.
 
     The :math:`\gamma`-free factors are computed once (per fold, or once for all inputs)
-    and every grid point forms its Gram matrices from them (seed 001, section 4: only the
-    exponent depends on :math:`\gamma`). Grid points of one fold run in parallel through
+    and every grid point forms its Gram matrices from them (Czarnecki & Tabor 2014, section 4: only
+    the exponent depends on :math:`\gamma`). Grid points of one fold run in parallel through
     joblib (any backend, including ``"dask"``).
 
     Parameters
@@ -218,7 +219,7 @@ def pf_auc(
 
     Exact for the step function: :math:`\int_{a}^{b} \hat P_f(\alpha)\,d\alpha =
     \overline{\min(\max(f(g), a), b) - a}` over the grid. A failed fit (NaN score) counts
-    as a grid point below every :math:`\alpha`. The seed (Table 6) integrates from
+    as a grid point below every :math:`\alpha`. Czarnecki & Tabor (2014, Table 6) integrate from
     the worst score of all compared models (below it every curve is 1); use
     :func:`pf_table` to share that bound. ``normalize`` divides by :math:`b - a` (the
     paper's text does not say whether its AUCs are normalized; this package reports the
@@ -242,8 +243,8 @@ def pf_table(
 ) -> pd.DataFrame:
     r"""Best score and :math:`P_f` AUC of several models over a common :math:`\alpha` range.
 
-    ``alpha_min`` defaults to the worst score of all models, as in the seed's Table 6.
-    Returns a DataFrame indexed by model name with ``best`` and ``pf_auc``.
+    ``alpha_min`` defaults to the worst score of all models, as in Czarnecki & Tabor
+    (2014, Table 6). Returns a DataFrame indexed by model name with ``best`` and ``pf_auc``.
     """
     s = {k: _scores(v) for k, v in named_scores.items()}
     if not s:
@@ -268,8 +269,8 @@ def window_wins(
     r"""Fraction of :math:`\gamma`-windows where model A's best score beats model B's.
 
     With ``C`` fixed, every run of ``window`` consecutive grid values of :math:`\gamma`
-    (the seed's Table 5: :math:`\{10^i, 10^{i+1}, 10^{i+2}\}`) is a small search; A wins a
-    window when its best score there is strictly higher than B's.
+    (Czarnecki & Tabor 2014, Table 5: :math:`\{10^i, 10^{i+1}, 10^{i+2}\}`) is a small
+    search; A wins a window when its best score there is strictly higher than B's.
     """
 
     def best_by_gamma(df):

@@ -44,9 +44,8 @@ PEERS_HEADER = (
 VSK_HEADER = """\
 # VSK (variably scaled kernels) — reproduction of Campi, Marchetti & Perracchione (2021)
 
-Seed: `../shared/seeds/000_5b352147a932b0e0.txt`. Every section below is written by the
-script named in it; rerun that command to reproduce it. Paper numbers are copied from the
-seed's Fig. 1 and Tables 1-5.
+Every section below is written by the script named in it; rerun that command to reproduce
+it. Paper numbers are copied from Fig. 1 and Tables 1-5 of Campi et al. (2021).
 """
 
 

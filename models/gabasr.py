@@ -1,8 +1,8 @@
 """GaBaSR as NumPyro models: Dirichlet-process spectral mixtures with random Fourier features.
 
-Seed 003 (Pena-Llamas et al. 2023, "Kernel Learning by Spectral Representation and Gaussian
+Pena-Llamas et al. (2023, "Kernel Learning by Spectral Representation and Gaussian
 Mixtures"), parent method BaNK (Oliva et al. 2016). The spectral density of the kernel is a
-Dirichlet-process mixture of Gaussians (seed section 3.2),
+Dirichlet-process mixture of Gaussians (their section 3.2),
 
 .. math:: \\rho(\\omega) = \\sum_k \\pi_k\\, N(\\omega \\mid \\mu_k, \\mathrm{diag}(\\sigma_k^2)),
 
@@ -32,7 +32,7 @@ transcription, and why:
   This is the same kernel as drawing all :math:`M = KJ` frequencies from :math:`\\rho` (eq. 4)
   but with the mixture weights as amplitudes instead of discrete assignments, so the
   likelihood is a smooth function of :math:`(\\pi, \\mu, \\sigma)` and NUTS applies. Sampling
-  :math:`M` free frequencies instead saturates the NUTS tree depth (measured: DESIGN.md).
+  :math:`M` free frequencies instead saturates the NUTS tree depth (measured during development).
 * **Regression weights and noise integrated out** with the normal-inverse-gamma prior,
   giving the evidence of eq. (10) (:func:`nig_log_marginal_diag`). The prior precision of the
   Fourier weights is :math:`1/s^2` (:math:`s` = ``snr``, the signal-to-noise ratio, sampled)
@@ -129,7 +129,8 @@ __all__ = [
     "exact_fitted_rows",
 ]
 
-#: paper's vague NIG hyper-parameters (seed 003 section 4): a0 = b0 = 1e-3, V0 = 1e-6 I
+#: paper's vague NIG hyper-parameters (Pena-Llamas et al. 2023, section 4):
+#: a0 = b0 = 1e-3, V0 = 1e-6 I
 A0 = 1e-3
 B0 = 1e-3
 TREND_PRECISION = 1e-6
@@ -265,8 +266,8 @@ def nig_log_marginal_diag(stats: Stats, precision: jax.Array, a0=A0, b0=B0):
               \\log|\\Lambda_N|) + a_0\\log b_0 - a_N\\log b_N + \\log\\Gamma(a_N) -
               \\log\\Gamma(a_0)
 
-    (seed 003 eq. 10; :func:`bayeskern.blr.nig_log_marginal` with a vector precision).
-    Returns ``(log_evidence, posterior)``.
+    (Pena-Llamas et al. 2023, eq. 10; :func:`bayeskern.blr.nig_log_marginal` with a vector
+    precision). Returns ``(log_evidence, posterior)``.
     """
     post = nig_posterior(stats, precision, a0, b0)
     logdet_N = 2.0 * jnp.sum(jnp.log(jnp.diagonal(post.L)))
@@ -313,7 +314,7 @@ def design_stats(X, y, params, spec, mean_basis=None, chunk_size=None) -> Stats:
     spectral features). ``chunk_size=None`` forms :math:`\Phi`; an integer sums the
     statistics over row chunks (:func:`bayeskern.blr.scan_feature_stats`), so memory is
     :math:`O(\mathrm{chunk\_size}\cdot M + M^2)` at any :math:`N` and the evidence of
-    seed 003 eq. (10) is unchanged (sums split over rows).
+    Pena-Llamas et al. (2023), eq. (10), is unchanged (sums split over rows).
     """
     rows = (X,) if mean_basis is None else (X, mean_basis)
     return scan_feature_stats(
@@ -352,7 +353,7 @@ def _precision(n_fourier, n_trend, snr, dtype, d):
 def gabasr_regression(
     X, y=None, *, spec: SpectralSpec, mean_basis=None, probe=None, chunk_size=None
 ):
-    """GaBaSR regression with the weights and noise integrated out (seed 003 eq. 10).
+    """GaBaSR regression, the weights and noise integrated out (Pena-Llamas et al. 2023, eq. 10).
 
     Parameters
     ----------
@@ -388,7 +389,7 @@ def gabasr_regression(
 def gabasr_classification(
     X, y=None, *, spec: SpectralSpec, mean_basis=None, probe=None, features: tuple | None = None
 ):
-    """GaBaSR binary classification, Bernoulli-logit on the features (seed 003 eq. 11).
+    """GaBaSR classification, Bernoulli-logit on the features (Pena-Llamas et al. 2023, eq. 11).
 
     :math:`\\eta = B\\beta_0 + a\\,\\Phi z`, :math:`z \\sim N(0, I_{2M})`,
     :math:`a \\sim \\mathrm{HalfNormal}(2)`, :math:`\\beta_0 \\sim N(0, 2.5^2)`,
@@ -440,8 +441,8 @@ def regression_posterior(
 ) -> NIGPosterior:
     r"""NIG posterior :math:`(w_N, L_N, a_N, b_N)` of the weights and noise given one draw.
 
-    Seed 003 eq. (10) with the draw's features :math:`\Phi = [B \mid \phi(X)]` and prior
-    precision ``diag(trend precisions, 1/snr²)`` (:func:`bayeskern.blr.nig_posterior`);
+    Pena-Llamas et al. (2023), eq. (10), with the draw's features :math:`\Phi = [B \mid \phi(X)]`
+    and prior precision ``diag(trend precisions, 1/snr²)`` (:func:`bayeskern.blr.nig_posterior`);
     ``chunk_size`` sums the statistics over row chunks (:func:`design_stats`), so ``X``
     may have millions of rows. ``params`` overrides the spectral parameters of ``draw``.
     """
@@ -467,9 +468,9 @@ def regression_predictive(
 ):
     """Student-t predictive ``(loc, scale, df)`` at ``Xnew`` for one posterior draw.
 
-    The NIG posterior of the weights given the draw's features (seed 003 eq. 10's
-    :math:`w_N, V_N, a_N, b_N`; :func:`regression_posterior`, or ``post`` when it is
-    already computed), then :func:`bayeskern.blr.nig_predictive`:
+    The NIG posterior of the weights given the draw's features (the
+    :math:`w_N, V_N, a_N, b_N` of Pena-Llamas et al. 2023, eq. 10; :func:`regression_posterior`, or
+    ``post`` when it is already computed), then :func:`bayeskern.blr.nig_predictive`:
     :math:`t_{2a_N}(\\phi_*^\\top w_N,\\ \\tfrac{b_N}{a_N}(1 + \\phi_*^\\top V_N\\phi_*))`.
     ``params`` overrides the spectral parameters (a Gibbs draw: ``{"omega": ...}``);
     ``chunk_size`` sums the training statistics over row chunks (:func:`design_stats`).
@@ -534,8 +535,8 @@ class GibbsPrior(NamedTuple):
     Parameters
     ----------
     a0, b0 : float
-        Inverse-gamma prior of the noise variance (regression), seed 003 eq. 10; the paper's
-        experiments use ``1e-3``.
+        Inverse-gamma prior of the noise variance (regression), Pena-Llamas et al. (2023), eq. 10;
+        the paper's experiments use ``1e-3``.
     prior_precision : float or None
         :math:`\\lambda_0`, weight prior precision (``V_0^{-1}``); ``None`` samples it with a
         ``Gamma(lam_shape, lam_rate)`` prior (the paper fixes ``1e-6``).
@@ -579,11 +580,11 @@ class GibbsPrior(NamedTuple):
 def gabasr_crp_regression(
     X, y=None, *, n_features: int, psi0, mean_basis=None, prior: GibbsPrior | None = None
 ):
-    r"""Sample the paper's GaBaSR regression: free frequencies under a CRP mixture (seed 003).
+    r"""Sample the paper's GaBaSR regression: free frequencies under a CRP mixture.
 
-    What :class:`bayeskern.inference.gabasr_gibbs.GaBaSRGibbs` samples (section 3.2), as a
-    NumPyro model (for its log density, prior predictive draws and checks; NUTS cannot sample
-    its discrete assignments):
+    What :class:`bayeskern.inference.gabasr_gibbs.GaBaSRGibbs` samples (Pena-Llamas et al. 2023,
+    section 3.2), as a NumPyro model (for its log density, prior predictive draws and checks; NUTS
+    cannot sample its discrete assignments):
 
     .. math::
         \alpha &\sim \mathrm{Gamma}(a_\alpha, b_\alpha), \qquad
@@ -812,8 +813,8 @@ def spectral_mixture_terms(tau, params: dict) -> jax.Array:
               + \sum_{k\ge1} a_k^2 e^{-\frac12\sigma_k^2\tau_1^2}\cos(\mu_k\tau_1),
 
     the spectral-mixture kernel (Wilson & Adams 2013) of the Gaussian mixture spectral density
-    of seed 003 section 3.2: component 0 at frequency zero (ARD over the columns), the
-    periodic components along input column 0. ``params``: ``amplitude`` (K,), ``sigma0``
+    of Pena-Llamas et al. (2023), section 3.2: component 0 at frequency zero (ARD over the columns),
+    the periodic components along input column 0. ``params``: ``amplitude`` (K,), ``sigma0``
     (d,), ``mu`` and ``sigma`` (K - 1,; absent when K = 1).
     """
     a2 = params["amplitude"] ** 2
@@ -902,7 +903,7 @@ def gabasr_exact_regression(X, y=None, *, spec: ExactSpec, prepared: ExactPrepar
     prepared : :class:`ExactPrepared` of ``X`` (:func:`prepare_exact`).
     probe : unused; kept for the signature of :func:`gabasr_regression`.
 
-    Seed 003 (Pena-Llamas et al. 2023) section 3.2 and eq. (10); the exact kernel is eq. (1).
+    Pena-Llamas et al. (2023), section 3.2 and eq. (10); the exact kernel is eq. (1).
     """
     from bayeskern.models.gp import ZeroMeanGaussian
 

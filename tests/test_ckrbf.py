@@ -1,4 +1,4 @@
-"""Tests of the cluster-based RBF kernel (seed 001) and its classifiers."""
+"""Tests of the cluster-based RBF kernel (Czarnecki & Tabor 2014) and its classifiers."""
 
 from __future__ import annotations
 
@@ -38,7 +38,10 @@ def _fit(kernel, X):
 
 
 def _brute_force(kernel, X1, X2, gamma):
-    """Seed 001 section 4 formula, one point pair at a time (an independent implementation)."""
+    """Czarnecki & Tabor (2014), section 4 formula, one point pair at a time.
+
+    An independent implementation.
+    """
     c1, c2 = np.asarray(kernel.cells(X1)), np.asarray(kernel.cells(X2))
     covs = kernel.covariances_
     K = np.empty((len(X1), len(X2)))

@@ -1,4 +1,4 @@
-"""Tests of Xiong's data-dependent (conformal) kernel, seed 004 (eqs. 52-63)."""
+"""Tests of Xiong's data-dependent (conformal) kernel (Gu 2021, eqs. 52-63)."""
 
 import warnings
 
@@ -285,10 +285,10 @@ def test_bad_estimator_parameters():
 
 # ------------------------------------------------------------------------ estimator
 def test_classifier_uses_test_vs_train_gram():
-    """The seed's experiment failed at prediction: the Gram must be K(X_new, X_train)."""
+    """The experiment of Gu (2021) failed at prediction: the Gram must be K(X_new, X_train)."""
     X, y = blobs(seed=5, shift=3.0)
     Xte, yte = blobs(seed=6, shift=3.0)
-    # the seed's setup: K1 shares gamma with K0 (gamma1=None), a fixed mu
+    # the setup of Gu (2021): K1 shares gamma with K0 (gamma1=None), a fixed mu
     est = ConformalKernelClassifier(C=1.0, gamma=0.2, gamma1=None, mu=1e-3, random_state=0).fit(
         X, y
     )
@@ -303,7 +303,7 @@ def test_classifier_uses_test_vs_train_gram():
     np.testing.assert_allclose(est.decision_function(Xte), ref.decision_function(Kte))
     # one point at a time gives the same predictions as the batch
     np.testing.assert_array_equal([est.predict(x[None])[0] for x in Xte[:5]], est.predict(Xte[:5]))
-    # it predicts sensibly (the seed predicted one class for everything); chance is 0.5
+    # it predicts sensibly (Gu 2021 predicted one class for everything); chance is 0.5
     assert est.score(Xte, yte) > 0.75 and len(np.unique(est.predict(Xte))) == 2
     assert est.fisher_ratio_ > est.fisher_ratio_init_
 

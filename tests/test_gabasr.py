@@ -1,6 +1,6 @@
 """Tests of GaBaSR's NumPyro side: features, evidence, kernel object, estimators.
 
-Seed 003 (Pena-Llamas et al. 2023). The Gibbs sampler's own tests (rank-updated MH equal to
+Pena-Llamas et al. (2023). The Gibbs sampler's own tests (rank-updated MH equal to
 full recomputation...) live in ``tests/test_gabasr_gibbs.py``.
 """
 

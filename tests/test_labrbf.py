@@ -1,4 +1,4 @@
-"""Tests of LAB-RBF (seed 002): kernel, asymmetric KRR theorems, Algorithm 1, estimator."""
+"""Tests of LAB-RBF (He et al. 2023): kernel, asymmetric KRR theorems, Algorithm 1, estimator."""
 
 from __future__ import annotations
 

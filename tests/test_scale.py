@@ -298,8 +298,8 @@ def test_gabasr_subset_posterior_conditioned_on_all_rows(sampler, tmp_path):
     """``max_sample_rows``: spectral draws from a subset, weights and noise from every row.
 
     The cached per-draw posteriors (chunked statistics over all 700 rows) must give the
-    predictive of seed 003 eq. (10) computed densely on all rows for the same draws; a
-    saved run must predict the same numbers.
+    predictive of Pena-Llamas et al. (2023), eq. (10), computed densely on all rows for the same
+    draws; a saved run must predict the same numbers.
     """
     from bayeskern.models import gabasr as G
 

@@ -1,4 +1,4 @@
-"""Tests of the P_f(α) tuning-ease index and the grid evaluation (seed 001, section 5)."""
+"""Tests of the P_f(α) tuning-ease index and grid evaluation (Czarnecki & Tabor 2014, section 5)."""
 
 from __future__ import annotations
 

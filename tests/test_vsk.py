@@ -1,4 +1,4 @@
-"""Tests of the variably scaled kernels (seed 000: Campi, Marchetti & Perracchione 2021)."""
+"""Tests of the variably scaled kernels (Campi et al. 2021)."""
 
 import warnings
 

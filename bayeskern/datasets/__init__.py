@@ -1,4 +1,4 @@
-"""Offline datasets used by the seed papers that bayeskern implements.
+"""Offline datasets used by the papers that bayeskern implements.
 
 Everything loads without network access and needs only numpy, pandas and scikit-learn:
 small tables are embedded in ``bayeskern/datasets/data/`` (with a sha256 ``MANIFEST.json``
@@ -14,8 +14,9 @@ checked at every load, and source/licence notes in ``SOURCES.md``); ``breast_can
 >>> X.shape, y.dtype
 ((768, 8), dtype('int64'))
 
-No dataset here comes from the Xiong (seed 004) paper: its GDC gene-expression data are not
-redistributable; any binary classification set above serves to exercise that kernel.
+No dataset here comes from Gu (2021), which follows Xiong et al.'s conformal kernel: its GDC
+gene-expression data are not redistributable; any binary classification set above serves to
+exercise that kernel.
 """
 
 from ._registry import DataIntegrityError, co2_split, describe, list_datasets, load_dataset

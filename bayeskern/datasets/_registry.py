@@ -69,7 +69,7 @@ _SPECS: dict[str, _Spec] = {
                 "flask air samples at sites in the SIO network. In Trends: A Compendium of Data on "
                 "Global Change. CDIAC, Oak Ridge National Laboratory, U.S. DOE."
             ),
-            used_by=("GaBaSR (seed 003) Tables 4-6 (Mauna Loa CO2)",),
+            used_by=("GaBaSR (Pena-Llamas et al. 2023) Tables 4-6 (Mauna Loa CO2)",),
             notes=(
                 "time = year + (month - 1) / 12; date is 'YYYY-MM'. Monthly mean over the weeks "
                 "available in that month; the 5 months without any weekly value (1958-06, "
@@ -97,8 +97,8 @@ _SPECS: dict[str, _Spec] = {
                 "Global Change. CDIAC, Oak Ridge National Laboratory, U.S. DOE."
             ),
             used_by=(
-                "GaBaSR (seed 003) Tables 4-6 use its monthly means (co2); the weekly record "
-                "serves the Hilbert-space GP at four times the rows",
+                "GaBaSR (Pena-Llamas et al. 2023) Tables 4-6 use its monthly means (co2); the "
+                "weekly record serves the Hilbert-space GP at four times the rows",
             ),
             notes=(
                 "The weekly series that the monthly co2 set averages: four times the rows, "
@@ -126,7 +126,7 @@ _SPECS: dict[str, _Spec] = {
                 "W. N. Street, W. H. Wolberg, O. L. Mangasarian (1993). Nuclear feature extraction "
                 "for breast tumor diagnosis. IS&T/SPIE Electronic Imaging, vol. 1905, 861-870."
             ),
-            used_by=("GaBaSR (seed 003) Tables 1-3 (Breast Cancer, N = 569)",),
+            used_by=("GaBaSR (Pena-Llamas et al. 2023) Tables 1-3 (Breast Cancer, N = 569)",),
             notes=(
                 "Encoding as in scikit-learn: 0 = malignant, 1 = benign (the opposite of "
                 "wisconsin_original). Not embedded: scikit-learn ships it offline."
@@ -144,7 +144,7 @@ _SPECS: dict[str, _Spec] = {
                 "B. Efron, T. Hastie, I. Johnstone, R. Tibshirani (2004). Least angle regression. "
                 "Annals of Statistics 32(2):407-499."
             ),
-            used_by=("GaBaSR (seed 003) Tables 4-6 (Diabetes)",),
+            used_by=("GaBaSR (Pena-Llamas et al. 2023) Tables 4-6 (Diabetes)",),
             notes=(
                 "Features as scikit-learn returns them by default (mean-centred, scaled to unit "
                 "Euclidean norm); target = disease progression one year after baseline. "
@@ -171,7 +171,7 @@ _SPECS: dict[str, _Spec] = {
                 "prediction. NASA Reference Publication 1218. "
                 "Donors: Brooks, Pope, Marcolini (NASA)."
             ),
-            used_by=("LAB-RBF (seed 002) Table 1",),
+            used_by=("LAB-RBF (He et al. 2023) Table 1",),
         ),
         _Spec(
             name="parkinsons",
@@ -198,7 +198,7 @@ _SPECS: dict[str, _Spec] = {
                 "IEEE Transactions on Biomedical Engineering 57(4):884-893. "
                 "Donors: Tsanas, Little."
             ),
-            used_by=("LAB-RBF (seed 002) Table 1",),
+            used_by=("LAB-RBF (He et al. 2023) Table 1",),
             notes=(
                 "X keeps all 20 columns of parkinsonX as the LAB-RBF paper does, including the "
                 "subject number (column 1, 42 subjects): a random row split leaks subjects. "
@@ -234,7 +234,7 @@ _SPECS: dict[str, _Spec] = {
                 "Proc. Symposium on Computer Applications in Medical Care, 261-265. Data: National "
                 "Institute of Diabetes and Digestive and Kidney Diseases (NIDDK)."
             ),
-            used_by=("CkRBF (seed 001) Tables 1-6 ('diabetes')",),
+            used_by=("CkRBF (Czarnecki & Tabor 2014) Tables 1-6 ('diabetes')",),
             notes=(
                 "Zeros in glucose, blood_pressure, skin_thickness, insulin and bmi are missing "
                 "values in the source; they are kept as 0, as the papers use the file."
@@ -257,7 +257,7 @@ _SPECS: dict[str, _Spec] = {
                 "O. Rösler, D. Suendermann (2013). A first step towards eye state prediction "
                 "using EEG. Proc. AIHLS 2013. Donor: Oliver Rösler, DHBW Stuttgart."
             ),
-            used_by=("GaBaSR (seed 003) Tables 1-3 ('Egg-eye-state')",),
+            used_by=("GaBaSR (Pena-Llamas et al. 2023) Tables 1-3 ('Egg-eye-state')",),
             notes=(
                 "Rows are one continuous 117 s recording in time order (not i.i.d.). A few rows "
                 "hold extreme outliers (values up to ~7e5 against ~4e3 typical); they are kept."
@@ -284,8 +284,9 @@ _SPECS: dict[str, _Spec] = {
                 + _MASS_CITE
             ),
             used_by=(
-                "VSK (seed 000) Tables 4-5",
-                "CkRBF (seed 001) Tables 1-6 ('breast-cancer', LIBSVM copy of this file)",
+                "VSK (Campi et al. 2021) Tables 4-5",
+                "CkRBF (Czarnecki & Tabor 2014) Tables 1-6 ('breast-cancer', LIBSVM copy of this "
+                "file)",
             ),
             notes=(
                 "444 benign, 239 malignant. V1..V9 are scores 1-10 (clump thickness, uniformity "
@@ -309,7 +310,7 @@ _SPECS: dict[str, _Spec] = {
                 "D. Harrison, D. L. Rubinfeld (1978). Hedonic prices and the demand for clean air. "
                 "J. Environmental Economics and Management 5:81-102. " + _MASS_CITE
             ),
-            used_by=("GaBaSR (seed 003) Tables 4-6 (Boston house-price)",),
+            used_by=("GaBaSR (Pena-Llamas et al. 2023) Tables 4-6 (Boston house-price)",),
             notes=(
                 "Kept for reproducing GaBaSR. The 'black' column encodes a racial proportion "
                 "(1000 (Bk - 0.63)^2) and medv is censored at 50; scikit-learn removed this "
@@ -471,8 +472,8 @@ def describe(name: str) -> dict[str, Any]:
         - ``extra_columns`` (list of str): frame columns that are neither features nor target;
         - ``source``, ``licence``, ``citation`` (str): where the data come from, under what
           terms, and what to cite;
-        - ``used_by`` (list of str): the seed papers / bayeskern methods that use it, e.g.
-          ``"LAB-RBF (seed 002) Table 1"``;
+        - ``used_by`` (list of str): the papers / bayeskern methods that use it, e.g.
+          ``"LAB-RBF (He et al. 2023) Table 1"``;
         - ``file`` (str or None): the embedded file in ``bayeskern/datasets/data/``, None when
           the data come from scikit-learn;
         - ``notes`` (str): preprocessing and caveats.

@@ -1,4 +1,4 @@
-r"""Support-vector classifiers with the cluster-based RBF kernel (Czarnecki & Tabor, seed 001).
+r"""Support-vector classifiers with the cluster-based RBF kernel (Czarnecki & Tabor 2014).
 
 * :class:`CkRBFClassifier`: one SVM on the :math:`C_k\mathrm{RBF}` Gram matrix (the paper's
   method, section 3-4), a :class:`~bayeskern.estimators.svm.KernelSVC` whose kernel is
@@ -64,7 +64,7 @@ def _check_unlabeled(X_unlabeled, n_features: int):
 
 
 class CkRBFClassifier(KernelSVC):
-    r"""SVM with the cluster-based RBF kernel :math:`C_k\mathrm{RBF}` (seed 001).
+    r"""SVM with the cluster-based RBF kernel :math:`C_k\mathrm{RBF}` (Czarnecki & Tabor 2014).
 
     .. math:: K_\gamma(x, y) = c\,\det(\Sigma_x + \Sigma_y)^{-1/2}
               \exp\!\big(-\gamma (x - y)^\top (\Sigma_x + \Sigma_y)^{-1} (x - y)\big)
@@ -92,11 +92,11 @@ class CkRBFClassifier(KernelSVC):
         :math:`\gamma` from :data:`GAMMA_FACTORS` :math:`/d` = (0.25, 0.5, 1, 2, 4)/d by
         3-fold stratified CV accuracy of this SVM on the training data (ties to the value
         nearest 1/d); the partition and the γ-free factors are computed once per fold (the
-        seed's γ-conversion), so it costs 15 small SVM fits and 3 clusterings. Why: with the
-        fixed 1/d, ``CkRBFClassifier()`` scored 0.766 on Pima (stratified 10-fold, [0, 1]
-        scaling, seeds 0-4) against 0.769 for scikit-learn's ``SVC()``; with ``"auto"``
-        0.775 (``docs/results/kernel_learners.md``). Numeric values are what a
-        ``GridSearchCV`` over ``{"C": [...], "gamma": [...]}`` passes.
+        γ-conversion of Czarnecki & Tabor 2014), so it costs 15 small SVM fits and 3
+        clusterings. Why: with the fixed 1/d, ``CkRBFClassifier()`` scored 0.766 on Pima
+        (stratified 10-fold, [0, 1] scaling, seeds 0-4) against 0.769 for scikit-learn's
+        ``SVC()``; with ``"auto"`` 0.775 (``docs/results/kernel_learners.md``). Numeric values
+        are what a ``GridSearchCV`` over ``{"C": [...], "gamma": [...]}`` passes.
     n_clusters : int, default 2
         Number of cells :math:`k` (:math:`C_2\mathrm{RBF}` is the paper's recommendation).
     partition : {"kmeans", "gmm", "dpgmm"}, default "kmeans"
@@ -212,7 +212,8 @@ class CkRBFClassifier(KernelSVC):
         The :math:`\\gamma` of :data:`GAMMA_FACTORS` / d with the best
         3-fold stratified CV accuracy of this SVM (this ``C``) on the training data; ties go
         to the value nearest 1/d. The partition and the :math:`\\gamma`-free factors are
-        computed once per fold (seed 001's γ-conversion), so only the SVMs are refitted.
+        computed once per fold (the γ-conversion of Czarnecki & Tabor 2014), so only the SVMs are
+        refitted.
         """
         from sklearn.model_selection import StratifiedKFold
 
@@ -274,7 +275,7 @@ class MkRBFClassifier(ClassifierMixin, BaseEstimator):
     Each cluster :math:`W_c` gets its own SVM with the kernel
     :math:`\det(2\Sigma_c)^{-1/2}\exp(-\gamma (x - y)^\top (2\Sigma_c)^{-1}(x - y))`,
     :math:`\Sigma_c = \mathrm{cov}(X \cap W_c)` (:math:`C_1\mathrm{RBF}` on the cluster); a new
-    point is classified by the SVM of its nearest centre (seed 001, section 5, the
+    point is classified by the SVM of its nearest centre (Czarnecki & Tabor 2014, section 5, the
     :math:`m_k\mathrm{RBF}` columns of Tables 2, 4, 6). A cluster whose training points
     carry one class predicts that class. The paper uses it to show that :math:`C_k\mathrm{RBF}`
     differs from splitting the problem by clusters.

@@ -1,8 +1,8 @@
 """Support-vector classification with Xiong's data-dependent (conformal) kernel.
 
-Seed ``004_ee76f0359d4ed0f2.txt`` (Gu, after Xiong et al. 2005/2007), sections 3.1-3.2: learn
+Gu (2021, sections 3.1-3.2), after Xiong et al. 2005/2007: learn
 the conformal factor :math:`q` of :math:`K(x,z) = q(x)K_0(x,z)q(z)` by maximizing the Fisher
-ratio of the training data, then train an SVM on :math:`K`. The seed's own experiment could not
+ratio of the training data, then train an SVM on :math:`K`. Gu's own experiment could not
 predict with its user-supplied kernel; here :class:`~bayeskern.estimators.svm.KernelSVC` builds
 the Gram matrix between new points and the training points with the same fitted kernel.
 """
@@ -31,7 +31,7 @@ MU_CANDIDATES = (1e-3, 1e-1, float("inf"))
 
 
 class ConformalKernelClassifier(KernelSVC):
-    r"""SVM on Xiong's data-dependent kernel :math:`K(x,z) = q(x)K_0(x,z)q(z)` (seed 004).
+    r"""SVM on Xiong's data-dependent kernel :math:`K(x,z) = q(x)K_0(x,z)q(z)` (Gu 2021).
 
     :math:`K_0(x,z) = \exp(-\gamma\|x-z\|^2)` (scikit-learn's ``SVC`` meaning of ``gamma``)
     and :math:`q(x) = \alpha_0 + \sum_j \alpha_j \exp(-\gamma_1\|x - e_j\|^2)`, with
@@ -60,14 +60,14 @@ class ConformalKernelClassifier(KernelSVC):
         :math:`\gamma_1` of the factor kernel :math:`K_1`. Default ``"scale"``:
         :math:`1/(d\,\mathrm{Var}(X))`, i.e. :math:`1/d` on standardized inputs, so that the
         typical exponent :math:`\gamma_1\|x - e_j\|^2 \approx 2` whatever the number of
-        features. ``None`` uses ``gamma`` (the seed's setup: both kernels share
+        features. ``None`` uses ``gamma`` (the setup of Gu 2021: both kernels share
         :math:`\gamma`); then a user's grid value such as :math:`\gamma = 0.1` on 30
         standardized features makes :math:`K_1(x, e_j) \approx e^{-6}` for every pair but
         :math:`x = e_j`, :math:`q` spikes at its own expansion points and the SVM overfits
         (measured: WDBC mean accuracy 0.960 against 0.968 with ``"scale"``, stratified
         70/30, seeds 0-4, the grid below).
     optimizer : {"eigen", "gradient"}
-        Generalized eigenproblem (eq. 63) or the seed's gradient ascent (Algorithm 1).
+        Generalized eigenproblem (eq. 63) or the gradient ascent of Gu (2021, Algorithm 1).
     mu : "auto" or float
         Relative regularization of eq. 63 (absolute :math:`\mu = \text{mu}\cdot
         \mathrm{tr}(N_0)/(m+1)`; ``inf`` keeps :math:`q \equiv 1`, the base kernel).
@@ -80,7 +80,7 @@ class ConformalKernelClassifier(KernelSVC):
         measured too and did worse (WDBC 0.960, Pima 0.749). Cost: 9 extra kernel + SVC fits.
     n_expansion : int or None
         Number of expansion points of :math:`q`, subsampled from the training points
-        (``None``: all, as in the seed; set it for large ``N``: the cost is
+        (``None``: all, as in Gu 2021; set it for large ``N``: the cost is
         :math:`O(N^2 m)`).
     eta0, n_iter : float, int
         Step size and number of steps of the gradient ascent.

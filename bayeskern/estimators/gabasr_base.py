@@ -246,7 +246,7 @@ class _GaBaSRBase(BayesianEstimatorMixin, BaseEstimator):
         "hsgp": "collapsed spectral-mixture GP on a Hilbert-space basis (NUTS)",
         "nuts": "random-feature DP mixture, truncated stick-breaking with fixed base draws (NUTS)",
         "gibbs": "random-feature DP mixture, Chinese restaurant process with free "
-        "frequencies (Gibbs/Metropolis-Hastings, seed 003 section 3.2)",
+        "frequencies (Gibbs/Metropolis-Hastings, Pena-Llamas et al. 2023, section 3.2)",
     }
 
     @property

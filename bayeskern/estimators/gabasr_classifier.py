@@ -1,4 +1,4 @@
-"""GaBaSR binary classification, :class:`GaBaSRClassifier` (seed 003 eq. 11).
+"""GaBaSR binary classification, :class:`GaBaSRClassifier` (Pena-Llamas et al. 2023, eq. 11).
 
 The samplers, the set-up and the spectral analysis are shared with the regressor
 (:mod:`bayeskern.estimators.gabasr_base`); the module :mod:`bayeskern.estimators.gabasr`

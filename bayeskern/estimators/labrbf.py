@@ -1,8 +1,8 @@
 r"""LAB-RBF regression: asymmetric KRR with trained local bandwidths and a Bayesian last layer.
 
-:class:`LABRBFRegressor` is the method of He, He, Shi, Huang & Suykens (seed
-``002_b16f5efb1603fb72.txt``): the kernel :class:`~bayeskern.kernels.labrbf.LABRBF` is trained
-by Algorithm 1 and predicts with :math:`f_1` of eq. (6)/(8),
+:class:`LABRBFRegressor` is the method of He et al. (2023): the kernel
+:class:`~bayeskern.kernels.labrbf.LABRBF` is trained by Algorithm 1 and predicts with
+:math:`f_1` of eq. (6)/(8),
 
 .. math:: f_1(t) = \beta + K(t, X_{sv})\,(K(X_{sv}, X_{sv}) + \lambda I)^{-1}(Y_{sv} - \beta).
 
@@ -17,8 +17,8 @@ trained on are optimistic), the conjugate normal-inverse-gamma model (:mod:`baye
           \sigma^2 \sim \mathrm{InvGamma}(a_0, b_0)
 
 is a Bayesian ridge whose prior is centred on the KRR weights (the correction :math:`w`
-shrinks to 0), with :math:`\lambda_0` chosen by maximum evidence (seed 003 eq. 10). The
-predictive distribution of a new observation is Student-t with :math:`2a_N` degrees of
+shrinks to 0), with :math:`\lambda_0` chosen by maximum evidence (Pena-Llamas et al. 2023, eq. 10).
+The predictive distribution of a new observation is Student-t with :math:`2a_N` degrees of
 freedom, location :math:`f_1(t) + \phi(t)^\top w_N` and scale
 :math:`\sqrt{b_N/a_N\,(1 + \phi(t)^\top\Lambda_N^{-1}\phi(t))}`, exact (no sampling).
 Exact i.i.d. posterior draws of :math:`(w, \sigma)` fill ``idata_`` so that ArviZ summaries,
@@ -70,7 +70,7 @@ class LABRBFRegressor(
 ):
     r"""Asymmetric kernel ridge regression with locally adaptive bandwidths (LAB-RBF).
 
-    Seed 002 (He et al.), Algorithm 1 + eq. (8), with a conjugate Bayesian last layer on the
+    He et al. (2023), Algorithm 1 + eq. (8), with a conjugate Bayesian last layer on the
     learned features for calibrated predictive intervals (module docstring).
     A full GP on the learned LAB-RBF features, with priors on its amplitude, bandwidth scale
     and noise: ``bk.GPRegressor(kernel=bk.kernels.LABRBFFeatures())``.
@@ -130,7 +130,8 @@ class LABRBFRegressor(
     prior_precision : "auto" or float
         :math:`\lambda_0` of the last layer; ``"auto"`` maximises the evidence on a grid.
     a0, b0 : float
-        Inverse-gamma prior of the noise variance (standardized units), 1e-3 as in seed 003.
+        Inverse-gamma prior of the noise variance (standardized units), 1e-3 as in
+        Pena-Llamas et al. (2023).
     num_samples, num_chains : int
         Exact posterior draws of the last layer stored in ``idata_`` (independent draws, so
         every "chain" is a valid check of the others).

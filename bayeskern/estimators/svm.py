@@ -3,9 +3,9 @@
 :class:`KernelSVC` fits a (possibly data-dependent) kernel on the training data, then
 scikit-learn's ``SVC(kernel="precomputed")`` on its Gram matrix. Prediction builds the
 Gram matrix **between the new points and the training points** with the same fitted
-kernel — the step that a user-supplied kernel needs and that the Xiong seed's experiment
-got wrong. Method estimators (VSK, CkRBF, Xiong) subclass it and only say how to build
-their kernel in :meth:`KernelSVC._make_kernel`.
+kernel — the step that a user-supplied kernel needs and that the experiment of Gu (2021)
+(Xiong's kernel) got wrong. Method estimators (VSK, CkRBF, Xiong) subclass it and only say how
+to build their kernel in :meth:`KernelSVC._make_kernel`.
 """
 
 from __future__ import annotations

@@ -1,7 +1,6 @@
 r"""Variably scaled kernel estimators: SVM-VSK, KRN-VSK, SVM-E / SVM-S, Bayesian comparison.
 
-Campi, Marchetti & Perracchione, *Learning via variably scaled kernels* (2021), seed
-``000_5b352147a932b0e0.txt``:
+Campi, Marchetti & Perracchione, *Learning via variably scaled kernels* (2021):
 
 * :class:`VSKClassifier` — SVM-VSK (sections 3.1, 5.1, 6.1): min–max scale the features to
   [0, 1], append :math:`w\,\psi(x)` with :math:`\psi(x) = P(y=+1\mid x)` from a Gaussian
@@ -54,7 +53,7 @@ _KERNELS = ("rbf", "linear")
 
 
 def paper_param_grid(kernel: str = "rbf") -> dict:
-    r"""Return the hyper-parameter grid of seed 000, section 6.1.
+    r"""Return the hyper-parameter grid of Campi et al. (2021), section 6.1.
 
     :math:`C \in \{2^{-6}, \dots, 2^{6}\}` (the paper's :math:`\zeta`) and, for the Gaussian
     kernel, :math:`\gamma \in \{10^{-6}, \dots, 10^{2}\}`. (The authors' public script uses
@@ -108,7 +107,7 @@ def _scaled_prior(prior_data, d):
 class VSKClassifier(ClassifierMixin, BaseEstimator):
     r"""SVM-VSK: support-vector classification with a variably scaled kernel.
 
-    Seed 000, sections 3.1 and 5.1: :math:`\Psi(x) = (\tilde x, w\,\psi(x))` with
+    Campi et al. (2021), sections 3.1 and 5.1: :math:`\Psi(x) = (\tilde x, w\,\psi(x))` with
     :math:`\tilde x` the features min–max scaled to [0, 1] on the training set and
     :math:`\psi(x) = P(y = +1 \mid x)` of a Gaussian naive-Bayes classifier trained on the
     training set (plus ``prior_data`` when given, the a-priori knowledge of section 6.1);
@@ -252,7 +251,7 @@ class VSKClassifier(ClassifierMixin, BaseEstimator):
 class VSKRegressor(RegressorMixin, BaseEstimator):
     r"""KRN-VSK: kernel regression network with a variably scaled kernel.
 
-    Seed 000, sections 3.2 and 5.2. With the centres at the training points,
+    Campi et al. (2021), sections 3.2 and 5.2. With the centres at the training points,
 
     .. math:: s^\Psi(x) = \sum_{i=1}^N c_i\,\kappa^\Psi(x, x_i),\qquad
               c = \arg\min_c \|y - K^\Psi c\|^2 + \nu\|c\|^2,
@@ -370,7 +369,7 @@ class VSKRegressor(RegressorMixin, BaseEstimator):
 
 
 class VSKFeatureExtractor(TransformerMixin, BaseEstimator):
-    r"""VSK-like feature extraction (SVM-E, seed 000, section 7).
+    r"""VSK-like feature extraction (SVM-E, Campi et al. 2021, section 7).
 
     Keep :math:`\bar n - 1` of the (min–max scaled) features and replace all the others
     by one feature, the naive-Bayes probability :math:`P(y=+1\mid x_{\text{rest}})`
@@ -442,7 +441,7 @@ class VSKFeatureExtractor(TransformerMixin, BaseEstimator):
 def make_svm_selector(
     n_features: int = 2, cv: int = 5, scoring: str = "f1_weighted", C_grid=None
 ) -> SelectFromModel:
-    r"""SVM-S (seed 000, section 7): keep the features with the largest linear-SVM weights.
+    r"""SVM-S (Campi et al. 2021, section 7): keep the features with the largest linear-SVM weights.
 
     A linear ``SVC`` is tuned by ``cv``-fold grid search over ``C_grid`` (default the
     paper's :math:`2^{-6..6}`), the features are ranked by :math:`|w_j|`, and the top

@@ -1,6 +1,6 @@
 """GaBaSR's Gibbs / Metropolis-Hastings sampler with rank-updated evidence.
 
-The paper's algorithm (seed ``003_4539d881110651a3.txt``, section 3.2; parent method BaNK,
+The paper's algorithm (Pena-Llamas et al. 2023, section 3.2; parent method BaNK,
 Oliva et al. 2016) for a spectral density that is a Dirichlet-process Gaussian mixture,
 
 .. math:: \\rho(\\omega) = \\sum_k \\pi_k\\,N(\\omega \\mid \\mu_k, \\Lambda_k^{-1}),
@@ -260,9 +260,9 @@ def crp_log_weights(x, counts_minus, mu, U, alpha, pred):
 
     Existing slot :math:`k`: :math:`\\log n_{-j,k} + \\log N(x\\mid\\mu_k,\\Lambda_k^{-1})`
     (``-inf`` for empty slots); new: :math:`\\log\\alpha + \\log t(x)` under the prior
-    predictive ``pred`` (seed 003 section 3.2.2 step 1, with the :math:`\\log\\alpha` the first
-    author's code omits), ``-inf`` when no slot is free (truncation). The common
-    :math:`1/(M-1+\\alpha)` cancels.
+    predictive ``pred`` (Pena-Llamas et al. 2023, section 3.2.2 step 1, with the
+    :math:`\\log\\alpha` the first author's code omits), ``-inf`` when no slot is free (truncation).
+    The common :math:`1/(M-1+\\alpha)` cancels.
     """
     occupied = counts_minus > 0
     lw = jnp.where(
@@ -375,8 +375,8 @@ def _log_evidence(task, logdet, quad, lam0, P, n, yy, prior: GibbsPrior):
 def full_log_evidence(Phi, y_eff, weights, lam0, task: str, prior: GibbsPrior | None = None):
     """Evidence recomputed from scratch, :math:`O(N P^2 + P^3)`: the reference for the rank updates.
 
-    Regression: :func:`bayeskern.blr.nig_log_marginal` (seed 003 eq. 10). Classification:
-    the Polya-Gamma-augmented Gaussian evidence of the module docstring.
+    Regression: :func:`bayeskern.blr.nig_log_marginal` (Pena-Llamas et al. 2023, eq. 10).
+    Classification: the Polya-Gamma-augmented Gaussian evidence of the module docstring.
     """
     prior = GibbsPrior() if prior is None else prior
     if task == "regression":
@@ -492,10 +492,11 @@ def _apply_block(ev: Evidence, blocks, F, accept, logdet, quad, update):
 def design_matrix(X, omega, v=None, mean_basis=None):
     """Design of the linear model for frequencies ``omega`` (and ``v``): ``(n, P)``.
 
-    Stationary: :math:`[\\cos(X\\omega^\\top), \\sin(X\\omega^\\top)]/\\sqrt M` (seed 003 eq. 4,
-    :func:`bayeskern.features.rff_features`). Locally stationary: :math:`(\\phi + \\phi^-)/2`
-    (eq. 6 made positive semi-definite; module docstring). ``mean_basis`` columns are appended.
-    Use this function to predict from draws of :func:`gibbs_sample`.
+    Stationary: :math:`[\\cos(X\\omega^\\top), \\sin(X\\omega^\\top)]/\\sqrt M`
+    (Pena-Llamas et al. 2023, eq. 4, :func:`bayeskern.features.rff_features`). Locally stationary:
+    :math:`(\\phi + \\phi^-)/2` (eq. 6 made positive semi-definite; module docstring).
+    ``mean_basis`` columns are appended. Use this function to predict from draws of
+    :func:`gibbs_sample`.
     """
     if v is None:
         Phi = rff_features(X, omega)
@@ -893,7 +894,7 @@ class GibbsMCMCState(NamedTuple):
 class GaBaSRGibbs(MCMCKernel):
     """The GaBaSR Gibbs/Metropolis-Hastings sweep as a NumPyro ``MCMCKernel``.
 
-    It samples the paper's model (Pena-Llamas et al. 2023, seed 003, sections 3.2 and eqs.
+    It samples the paper's model (Pena-Llamas et al. 2023, sections 3.2 and eqs.
     10-11; parent BaNK, Oliva et al. 2016):
 
     .. math:: G \\sim \\mathrm{DP}(\\alpha, NIW(m_0, \\kappa_0, \\nu_0, \\Psi_0)),\\quad
@@ -904,15 +905,15 @@ class GaBaSRGibbs(MCMCKernel):
     with the weights integrated out (normal-inverse-gamma evidence for regression,
     Polya-Gamma-augmented Gaussian evidence for classification).
 
-    One :meth:`sample` call is one sweep of the paper's sampler (module docstring; seed 003
-    section 3.2): CRP assignments, normal-inverse-Wishart component draws, the DP
-    concentration, independence-MH moves of every frequency with the weights integrated
+    One :meth:`sample` call is one sweep of the paper's sampler (module docstring;
+    Pena-Llamas et al. 2023, section 3.2): CRP assignments, normal-inverse-Wishart component draws,
+    the DP concentration, independence-MH moves of every frequency with the weights integrated
     out, then the weight prior precision (and, for classification, Polya-Gamma variables
     and the weights). :class:`numpyro.infer.MCMC` drives it, so chains, ``num_warmup``
     (discarded sweeps), progress bars and ``az.from_numpyro`` work as for NUTS. The model
     is not a NumPyro function: it is the random-feature model with free frequencies drawn
-    from a Dirichlet-process mixture (CRP form) of seed 003, given to :meth:`MCMC.run
-    <numpyro.infer.MCMC.run>` as data: ``mcmc.run(key, X=X, y=y, mean_basis=B)``.
+    from a Dirichlet-process mixture (CRP form) of Pena-Llamas et al. (2023), given to
+    :meth:`MCMC.run <numpyro.infer.MCMC.run>` as data: ``mcmc.run(key, X=X, y=y, mean_basis=B)``.
 
     Parameters
     ----------
@@ -1060,7 +1061,7 @@ def gibbs_sample(
     chain_method: str = "sequential",
     evidence: str = "rank",
 ) -> GibbsResult:
-    """Run the GaBaSR Gibbs/MH sampler (seed 003 section 3.2) and return its draws.
+    """Run the GaBaSR Gibbs/MH sampler (Pena-Llamas et al. 2023, section 3.2) and return its draws.
 
     Builds :class:`GaBaSRGibbs` and runs it with :class:`numpyro.infer.MCMC`.
 
@@ -1216,7 +1217,7 @@ def regression_posteriors(
     chunk_size: int | None = None,
     draws=None,
 ) -> blr.NIGPosterior:
-    """NIG posterior of the weights and noise for every draw (seed 003 eq. 10), stacked.
+    """Stacked NIG posteriors of weights and noise, one per draw (Pena-Llamas et al. 2023, eq. 10).
 
     :math:`\\Lambda_N = \\Phi^\\top\\Phi + \\lambda_0 I`,
     :math:`w_N = \\Lambda_N^{-1}\\Phi^\\top y`,
@@ -1257,10 +1258,10 @@ def predict_regression(
     posteriors: blr.NIGPosterior | None = None,
     draws=None,
 ):
-    """Student-t predictive ``(loc, scale, df)`` per draw, each ``(S, n_new)`` (seed 003 eq. 10).
+    """Student-t predictive ``(loc, scale, df)`` per draw, each ``(S, n_new)``.
 
-    For every draw the NIG posterior of the weights given the design of its frequencies
-    (:func:`design_matrix`) and its ``prior_precision`` is recomputed
+    For every draw the NIG posterior of the weights (Pena-Llamas et al. 2023, eq. 10) given the
+    design of its frequencies (:func:`design_matrix`) and its ``prior_precision`` is recomputed
     (:func:`regression_posteriors`), unless ``posteriors`` holds them already (for the
     draws ``draws``, indices into the flattened draws); pass ``loc, scale, df`` to
     :class:`bayeskern.predictive.MixturePredictive`.

@@ -1,17 +1,18 @@
-r"""Cluster-based RBF kernel :math:`C_k\mathrm{RBF}` (Czarnecki & Tabor, seed 001).
+r"""Cluster-based RBF kernel :math:`C_k\mathrm{RBF}` (Czarnecki & Tabor 2014).
 
 Every point is mapped to a Gaussian :math:`x \mapsto N(x, \Sigma_x)` whose covariance
 :math:`\Sigma_x` is the covariance of the cell of a partition :math:`W_1 \cup \dots \cup W_k`
 (k-means, a Gaussian mixture or a Dirichlet-process Gaussian mixture) that contains
-:math:`x`. The :math:`L^2` inner product of two such Gaussians (seed 001, Proposition 3.1,
-Theorem 3.1) gives, after dropping the constant :math:`(\pi/\gamma)^{d/2}` (section 4),
+:math:`x`. The :math:`L^2` inner product of two such Gaussians
+(Czarnecki & Tabor 2014, Proposition 3.1, Theorem 3.1) gives, after dropping the constant
+:math:`(\pi/\gamma)^{d/2}` (section 4),
 
 .. math:: K_\gamma(x, y) = \det(\Sigma_x + \Sigma_y)^{-1/2}
           \exp\!\big(-\gamma\,(x - y)^\top (\Sigma_x + \Sigma_y)^{-1} (x - y)\big),
 
-a Mercer kernel for every :math:`\gamma > 0`. Erratum: Algorithm 1 of the seed writes the
-exponent as :math:`-\gamma\, x^\top S y`; the correct one is the Mahalanobis form above
-(Theorem 3.1), which is what this module computes.
+a Mercer kernel for every :math:`\gamma > 0`. Erratum: Algorithm 1 of Czarnecki & Tabor (2014)
+writes the exponent as :math:`-\gamma\, x^\top S y`; the correct one is the Mahalanobis form
+above (Theorem 3.1), which is what this module computes.
 
 Only :math:`k^2` pairs :math:`(\Sigma_a + \Sigma_b)` exist, so their inverses
 :math:`S_{ab}` and normalizers :math:`n_{ab} = \det(\Sigma_a + \Sigma_b)^{-1/2}` are computed
@@ -35,7 +36,7 @@ from .base import Hyper, Kernel, learner
 
 __all__ = ["CkRBF", "pair_factors", "ckrbf_exponent", "convert_gamma", "PARTITIONS"]
 
-#: partition methods of :class:`CkRBF` (seed 001, section 3 and Table 3)
+#: partition methods of :class:`CkRBF` (Czarnecki & Tabor 2014, section 3 and Table 3)
 PARTITIONS = ("kmeans", "gmm", "dpgmm")
 
 
@@ -45,7 +46,8 @@ def pair_factors(covariances: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
     .. math:: \log n_{ab} = -\tfrac12 \log\det(\Sigma_a + \Sigma_b), \qquad
               S_{ab} = (\Sigma_a + \Sigma_b)^{-1}
 
-    (seed 001, Algorithm 1, lines 7-8). Computed once per cell pair, :math:`k^2` in all.
+    (Czarnecki & Tabor 2014, Algorithm 1, lines 7-8). Computed once per cell pair,
+    :math:`k^2` in all.
 
     Parameters
     ----------
@@ -131,9 +133,9 @@ def convert_gamma(K, log_norms, gamma: float, new_gamma: float) -> np.ndarray:
     .. math:: K_{\hat\gamma}(x, y) = n_{i(x) i(y)}
               \exp\!\Big(\ln\frac{K_\gamma(x, y)}{n_{i(x) i(y)}}\,\frac{\hat\gamma}{\gamma}\Big)
 
-    (seed 001, section 4). ``log_norms`` is the matrix :math:`\ln n_{i(x_i) i(y_j)}` returned
-    by :meth:`CkRBF.factors` (minus the kernel's normalizing offset when ``normalize=True``).
-    Entries of ``K`` that underflowed to 0 stay 0, which is wrong when
+    (Czarnecki & Tabor 2014, section 4). ``log_norms`` is the matrix :math:`\ln n_{i(x_i) i(y_j)}`
+    returned by :meth:`CkRBF.factors` (minus the kernel's normalizing offset when
+    ``normalize=True``). Entries of ``K`` that underflowed to 0 stay 0, which is wrong when
     :math:`\hat\gamma < \gamma`: caching the exponent :math:`q` (:meth:`CkRBF.factors`) is the
     exact way to scan a :math:`\gamma` grid.
     """
@@ -152,7 +154,7 @@ def _gamma_prior(d: int):
 
 
 class CkRBF(Kernel):
-    r"""Cluster-based RBF kernel :math:`C_k\mathrm{RBF}` (Czarnecki & Tabor, seed 001).
+    r"""Cluster-based RBF kernel :math:`C_k\mathrm{RBF}` (Czarnecki & Tabor 2014).
 
     .. math:: K_\gamma(x, y) = c\,\det(\Sigma_x + \Sigma_y)^{-1/2}
               \exp\!\big(-\gamma\,(x - y)^\top (\Sigma_x + \Sigma_y)^{-1} (x - y)\big)
@@ -183,7 +185,7 @@ class CkRBF(Kernel):
     radial : bool
         Radial cells :math:`\Sigma_a = \sigma_a^2 I` with :math:`\sigma_a^2 =
         \mathrm{tr}(\mathrm{cov}_a)/d` (Observation 3.3, with the exponent :math:`d/2` on
-        :math:`\sigma_x^2 + \sigma_y^2` that the seed's display drops).
+        :math:`\sigma_x^2 + \sigma_y^2` that the display of Czarnecki & Tabor 2014 drops).
     eps : float, default 1e-10
         Regularization of a singular cell covariance, :math:`(1-\varepsilon)\Sigma_a +
         \varepsilon A`, :math:`A = \mathrm{cov}(X)`, or the identity when that is singular
@@ -253,10 +255,10 @@ class CkRBF(Kernel):
     def fit(self, X, y=None) -> CkRBF:
         """Partition ``X`` (plus ``X_unlabeled``) and cache the per-cell-pair factors.
 
-        Labels ``y`` are ignored: the construction is unsupervised (seed 001, section 4).
-        Returns a fitted copy. The partition and the cell covariances are learned by
-        :func:`bayeskern.learning.ckrbf.train_ckrbf`; this kernel holds the fitted
-        state and the Gram matrices.
+        Labels ``y`` are ignored: the construction is unsupervised
+        (Czarnecki & Tabor 2014, section 4). Returns a fitted copy. The partition and the cell
+        covariances are learned by :func:`bayeskern.learning.ckrbf.train_ckrbf`; this kernel holds
+        the fitted state and the Gram matrices.
         """
         return learner(self)(self, X, y)
 
@@ -303,7 +305,7 @@ class CkRBF(Kernel):
         r"""Return the γ-free factors ``(ell, q)`` with :math:`K_\gamma = e^{\ell - \gamma q}`.
 
         ``ell`` includes the normalizing offset. Scanning a :math:`\gamma` grid with these
-        is the exact form of the seed's γ-conversion (section 4).
+        is the exact form of the γ-conversion of Czarnecki & Tabor (2014, section 4).
         """
         self._check_fitted()
         X1 = np.atleast_2d(np.asarray(X1, dtype=float))

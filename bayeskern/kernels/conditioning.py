@@ -1,7 +1,7 @@
 r"""Kernel-matrix diagnostics for any kernel: expressiveness and stability.
 
-The quantities the VSK seed (Campi, Marchetti & Perracchione 2021, ``000_5b352147a932b0e0.txt``,
-section 2 and section 4) uses to compare a kernel with its variably scaled version:
+The quantities the VSK paper (Campi et al. 2021, section 2 and section 4) uses to compare a kernel
+with its variably scaled version:
 
 * spectral ratio :math:`S(K) = \operatorname{tr}(K)/\|K\|_F`, with
   :math:`1 \le S(K) \le \sqrt{\operatorname{rank} K}` (Donini & Aiolli 2017); a larger ratio
@@ -44,7 +44,7 @@ def _square(K, name="K") -> np.ndarray:
 
 
 def spectral_ratio(K) -> float:
-    r"""Spectral ratio :math:`S(K) = \operatorname{tr}(K) / \|K\|_F` (seed 000, section 2).
+    r"""Spectral ratio :math:`S(K) = \operatorname{tr}(K) / \|K\|_F` (Campi et al. 2021, section 2).
 
     Parameters
     ----------
@@ -58,7 +58,7 @@ def spectral_ratio(K) -> float:
 def separation_distance(X) -> float:
     r"""Separation distance :math:`q_\Xi = \tfrac12 \min_{i \ne j} \|x_i - x_j\|_2`.
 
-    Seed 000, section 4.1 ("Spectrum of the Gaussian VSK"); computed with a k-d tree in
+    Campi et al. (2021), section 4.1 ("Spectrum of the Gaussian VSK"); computed with a k-d tree in
     :math:`O(N \log N)`. Duplicated points give 0.
 
     Parameters
@@ -77,7 +77,7 @@ def separation_distance(X) -> float:
 
 
 def condition_number(K, symmetric: bool | None = None) -> float:
-    r"""2-condition number :math:`\|K\|_2 \|K^{-1}\|_2` (seed 000, before Proposition 1).
+    r"""2-condition number :math:`\|K\|_2 \|K^{-1}\|_2` (Campi et al. 2021, before Proposition 1).
 
     For a symmetric matrix it is :math:`\max|\lambda| / \min|\lambda|` from ``eigvalsh``;
     otherwise the ratio of extreme singular values. A singular matrix gives ``inf``. Values
@@ -140,7 +140,7 @@ def kernel_diagnostics(kernel, X, points=None) -> dict:
 
 
 def krn_fit(K, y, nu: float = 0.0) -> np.ndarray:
-    r"""Coefficients of a kernel regression network (seed 000, section 3.2).
+    r"""Coefficients of a kernel regression network (Campi et al. 2021, section 3.2).
 
     .. math:: c^* = \arg\min_c \|y - K c\|_2^2 + \nu \|c\|_2^2
 
@@ -196,7 +196,7 @@ def shape_sweep(
     ``(X1, X2) -> Gram``); the sweep records :math:`\operatorname{cond}(K)` and
     :math:`S(K)` on ``X`` and, when targets are given, fits a KRN (:func:`krn_fit` with
     ``nu``) on ``(X, y)`` and evaluates ``error(y_test, prediction)`` on the test points.
-    This is the experiment of seed 000, section 6.2 and Fig. 2 (200 shapes in [0.5, 20]).
+    This is the experiment of Campi et al. (2021), section 6.2 and Fig. 2 (200 shapes in [0.5, 20]).
 
     Returns
     -------

@@ -1,13 +1,13 @@
 r"""Xiong's data-dependent (conformal) kernel, learned by maximizing a Fisher ratio.
 
-The kernel (seed ``004_ee76f0359d4ed0f2.txt``, Gu, after Xiong, Swamy & Ahmad 2005 and
+The kernel (Gu 2021, after Xiong, Swamy & Ahmad 2005 and
 Xiong, Zhang & Chen 2007; section 3.1, eqs. 52-63) is a conformal transform of a base
 kernel :math:`K_0`,
 
 .. math:: K(x, z) = q(x)\, K_0(x, z)\, q(z), \qquad
           q(x) = \alpha_0 + \sum_{j=1}^{m} \alpha_j K_1(x, e_j),
 
-where :math:`e_1..e_m` are the expansion points (all training points in the seed, or a random
+where :math:`e_1..e_m` are the expansion points (all training points in Gu 2021, or a random
 subset of them for large :math:`N`). On the training data :math:`K = Q K_0 Q` (eq. 54) with
 :math:`Q = \mathrm{diag}(q)`, :math:`q = K_1\alpha` and :math:`K_1 = [1, K_1(x_i, e_j)]` of size
 :math:`N \times (m+1)` (eq. 55).
@@ -27,9 +27,9 @@ c-class Fisher scalar :math:`\mathrm{tr}\,S_b = \sum_c N_c\|m_c - m\|^2`,
 
 * ``"eigen"``: the top eigenvector of :math:`M_0\alpha = \lambda (N_0 + \mu I)\alpha`
   (eqs. 62-63) with :func:`scipy.linalg.eigh`;
-* ``"gradient"``: the seed's Algorithm 1, :math:`\alpha \leftarrow \alpha + \eta(t)
+* ``"gradient"``: Algorithm 1 of Gu (2021), :math:`\alpha \leftarrow \alpha + \eta(t)
   (M_0/J_2 - J_1 N_0/J_2^2)\alpha`, normalized, :math:`\eta(t) = \eta_0(1 - t/T)`, stopped
-  when :math:`J` decreases. **Erratum** (``DESIGN.md``): the seed's Algorithm 1 resets
+  when :math:`J` decreases. **Erratum**: the printed Algorithm 1 resets
   :math:`\alpha^0 = (1, 0, \dots, 0)` *inside* its loop, which would never move; here it is
   initialized once.
 
@@ -65,7 +65,7 @@ class SquaredExponential(RBF):
 
     Same values and hyper-parameters as ``RBF`` (isotropic ``lengthscale`` only), but the
     Gram matrix costs one matrix product instead of an ``(n1, n2, d)`` tensor of differences,
-    which matters for :math:`p \gg n` data (gene expression, the seed's application).
+    which matters for :math:`p \gg n` data (gene expression, the application of Gu 2021).
     """
 
     def __init__(self, lengthscale=None):
@@ -111,7 +111,7 @@ def check_class_labels(y, n_samples: int) -> tuple[np.ndarray, np.ndarray]:
 
 
 class Conformal(Kernel):
-    r"""Xiong's data-dependent kernel :math:`K(x,z) = q(x) K_0(x,z) q(z)` (seed 004, eqs. 52-63).
+    r"""Xiong's data-dependent kernel :math:`K(x,z) = q(x) K_0(x,z) q(z)` (Gu 2021, eqs. 52-63).
 
     :meth:`fit` learns :math:`\alpha` of the conformal factor
     :math:`q(x) = \alpha_0 + \sum_j \alpha_j K_1(x, e_j)` by maximizing the Fisher ratio of
@@ -136,7 +136,7 @@ class Conformal(Kernel):
         :math:`\gamma_1` of the default factor kernel; ``"scale"`` is scikit-learn's
         :math:`1/(d\,\mathrm{Var}(X))` on the data seen by ``fit``.
     optimizer : {"eigen", "gradient"}
-        Generalized eigenproblem (eq. 63) or the seed's gradient ascent (Algorithm 1).
+        Generalized eigenproblem (eq. 63) or the gradient ascent of Gu (2021, Algorithm 1).
     mu : float
         Relative regularization of eq. 63: the absolute :math:`\mu` is
         ``mu * trace(N0) / (m + 1)``, so it does not depend on the scale of the kernels.
@@ -145,9 +145,9 @@ class Conformal(Kernel):
         ``ConformalKernelClassifier(mu="auto")``).
     n_expansion : int, optional
         Number of expansion points :math:`e_j`, drawn at random from the training points
-        (``random_state``); ``None`` uses all of them, as the seed does.
+        (``random_state``); ``None`` uses all of them, as Gu (2021) does.
     eta0, n_iter, early_stop
-        :math:`\eta_0`, :math:`T` and the early stop of the gradient ascent. The seed uses
+        :math:`\eta_0`, :math:`T` and the early stop of the gradient ascent. Gu (2021) uses
         :math:`\eta_0 = 1`, but the length of a step is not scale-free: it grows with the
         number of expansion points (each column of :math:`K_1` adds to the gradient) and
         shrinks when the kernels are nearly constant. Measured on the 70 % training parts

@@ -1,10 +1,10 @@
 r"""LAB-RBF: locally adaptive bandwidth RBF kernels and asymmetric kernel ridge regression.
 
 He, He, Shi, Huang & Suykens, "Enhancing kernel flexibility via learning asymmetric
-locally-adaptive kernels" (seed ``002_b16f5efb1603fb72.txt``).
+locally-adaptive kernels" (2023, arXiv:2310.05236).
 
 Every support point :math:`x_i` carries its own bandwidth vector :math:`\theta_i`
-(seed eq. 1; the authors' public code uses the non-squared form, ``p = 1``):
+(He et al. 2023, eq. 1; the authors' public code uses the non-squared form, ``p = 1``):
 
 .. math:: \mathcal K(t, x_i) = \exp\!\left(-\|\theta_i \odot (t - x_i)\|_2^{\,p}\right),
           \qquad p \in \{1, 2\},
@@ -16,9 +16,9 @@ Theorem 1 (eq. 6) gives two regression functions,
           f_2(t) = K(X, t)^\top (K(X, X)^\top + \lambda I)^{-1} Y,
 
 with :math:`[K(X, X)]_{ij} = \mathcal K(x_i, x_j)` (bandwidth of the *column* point). Only
-:math:`f_1` needs no bandwidth at the test point (seed eq. 8); bayeskern also evaluates
-:math:`f_2` by giving a test point the bandwidth of its nearest support point, the
-piecewise-constant bandwidth function that footnote 1 of the seed alludes to.
+:math:`f_1` needs no bandwidth at the test point (He et al. 2023, eq. 8); bayeskern also
+evaluates :math:`f_2` by giving a test point the bandwidth of its nearest support point, the
+piecewise-constant bandwidth function that footnote 1 of He et al. (2023) alludes to.
 
 The bandwidths are trained to minimise the squared error of :math:`f_1` on the training
 points outside the support set (eq. 9) by minibatch Adam (optax), and the support set grows
@@ -55,8 +55,8 @@ __all__ = [
 def labrbf_gram(T: jax.Array, X_sv: jax.Array, Theta: jax.Array, p: int = 1) -> jax.Array:
     r"""Asymmetric LAB-RBF matrix :math:`K[a, i] = \exp(-\|\theta_i\odot(t_a - x_i)\|_2^p)`.
 
-    Seed eq. (1) for ``p = 2``; ``p = 1`` is the form of the authors' public code. The norm is
-    gradient-safe at :math:`t_a = x_i` (its derivative there is 0, not NaN).
+    He et al. (2023), eq. (1), for ``p = 2``; ``p = 1`` is the form of the authors' public
+    code. The norm is gradient-safe at :math:`t_a = x_i` (its derivative there is 0, not NaN).
 
     Parameters
     ----------
@@ -108,11 +108,11 @@ def labrbf_gram_np(T, X_sv, Theta, p: int = 1, block: int = 1024) -> np.ndarray:
 
 
 def krr_f1(K_tX: jax.Array, K_XX: jax.Array, y: jax.Array, lam: float) -> jax.Array:
-    r"""Regression function :math:`f_1(t) = K(t, X)(K(X,X) + \lambda I)^{-1}Y` (seed eq. 6/8).
+    r"""Regression function :math:`f_1(t) = K(t, X)(K(X,X) + \lambda I)^{-1}Y`.
 
-    ``K_tX`` is ``(n_t, m)`` with entries :math:`\mathcal K(t_a, x_i)`; ``K_XX`` is ``(m, m)``
-    with :math:`\mathcal K(x_i, x_j)`. Uses a linear solve (LU; the matrix is not symmetric),
-    never an explicit inverse.
+    He et al. (2023), eqs. 6 and 8. ``K_tX`` is ``(n_t, m)`` with entries
+    :math:`\mathcal K(t_a, x_i)`; ``K_XX`` is ``(m, m)`` with :math:`\mathcal K(x_i, x_j)`.
+    Uses a linear solve (LU; the matrix is not symmetric), never an explicit inverse.
     """
     m = K_XX.shape[0]
     return K_tX @ jnp.linalg.solve(K_XX + lam * jnp.eye(m, dtype=K_XX.dtype), y)
@@ -136,7 +136,7 @@ def nearest_support(Z: jax.Array, Z_sv: jax.Array) -> jax.Array:
 
 # --------------------------------------------------------------------------- kernel
 class LABRBF(Kernel):
-    r"""Locally adaptive bandwidth RBF kernel, trained by Algorithm 1 of seed 002.
+    r"""Locally adaptive bandwidth RBF kernel, trained by Algorithm 1 of He et al. (2023).
 
     .. math:: \mathcal K(t, x_i) = \exp\!\left(-\|\theta_i \odot (t - x_i)\|_2^{\,p}\right)
 
@@ -447,7 +447,7 @@ class LABRBFFeatures(Kernel):
     r"""Positive semi-definite kernel on the learned LAB-RBF features (for GP models).
 
     With :math:`\phi(t) = [\mathcal K(t, x_1), \dots, \mathcal K(t, x_m)]` the asymmetric
-    features of a trained :class:`LABRBF` (seed eq. 1, support :math:`x_i`, bandwidths
+    features of a trained :class:`LABRBF` (He et al. 2023, eq. 1, support :math:`x_i`, bandwidths
     :math:`s\,\theta_i`),
 
     .. math:: k(t, t') = \phi(t)^\top\phi(t') / c,

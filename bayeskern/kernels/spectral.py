@@ -1,7 +1,7 @@
 """Spectral-mixture kernel: the kernel object behind GaBaSR's learned spectral density.
 
-By Bochner's theorem (seed 003 eq. 1) a stationary kernel is the Fourier transform of a
-spectral density. For a Gaussian mixture :math:`\\rho(\\omega) = \\sum_k \\pi_k
+By Bochner's theorem (Pena-Llamas et al. 2023, eq. 1) a stationary kernel is the Fourier transform
+of a spectral density. For a Gaussian mixture :math:`\\rho(\\omega) = \\sum_k \\pi_k
 N(\\omega\\mid\\mu_k, \\mathrm{diag}\\,\\sigma_k^2)` (symmetrized, the kernel being real) it is
 exactly
 
@@ -9,8 +9,8 @@ exactly
           \\cos(\\mu_k^\\top\\tau), \\qquad \\tau = x - x',
 
 the spectral-mixture kernel of Wilson & Adams (2013) in angular frequency. GaBaSR
-(seed 003 section 3.2) learns :math:`(\\pi, \\mu, \\sigma)` with a Dirichlet-process prior and
-uses random Fourier features of :math:`\\rho` (eq. 4); :class:`SpectralMixture` gives the
+(Pena-Llamas et al. 2023, section 3.2) learns :math:`(\\pi, \\mu, \\sigma)` with a Dirichlet-process
+prior and uses random Fourier features of :math:`\\rho` (eq. 4); :class:`SpectralMixture` gives the
 exact kernel (for tests: random features converge to it), the learned density with its
 posterior band (:meth:`SpectralMixture.from_draws`), and a kernel usable in
 :class:`bayeskern.GPRegressor` whose components are initialized from the periodogram.

@@ -622,7 +622,7 @@ class MahalanobisRBF(Kernel):
 
     :math:`\Sigma` is the covariance of the training inputs, learned in :meth:`fit`
     (or given as ``covariance``). It is the :math:`k = 1` case of the cluster-based RBF of
-    Czarnecki & Tabor (seed 001, section 3).
+    Czarnecki & Tabor (2014, section 3).
     """
 
     def __init__(self, lengthscale=None, covariance=None):

@@ -1,7 +1,7 @@
 r"""Variably scaled kernels (VSK) and their scaling functions.
 
 Campi, Marchetti & Perracchione, *Learning via variably scaled kernels*, Adv. Comput. Math.
-47:51 (2021) — seed ``000_5b352147a932b0e0.txt``. A scaling function
+47:51 (2021). A scaling function
 :math:`\psi:\Omega\subseteq\mathbb{R}^n\to\Lambda\subseteq\mathbb{R}^m` augments every point,
 :math:`\Psi(x) = (x, \psi(x))`, and the VSK is the base kernel on the augmented points
 (Definition 2, eq. 2.4):
@@ -110,7 +110,7 @@ def _sigmoid(xp, z):
 
 
 class Scaling:
-    """Base class of scaling functions :math:`\\psi` (seed 000, section 5).
+    """Base class of scaling functions :math:`\\psi` (Campi et al. 2021, section 5).
 
     A scaling reads the columns ``columns`` of ``X`` (all when ``None``), learns what it
     needs in :meth:`fit` (which returns a fitted copy) and maps ``(n, d)`` inputs to
@@ -175,7 +175,7 @@ register_fitted_pytree(Scaling)
 
 
 class NaiveBayesScaling(Scaling):
-    r"""Naive-Bayes probability :math:`\psi(x) = P(y = +1 \mid x)` (seed 000, section 5.1).
+    r"""Naive-Bayes probability :math:`\psi(x) = P(y = +1 \mid x)` (Campi et al. 2021, section 5.1).
 
     A Gaussian naive-Bayes classifier (features independent given the class, Gaussian
     likelihood of section 6.1) gives
@@ -233,7 +233,7 @@ class NaiveBayesScaling(Scaling):
 class ParametricScaling(Scaling):
     r"""Least-squares fit of a parametric model, :math:`\psi(x) = \mathcal{M}(x, \beta^*)`.
 
-    Seed 000, section 5.2, eq. (5.1):
+    Campi et al. (2021), section 5.2, eq. (5.1):
     :math:`\beta^* = \arg\min_\beta \sum_i (y_i - \mathcal{M}(x_i, \beta))^2`, solved with
     ``scipy.optimize.least_squares`` (trust-region reflective when ``bounds`` are given).
     The paper's COVID-19 example is :math:`\mathcal{M}(x,\beta) = e^{-\beta|x-\bar p|}`.
@@ -272,7 +272,7 @@ class ParametricScaling(Scaling):
 class LinearModelScaling(Scaling):
     r"""Least-squares linear trend, :math:`\psi(x) = \beta_0^* + x^\top\beta^*`.
 
-    The linear special case of :class:`ParametricScaling` (seed 000, eq. 5.1 with
+    The linear special case of :class:`ParametricScaling` (Campi et al. 2021, eq. 5.1 with
     :math:`\mathcal{M}(x,\beta) = \beta_0 + x^\top\beta`), solved in closed form with
     ``numpy.linalg.lstsq`` and evaluated in JAX: a generic default for regression.
     """
@@ -322,7 +322,7 @@ class CallableScaling(Scaling):
 
 
 class ColumnScaling(Scaling):
-    """Extra covariate columns as the ψ block (seed 000, section 6.2).
+    """Extra covariate columns as the ψ block (Campi et al. 2021, section 6.2).
 
     The paper's COVID-19 KRN adds series observed at the same times (total, new and current
     infected) to :math:`\\psi`: pass them as columns of ``X`` and name them here (and leave
@@ -401,7 +401,7 @@ def _weight_prior():
 class VSK(Kernel):
     r"""Variably scaled kernel :math:`\kappa^\Psi(x,y) = \kappa((x,\psi(x)), (y,\psi(y)))`.
 
-    Seed 000, Definition 2 (eq. 2.4); evaluated in block form (Theorem 3 for
+    Campi et al. (2021), Definition 2 (eq. 2.4); evaluated in block form (Theorem 3 for
     ``form="product"``, Theorem 6 for ``form="sum"``):
 
     .. math:: K^\Psi = K \circ \exp\!\big(-\tfrac12 w^2 D_\psi\big)\quad\text{or}\quad

@@ -4,12 +4,13 @@ Layered above :mod:`bayeskern.kernels` (which hold fitted state and pure JAX Gra
 and below the models. Each module registers its training function for a kernel class
 (:func:`bayeskern.kernels.base.register_learner`), so ``kernel.fit(X, y)`` keeps working:
 
-* :mod:`bayeskern.learning.labrbf`: LAB-RBF bandwidth training (seed 002, Algorithm 1);
+* :mod:`bayeskern.learning.labrbf`: LAB-RBF bandwidth training (He et al. 2023, Algorithm 1);
 * :mod:`bayeskern.learning.conformal`: Xiong's Fisher-ratio optimization of the conformal
-  factor (seed 004);
-* :mod:`bayeskern.learning.ckrbf`: the CkRBF partition and per-cell covariances (seed 001);
+  factor (Gu 2021);
+* :mod:`bayeskern.learning.ckrbf`: the CkRBF partition and per-cell covariances
+  (Czarnecki & Tabor 2014);
 * :mod:`bayeskern.learning.vsk`: the VSK scaling functions' fits (naive Bayes, least
-  squares; seed 000).
+  squares; Campi et al. 2021).
 """
 
 from bayeskern.learning import ckrbf, conformal, labrbf, vsk

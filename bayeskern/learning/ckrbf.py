@@ -1,9 +1,9 @@
-"""CkRBF learning: the partition of the data and the per-cell covariances (seed 001).
+"""CkRBF learning: the partition of the data and the per-cell covariances (Czarnecki & Tabor 2014).
 
-Algorithm 1 of the seed: cells from k-means, a Gaussian mixture or a Dirichlet-process
-mixture, a covariance per cell (regularized towards cov(X) when singular), then the
-per-cell-pair factors of the kernel. :class:`bayeskern.kernels.CkRBF` holds that fitted state
-and the Gram matrices; :func:`train_ckrbf` is registered as its learner, so
+Algorithm 1 of Czarnecki & Tabor (2014): cells from k-means, a Gaussian mixture or a
+Dirichlet-process mixture, a covariance per cell (regularized towards cov(X) when singular),
+then the per-cell-pair factors of the kernel. :class:`bayeskern.kernels.CkRBF` holds that
+fitted state and the Gram matrices; :func:`train_ckrbf` is registered as its learner, so
 ``CkRBF(...).fit(X)`` runs it.
 """
 
@@ -34,7 +34,7 @@ def train_ckrbf(kernel: CkRBF, X, y=None) -> CkRBF:
     """Partition ``X`` (plus ``kernel.X_unlabeled``) and fit the cells; return a fitted copy.
 
     ``CkRBF.fit`` calls it. Labels ``y`` are ignored: the construction is unsupervised
-    (seed 001, section 4).
+    (Czarnecki & Tabor 2014, section 4).
 
     Parameters
     ----------
@@ -154,7 +154,7 @@ def _fit_covariances(kernel: CkRBF, X, cells):
             f"CkRBF: cell covariance singular for cell(s) {', '.join(regularized)} "
             f"(a cell of one point, duplicated points or a constant feature); "
             f"regularized as (1 - eps)·Σ + eps·A with eps={kernel.eps:g} and A = {fallback} "
-            "(seed 001, Observation 3.2)",
+            "(Czarnecki & Tabor 2014, Observation 3.2)",
             UserWarning,
             stacklevel=4,
         )

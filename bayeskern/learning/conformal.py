@@ -1,6 +1,6 @@
 r"""Xiong's conformal kernel: learning the factor :math:`q(x)` by maximizing a Fisher ratio.
 
-Seed 004 (Xiong, Swamy & Ahmad), eqs. 55-63: the scatter matrices of the factor features,
+Gu (2021, eqs. 55-63), after Xiong, Swamy & Ahmad: the scatter matrices of the factor features,
 the Fisher ratio :math:`J_\mu`, and its maximization (generalized eigenproblem or the paper's
 gradient ascent). :class:`bayeskern.kernels.Conformal` holds the fitted state (expansion
 points, :math:`\alpha`) and the Gram matrices; :func:`train_conformal` is registered as its
@@ -32,7 +32,7 @@ def scatter_matrices(K0, K1, y) -> tuple[np.ndarray, np.ndarray]:
 
     :math:`M_0 = K_1^\top B_0 K_1`, :math:`N_0 = K_1^\top W_0 K_1`.
 
-    Seed 004, eqs. 57-60. :math:`B_0` and :math:`W_0` are never formed: with
+    Gu (2021), eqs. 57-60. :math:`B_0` and :math:`W_0` are never formed: with
     :math:`D = \mathrm{blockdiag}(K^0_{cc}/N_c)`,
 
     .. math:: M_0 = K_1^\top D K_1 - \tfrac1N K_1^\top K_0 K_1,\qquad
@@ -80,7 +80,7 @@ def fisher_ratio(alpha, M0, N0, mu: float = 0.0) -> float:
 def fisher_eigen(M0, N0, mu: float) -> tuple[np.ndarray, float]:
     r"""Maximize :math:`J_\mu` by the eigenproblem :math:`M_0\alpha = \lambda(N_0 + \mu I)\alpha`.
 
-    Seed 004, eqs. 62-63: the maximum of the Rayleigh quotient is the largest eigenvalue
+    Gu (2021), eqs. 62-63: the maximum of the Rayleigh quotient is the largest eigenvalue
     :math:`\lambda^*`, reached at its eigenvector (unit Euclidean norm here).
 
     Raises
@@ -115,7 +115,7 @@ def fisher_gradient_ascent(
     early_stop: bool = True,
     alpha0=None,
 ) -> tuple[np.ndarray, np.ndarray]:
-    r"""Maximize :math:`J_\mu` by the seed's gradient ascent (Algorithm 1, corrected).
+    r"""Maximize :math:`J_\mu` by the gradient ascent of Gu (2021, Algorithm 1, corrected).
 
     .. math:: \alpha^{t+1} = \frac{\alpha^t + \eta(t)\,(M_0/J_2 - J_1 N_0/J_2^2)\,\alpha^t}
               {\|\cdot\|},\qquad \eta(t) = \eta_0 (1 - t/T),
@@ -123,8 +123,8 @@ def fisher_gradient_ascent(
     with :math:`J_1 = \alpha^\top M_0\alpha`, :math:`J_2 = \alpha^\top (N_0+\mu I)\alpha`
     (:math:`\mu I` is added to :math:`N_0` so that both optimizers maximize the same
     :math:`J_\mu`). :math:`\alpha` starts **once** at ``alpha0`` (default
-    :math:`(1, 0, \dots, 0)`, i.e. :math:`q \equiv 1`, the base kernel); the seed's listing
-    re-initializes it in every iteration, an erratum. With ``early_stop`` the ascent stops
+    :math:`(1, 0, \dots, 0)`, i.e. :math:`q \equiv 1`, the base kernel); the listing of Gu
+    (2021) re-initializes it in every iteration, an erratum. With ``early_stop`` the ascent stops
     at the first step that decreases :math:`J` and keeps the previous (best) :math:`\alpha`.
 
     Returns

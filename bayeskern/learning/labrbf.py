@@ -1,4 +1,4 @@
-r"""LAB-RBF training: Algorithm 1 of seed 002 (He, He, Shi, Huang & Suykens).
+r"""LAB-RBF training: Algorithm 1 of He et al. (2023).
 
 :class:`bayeskern.kernels.LABRBF` holds the fitted state (support points, bandwidths, dual
 coefficients) and evaluates the asymmetric Gram matrices; this module learns that state.
@@ -30,8 +30,8 @@ def initial_support(y: np.ndarray, n_support: int, method: str, rng: np.random.G
     """Return the indices of the initial support set (Algorithm 1, line 2).
 
     ``"sorted_y"`` sorts the points by label and takes ``n_support`` evenly spaced ranks
-    (the authors' code takes every s-th point, seed section 3 "sorting data according to their
-    labels and then evenly selecting"), so the support spans the range of ``y``;
+    (the authors' code takes every s-th point; He et al. 2023, section 3: "sorting data according
+    to their labels and then evenly selecting"), so the support spans the range of ``y``;
     ``"uniform"`` samples uniformly without replacement (Algorithm 1 as printed).
     """
     n = len(y)
@@ -193,7 +193,7 @@ def _train(kernel: LABRBF, X, y, validation_index=None) -> LABRBF:
     rng = np.random.default_rng(kernel.random_state)
     dt = jnp.float32 if kernel.dtype == "float32" else jnp.float64
 
-    # features and labels to [-1, 1] (seed section 4.1); constant columns keep range 1
+    # features and labels to [-1, 1] (He et al. 2023, section 4.1); constant columns keep range 1
     lo, hi = X.min(0), X.max(0)
     k.center_ = (hi + lo) / 2
     k.half_range_ = np.where(hi - lo > 0, (hi - lo) / 2, 1.0)
@@ -242,7 +242,7 @@ def _train(kernel: LABRBF, X, y, validation_index=None) -> LABRBF:
     def pool_of(sup):
         return np.setdiff1d(tr_idx, np.asarray(sup))
 
-    # initial bandwidth: a tuned global value unless given (seed Appendix E, Fig. 5)
+    # initial bandwidth: a tuned global value unless given (He et al. 2023, Appendix E, Fig. 5)
     def predict_all(Theta, Zsv, ysv, mask, lam=None):
         # every (padded) row at once: one shape, one compilation per fit
         lam = k_lam if lam is None else lam
@@ -253,7 +253,7 @@ def _train(kernel: LABRBF, X, y, validation_index=None) -> LABRBF:
     Zsv, ysv, mask = padded(support)
     pool = pool_of(support)
     # theta0 and/or alpha "auto": a grid search of f1 with one global bandwidth on the
-    # training rows outside the initial support (seed Appendix E, Fig. 5: the result
+    # training rows outside the initial support (He et al. 2023, Appendix E, Fig. 5: the result
     # depends on the initial bandwidth)
     floor = (
         bandwidth_floor(Z[tr_idx], kernel.p, rng)

@@ -1,4 +1,4 @@
-r"""VSK learning: fitting the scaling functions :math:`\psi` (seed 000, section 5).
+r"""VSK learning: fitting the scaling functions :math:`\psi` (Campi et al. 2021, section 5).
 
 The scalings of :mod:`bayeskern.kernels.vsk` are scikit-learn-style transformers: their
 fitted state and their JAX ``transform`` live there, the fitting lives here. Each function
@@ -86,7 +86,7 @@ def fit_naive_bayes_scaling(scaling: NaiveBayesScaling, X, y=None) -> NaiveBayes
 
 @register_learner(ParametricScaling)
 def fit_parametric_scaling(scaling: ParametricScaling, X, y=None) -> ParametricScaling:
-    r"""Fit :math:`\beta^*` by least squares on ``(X, y)`` (seed 000, eq. 5.1).
+    r"""Fit :math:`\beta^*` by least squares on ``(X, y)`` (Campi et al. 2021, eq. 5.1).
 
     ``ParametricScaling.fit`` calls it.
 

@@ -1,4 +1,7 @@
-r"""Plots for the cluster-based RBF kernel (seed 001): :math:`P_f(\alpha)` curves and cells."""
+r"""Plots for the cluster-based RBF kernel: :math:`P_f(\alpha)` curves and cells.
+
+The kernel and the :math:`P_f(\alpha)` index are those of Czarnecki & Tabor (2014).
+"""
 
 from __future__ import annotations
 
@@ -15,7 +18,9 @@ __all__ = ["plot_pf_curves", "plot_cells", "plot_ckrbf_panel"]
 
 
 def plot_pf_curves(named_scores: dict, *, alpha_min: float | None = None, ax=None):
-    r"""Step curves :math:`\hat P_f(\alpha)` of several models on one axis (seed 001, Fig. 3).
+    r"""Step curves :math:`\hat P_f(\alpha)` of several models on one axis.
+
+    As in Czarnecki & Tabor (2014), Fig. 3.
 
     Parameters
     ----------
@@ -53,7 +58,7 @@ def plot_cells(kernel, X, y=None, *, dims=(0, 1), ax=None):
     r"""Points coloured by their :math:`C_k\mathrm{RBF}` cell, with each cell's covariance.
 
     Draws the 2-sigma ellipse of :math:`\Sigma_a` projected on ``dims`` at the cell mean
-    (seed 001, Fig. 2). ``y`` (optional) sets the marker per class.
+    (Czarnecki & Tabor 2014, Fig. 2). ``y`` (optional) sets the marker per class.
 
     Parameters
     ----------
@@ -114,10 +119,10 @@ def plot_ckrbf_panel(kernel, X, y=None, *, tuning_scores: dict | None = None, fe
 
     Left: the points in a 2-D projection (the first two principal axes of ``X``; the input
     itself when it has one or two columns), coloured by cell, with each cell's 2-sigma
-    ellipse of :math:`P^\top\Sigma_a P` (seed 001, Fig. 2). Middle: each cell's size and
-    its bandwidth :math:`\sqrt{\mathrm{tr}\,\Sigma_a / d}`. Right (only with
+    ellipse of :math:`P^\top\Sigma_a P` (Czarnecki & Tabor 2014, Fig. 2). Middle: each cell's size
+    and its bandwidth :math:`\sqrt{\mathrm{tr}\,\Sigma_a / d}`. Right (only with
     ``tuning_scores``, a dict of model name to grid scores): the :math:`\hat P_f(\alpha)`
-    curves of :func:`plot_pf_curves` (seed 001, Fig. 3).
+    curves of :func:`plot_pf_curves` (Czarnecki & Tabor 2014, Fig. 3).
 
     Returns
     -------

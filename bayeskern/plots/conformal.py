@@ -1,4 +1,4 @@
-"""Plots for Xiong's data-dependent kernel (seed 004): the MDS view of Fig. 2 and q(x).
+"""Plots for Xiong's data-dependent kernel (Gu 2021): the MDS view of Fig. 2 and q(x).
 
 Both functions take an optional ``ax`` and return the ``Axes`` they drew on.
 """
@@ -35,12 +35,12 @@ def plot_mds(
 ):
     r"""Two-dimensional MDS projection of training and test points with the support vectors.
 
-    The seed's Fig. 2 (section 3.3): metric MDS (:class:`sklearn.manifold.MDS`) of the data,
+    Fig. 2 of Gu (2021, section 3.3): metric MDS (:class:`sklearn.manifold.MDS`) of the data,
     training and test points coloured by class and the SVM's support vectors ringed.
     With ``space="kernel"`` the dissimilarities are the distances in the feature space of the
     fitted kernel, :math:`d(x, z)^2 = K(x,x) + K(z,z) - 2K(x,z)`, so the picture shows the
     geometry the SVM sees; ``space="input"`` uses Euclidean distances of the inputs (the
-    seed's view).
+    view of Gu 2021).
 
     Parameters
     ----------
@@ -106,7 +106,7 @@ def plot_mds(
 
 
 def plot_conformal_factor(model, X, y=None, *, ax=None):
-    r"""Plot the learned conformal factor :math:`q(x)` (seed 004, eq. 53).
+    r"""Plot the learned conformal factor :math:`q(x)` (Gu 2021, eq. 53).
 
     One input column: :math:`q` along :math:`x` with the points of ``X`` marked. More
     columns: histograms of :math:`q(x_i)` per class of ``y`` (or of all points), with the

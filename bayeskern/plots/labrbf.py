@@ -1,4 +1,4 @@
-"""Plots for LAB-RBF: the learned local bandwidths along one input (seed 002, Fig. 1 (d))."""
+"""Plots for LAB-RBF: the learned local bandwidths along one input (He et al. 2023, Fig. 1 (d))."""
 
 from __future__ import annotations
 
@@ -24,7 +24,7 @@ def plot_bandwidths(
 ):
     r"""Fitted function and learned bandwidths :math:`\theta_i` along input ``feature``.
 
-    Reproduces the idea of Fig. 1 (d) of seed 002: where the target varies fast the trained
+    Reproduces the idea of Fig. 1 (d) of He et al. (2023): where the target varies fast the trained
     bandwidths are large (narrow kernels), where it is smooth they are small. The left axis
     shows the data ``(X, y)`` (if given), the support points and, for one-dimensional inputs,
     the predictive mean of a :class:`~bayeskern.estimators.labrbf.LABRBFRegressor` with its
@@ -94,7 +94,7 @@ def plot_bandwidth_map(
     r"""Report panel of LAB-RBF: support points coloured by learned bandwidth, and their spread.
 
     The bandwidth of support point :math:`x_i` is summarized by the geometric mean of its
-    per-column :math:`\theta_i` (seed 002, eq. 1: large :math:`\theta_i` = narrow kernel,
+    per-column :math:`\theta_i` (He et al. 2023, eq. 1: large :math:`\theta_i` = narrow kernel,
     fitted where the target varies fast). Left: support points on the first two input
     columns (one column: against ``y_support``, or along a line), coloured by that
     bandwidth on a log scale. Right: histogram of :math:`\log_{10}` bandwidths.

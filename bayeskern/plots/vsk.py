@@ -1,4 +1,4 @@
-"""Plots for variably scaled kernels (seed 000): the shape-parameter study of Fig. 2.
+"""Plots for variably scaled kernels (Campi et al. 2021): the shape-parameter study of Fig. 2.
 
 Each function takes an optional ``ax`` and returns the ``Axes`` it drew on.
 """
@@ -80,7 +80,7 @@ def plot_vsk_panel(kernel, X, y=None, theta=None, feature_names=None, max_points
     Left: the learned scaling function :math:`\psi` against the input column it correlates
     with most (points coloured by ``y``). Right: the 2-condition numbers
     :math:`\kappa(K) = \lambda_{\max}/\lambda_{\min}` of the base Gram matrix :math:`K` and
-    of the VSK matrix :math:`K^\Psi` (seed 000, Theorems 3/6 and Proposition 1) on (up to
+    of the VSK matrix :math:`K^\Psi` (Campi et al. 2021, Theorems 3/6 and Proposition 1) on (up to
     ``max_points`` of) the rows of ``X`` at the hyper-parameters ``theta`` (e.g. posterior
     medians; default: the kernel's fixed values / defaults).
 

@@ -1,4 +1,4 @@
-"""Reproduce the CkRBF paper's tables (Czarnecki & Tabor, seed 001, section 5) on offline data.
+"""Reproduce the CkRBF paper's tables (Czarnecki & Tabor 2014, section 5) on offline data.
 
 Protocol of the paper: features scaled to [0, 1] (on all rows), stratified 10-fold CV
 accuracy over a (C, gamma) grid; the clustering uses all inputs, test folds included
@@ -54,8 +54,8 @@ CS = [10.0**i for i in range(-2, 4)]
 GAMMAS = [10.0**i for i in range(-5, 3)]
 PAPER_SET = ["RBF", "mRBF", "C2RBF", "C3RBF", "C4RBF", "m2RBF"]
 
-# seed 001, Tables 2, 4, 5, 6 (and 3 for GMM/DPGMM); "breast-cancer" there is the Wisconsin
-# original data (683 rows after dropping missing values) = our wisconsin_original
+# Czarnecki & Tabor (2014), Tables 2, 4, 5, 6 (and 3 for GMM/DPGMM); "breast-cancer" there is the
+# Wisconsin original data (683 rows after dropping missing values) = our wisconsin_original
 PAPER = {
     "pima": {
         "best": dict(
@@ -376,7 +376,7 @@ def write_report(cmd: str):
     order = [n for n in ("pima", "wisconsin_original", "breast_cancer") if n in set(df.dataset)]
     order += [n for n in sorted(set(df.dataset)) if n not in order]
     md = [
-        "# CkRBF: cluster-based RBF kernel (seed 001, Czarnecki & Tabor) — reproduction",
+        "# CkRBF: cluster-based RBF kernel (Czarnecki & Tabor 2014) — reproduction",
         "",
         f"Machine: {machine()} (shared with other jobs; load average often above 10, so "
         f"wall times are pessimistic). Python {platform.python_version()}, scikit-learn SVC "

@@ -1,4 +1,5 @@
-"""P_f(α) AUC of C2RBF vs RBF and mRBF on a libsvm-style grid, several CV seeds (seed 001, §5).
+"""P_f(α) AUC of C2RBF vs RBF and mRBF on a libsvm-style grid, several CV seeds
+(Czarnecki & Tabor 2014, §5).
 
 The paper's P_f AUC depends on the grid, which the paper does not give. This script repeats
 the comparison on the grid of the libsvm guide (C = 2^-5, 2^-3, ..., 2^15;

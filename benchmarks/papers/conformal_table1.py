@@ -1,6 +1,6 @@
-"""Seed 004's Table 1 (Xiong's data-dependent kernel vs linear and RBF SVMs), on open data.
+"""Table 1 of Gu (2021): Xiong's data-dependent kernel vs linear and RBF SVMs, on open data.
 
-The seed's GDC gene-expression data are not available. Three data sets replace them:
+The GDC gene-expression data of Gu (2021) are not available. Three data sets replace them:
 
 * ``breast_cancer`` (WDBC, 569 x 30) and ``wisconsin_original`` (683 x 9), positive class =
   malignant;
@@ -19,7 +19,7 @@ hyper-parameters chosen by 5-fold stratified CV accuracy on the training part on
   standardized data).
 
 The data-dependent SVMs are :class:`bayeskern.estimators.conformal.ConformalKernelClassifier`
-with the seed's setup (K0 and K1 Gaussian with the same gamma) and the package defaults
+with the setup of Gu (2021), K0 and K1 Gaussian with the same gamma, and the package defaults
 (``mu=1e-3``, all training points as expansion points; gradient ascent with ``eta0=0.01``,
 T = 1000, early stop). Within CV, the kernel of each (fold, gamma) is learned once and
 shared by every ``C`` (the learned kernel does not depend on ``C``); the final model is
@@ -58,7 +58,7 @@ C_LINEAR = [0.01, 0.1, 1.0, 10.0, 100.0]
 C_GRID = [0.1, 1.0, 10.0, 100.0]
 GAMMA_FACTORS = [1 / 81, 1 / 27, 1 / 9, 1 / 3, 1.0, 3.0]
 MODELS = ["linear", "rbf", "conformal_eigen", "conformal_gradient"]
-#: the seed's Table 1 (GDC gene expression, 40 test samples): accuracy (%), precision, recall
+#: Table 1 of Gu 2021 (GDC gene expression, 40 test samples): accuracy (%), precision, recall
 PAPER = {
     "linear": (80.00, 0.92, 0.61),
     "rbf": (45.00, 0.45, 1.00),
@@ -87,7 +87,7 @@ def load(name: str, seed: int):
 
 
 def conformal(optimizer: str, C: float, gamma: float, seed: int) -> ConformalKernelClassifier:
-    # the seed's setup (K1 shares gamma with K0) and the fixed mu of issue 7; the estimator's
+    # the setup of Gu 2021 (K1 shares gamma with K0) and the fixed mu of issue 7; the estimator's
     # defaults (gamma1="scale", mu="auto") are benchmarked in defaults_kernel_learners.py
     return ConformalKernelClassifier(
         C=C, gamma=gamma, gamma1=None, mu=1e-3, optimizer=optimizer, random_state=seed
@@ -266,7 +266,7 @@ def main(argv=None):
     if args.seeds != [0, 1, 2, 3, 4] and not args.quick:
         cmd += " --seeds " + " ".join(map(str, args.seeds))
     header = (
-        f"## Xiong's data-dependent kernel: seed 004 Table 1 on open data\n\n"
+        f"## Xiong's data-dependent kernel: Table 1 of Gu (2021) on open data\n\n"
         f"Command: `{cmd}`  \nMachine: {machine()} (shared with other jobs), "
         f"{platform.python_version()}, one BLAS thread; total wall time {total:.0f} s.\n"
         f"Seeds: {args.seeds}. Protocol: see the docstring of "

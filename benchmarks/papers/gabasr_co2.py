@@ -1,5 +1,6 @@
-"""GaBaSR on Mauna Loa CO2 (seed 003 Table 4 protocol as in the issue): train < 1994-01,
-test 1994-01..2001-12, GaBaSRRegressor() with its defaults (or the --set arguments), 3 seeds.
+"""GaBaSR on Mauna Loa CO2 (Pena-Llamas et al. 2023, Table 4 protocol as in the issue):
+train < 1994-01, test 1994-01..2001-12, GaBaSRRegressor() with its defaults (or the --set
+arguments), 3 seeds.
 
 Run:  .venv/bin/python benchmarks/papers/gabasr_co2.py [--seeds 0 1 2] [--quick] [--ls] [--peers]
       [--set NAME=JSON ...]

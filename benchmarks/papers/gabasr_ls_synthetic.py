@@ -1,7 +1,7 @@
 """Locally stationary versus stationary GaBaSR on a series whose frequency drifts.
 
-Synthetic series (seed 003 section 3.3 motivates the locally stationary kernel, eq. 6):
-:math:`y = \\sin(\\theta(x)) + \\varepsilon`, :math:`\\theta(x) = 2x + 0.25x^2` on
+Synthetic series (Pena-Llamas et al. 2023 motivate the locally stationary kernel in section
+3.3, eq. 6): :math:`y = \\sin(\\theta(x)) + \\varepsilon`, :math:`\\theta(x) = 2x + 0.25x^2` on
 :math:`x \\in [0, 10]` (instantaneous angular frequency :math:`\\theta'(x) = 2 + 0.5x`, drifting
 from 2 to 7 rad per unit), :math:`\\varepsilon \\sim N(0, 0.1^2)`, ``n`` points uniform on the
 interval, random 75/25 train/test split per seed. Both estimators use the same settings

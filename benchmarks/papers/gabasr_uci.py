@@ -1,4 +1,4 @@
-"""GaBaSR on the paper's UCI sets with default estimators (seed 003 Tables 3-4):
+"""GaBaSR on the paper's UCI sets with default estimators (Pena-Llamas et al. 2023, Tables 3-4):
 breast_cancer (AUC, stratified 80/20, 5 seeds), diabetes (R², 80/20, 5 seeds),
 eeg_eye_state (AUC, stratified 80/20, fit time).
 

@@ -1,10 +1,11 @@
-"""LAB-RBF (seed 002, He et al.) reproduction: Tables 1-2 (airfoil, parkinsons) and Appendix E.
+"""LAB-RBF (He et al. 2023) reproduction: Tables 1-2 (airfoil, parkinsons) and Appendix E.
 
-Protocol (seed section 4.1): random 80/20 train/test splits, features and labels scaled to
-[-1, 1] with the training ranges (the LAB-RBF kernel does this itself), R² on the test set.
-Every seed is reported. Baseline: RBF kernel ridge regression with (gamma, lambda) tuned on a
-20 % hold-out of the training rows (the same grid for every split). LAB-RBF: the estimator's
-f1 (the paper's predictor, eq. 8) and the mean and calibration of its Bayesian last layer.
+Protocol (He et al. 2023, section 4.1): random 80/20 train/test splits, features and labels
+scaled to [-1, 1] with the training ranges (the LAB-RBF kernel does this itself), R² on the
+test set. Every seed is reported. Baseline: RBF kernel ridge regression with (gamma, lambda)
+tuned on a 20 % hold-out of the training rows (the same grid for every split). LAB-RBF: the
+estimator's f1 (the paper's predictor, eq. 8) and the mean and calibration of its Bayesian last
+layer.
 
 Usage::
 
@@ -38,7 +39,7 @@ from bayeskern.estimators.labrbf import LABRBFRegressor
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # benchmarks/: common.py
 from common import RESULTS, machine, minmax, r2  # noqa: E402
 
-#: paper numbers (seed Table 1 mean ± sd over 50 splits; Table 2 support points)
+#: paper numbers (He et al. 2023: Table 1 mean ± sd over 50 splits; Table 2 support points)
 PAPER = {
     "airfoil": {
         "rbf_krr": "0.8634 ± 0.0248",
@@ -168,7 +169,7 @@ def part_real(seeds, quick, datasets=("airfoil", "parkinsons")):
 
 # ----------------------------------------------------------------------------- Appendix E
 def cherkassky(name, n, rng):
-    """Seed Appendix E test functions (Cherkassky et al. 1996) and the Fig. 1 toy."""
+    """He et al. (2023), Appendix E: test functions (Cherkassky et al. 1996) and the Fig. 1 toy."""
     if name == "f1":
         X = rng.uniform(-2, 2, (n, 2))
         f = (1 + np.sin(2 * X[:, 0] + 3 * X[:, 1])) / (3.5 + np.sin(X[:, 0] - X[:, 1]))
@@ -244,7 +245,7 @@ def fmt(v, d=4):
 
 def write_markdown(command):
     out = [
-        "# LAB-RBF (seed 002) reproduction",
+        "# LAB-RBF (He et al. 2023) reproduction",
         "",
         f"Machine: {machine()} (shared with other jobs while measured; CPU seconds "
         f"are the process time of all threads). Python {platform.python_version()}. "
@@ -255,7 +256,7 @@ def write_markdown(command):
     if real.exists():
         rows = json.loads(real.read_text())
         out += [
-            "## Real data (seed Tables 1-2): test R², 80/20 splits",
+            "## Real data (He et al. 2023, Tables 1-2): test R², 80/20 splits",
             "",
             "Two LAB-RBF fits per split. 'paper protocol' (`calibration_fraction=0`): the "
             "bandwidths are trained on every training row, R² of f1 (the paper's predictor, "

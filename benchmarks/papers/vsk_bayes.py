@@ -1,7 +1,7 @@
 """Bayesian VSK: GP classification with RBF vs VSK(RBF) on Wisconsin, compared by PSIS-LOO.
 
-Not in the paper (seed 000 is classical); this is bayeskern's use of the VSK: the naive-Bayes
-scaling psi is learned on the standardized training data, and NUTS samples the RBF
+Not in the paper (Campi et al. 2021 is classical); this is bayeskern's use of the VSK: the
+naive-Bayes scaling psi is learned on the standardized training data, and NUTS samples the RBF
 length-scale, the psi weight w, the amplitude, the bias and the whitened latent function.
 ``compare_vsk`` fits both models and ranks them by PSIS-LOO; held-out accuracy, log loss and
 Brier score on the paper's test set (341 rows) are reported beside it, because psi has seen

@@ -46,7 +46,7 @@ from common import machine, md_table, write_vsk_section  # noqa: E402
 NS = (100, 500, 2500)
 NKS = (2, 4, 16, 64)
 
-# Fig. 1 of the seed (weighted f1 on the test set), columns "N;n"
+# Fig. 1 of Campi et al. 2021 (weighted f1 on the test set), columns "N;n"
 PAPER_FIG1 = {
     "NB": [0.718, 0.812, 1.000, 1.000, 0.795, 0.861, 0.988, 1.000, 0.766, 0.829, 0.982, 1.000],
     "SVM lin.": [
