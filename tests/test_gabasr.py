@@ -340,3 +340,21 @@ def test_sklearn_contract(estimator, check):
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")
         check(estimator)
+
+
+def test_random_feature_predictions_compile_once(sm_data, monkeypatch):
+    # the random-feature regressor's and the NUTS classifier's per-draw predictions are one
+    # function per fit: a second predict of the same shape traces nothing
+    X, y = sm_data
+    traces = []
+    for name in ("regression_predictive", "classification_logits"):
+        original = getattr(G, name)
+        monkeypatch.setattr(G, name, lambda *a, _f=original, **k: traces.append(1) or _f(*a, **k))
+    reg = GaBaSRRegressor(**TINY, model="features").fit(X[:40], y[:40])
+    clf = GaBaSRClassifier(**TINY, sampler="nuts").fit(X[:40], (y[:40] > 0).astype(int))
+    for predict in (lambda Z: reg.predict(Z, return_std=True), clf.predict_proba):
+        first = predict(X[40:47])
+        n = len(traces)
+        second = predict(X[47:54])
+        assert len(traces) == n
+        assert not np.allclose(first[0], second[0])

@@ -804,21 +804,30 @@ class GaBaSRRegressor(  # noqa: D101 (__doc__ is an f-string)
         spec = self.spec_
         draws = self._draws(list(self._FEATURE_SITES))
         if posts is None:
-            fn = lambda d, Xn, Bn_: G.regression_predictive(  # noqa: E731
-                d, jnp.asarray(Z), jnp.asarray(ys), Xn, spec=spec, mean_basis=jB, mean_new=Bn_
-            )
+
+            def make():
+                jZ, jy = jnp.asarray(Z), jnp.asarray(ys)
+                return lambda d, Xn, Bn_: G.regression_predictive(
+                    d, jZ, jy, Xn, spec=spec, mean_basis=jB, mean_new=Bn_
+                )
+
         else:  # conditioned on all rows at fit time (max_sample_rows)
             draws = {k: v[np.asarray(idx)] for k, v in draws.items()}
             draws.update({f"post_{k}": v for k, v in posts._asdict().items()})
-            fn = lambda d, Xn, Bn_: G.regression_predictive(  # noqa: E731
-                d,
-                None,
-                None,
-                Xn,
-                spec=spec,
-                mean_new=Bn_,
-                post=type(posts)(*(d[f"post_{k}"] for k in posts._fields)),
-            )
+
+            def make():
+                return lambda d, Xn, Bn_: G.regression_predictive(
+                    d,
+                    None,
+                    None,
+                    Xn,
+                    spec=spec,
+                    mean_new=Bn_,
+                    post=type(posts)(*(d[f"post_{k}"] for k in posts._fields)),
+                )
+
+        # one function per fit, so map_draws compiles once per shape however often predict runs
+        fn = cached_jit(self, "features_predictive", make, self.idata_)
         loc, scale, df = map_draws(fn, draws, jnp.asarray(Zn), jBn)
         return np.asarray(loc), np.asarray(scale), np.asarray(df)
 

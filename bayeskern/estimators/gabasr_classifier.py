@@ -20,6 +20,7 @@ from threadpoolctl import threadpool_limits
 from bayeskern.batching import row_slices
 from bayeskern.devices import limit_blas
 from bayeskern.estimators.base import (
+    cached_jit,
     check_interval,
     map_draws,
     proba_interval,
@@ -168,11 +169,12 @@ class GaBaSRClassifier(ClassifierMixin, _GaBaSRBase):  # noqa: D101 (__doc__ is 
         jBn = None if Bn is None else jnp.asarray(Bn)
         spec = self.spec_
         if getattr(self, "full_bayes_", True):
-            fn = lambda d, Xn, Bn_: G.classification_logits(
-                d,
-                Xn,
-                spec=spec,  # noqa: E731
-                mean_new=Bn_,
+            # one function per fit: map_draws compiles once per shape, however often it runs
+            fn = cached_jit(
+                self,
+                "logits",
+                lambda: lambda d, Xn, Bn_: G.classification_logits(d, Xn, spec=spec, mean_new=Bn_),
+                self.idata_,
             )
             return map_draws(fn, self._spectral_draws(), jnp.asarray(Zn), jBn)
         fixed = {k: jnp.asarray(v) for k, v in self.spectral_map_.items()}
