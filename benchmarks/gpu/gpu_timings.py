@@ -54,7 +54,7 @@ LIMITS = {
     "exact2000": 120,
     "surface": 100,
     "gabasr": 200,
-    "co2weekly": 150,
+    "co2weekly": 270,
     "gabasrweekly": 200,
 }
 
