@@ -224,6 +224,21 @@ def test_predictive_on_held_out_points(two_mode_run):
     assert rmse < 0.2 * sd
 
 
+def test_repeated_predictions_compile_once(two_mode_run):
+    # the maps over draws are module-level jitted functions taking the data as arguments:
+    # new rows of the same count reuse the compiled programs
+    X, y, res = two_mode_run
+    ys = (y - y.mean()) / y.std()
+    for f in (gg._posteriors_per_draw, gg._predictive_per_draw):
+        f.clear_cache()
+    first = gg.predict_regression(res.samples, X, ys, X[:9])
+    sizes = [f._cache_size() for f in (gg._posteriors_per_draw, gg._predictive_per_draw)]
+    assert sizes == [1, 1]
+    second = gg.predict_regression(res.samples, X, ys, X[9:18] + 0.1)
+    assert [f._cache_size() for f in (gg._posteriors_per_draw, gg._predictive_per_draw)] == sizes
+    assert not np.allclose(first[0], second[0])
+
+
 def test_same_key_same_draws(two_mode_run):
     X, y, res = two_mode_run
     again = gg.gibbs_sample(1, X, (y - y.mean()) / y.std(), **SETTINGS)
@@ -291,8 +306,12 @@ def test_classification_locally_stationary_float32_smoke():
     assert s["omega"].shape == (2, 2, 4, 2) and s["v"].shape == (2, 2, 2, 2)
     assert s["beta"].shape == (2, 2, 2 * 4 * 2 + 1) and s["log_lik"].shape == (2, 2)
     assert s["omega"].dtype == np.float32
+    gg._proba_per_draw.clear_cache()
     p = gg.predict_proba(s, X, mean_basis_new=np.ones((60, 1)))
     assert p.shape == (4, 60) and np.all((p >= 0) & (p <= 1))
+    # new inputs of the same shape: the compiled map is reused
+    q = gg.predict_proba(s, X + 0.5, mean_basis_new=np.ones((60, 1)))
+    assert gg._proba_per_draw._cache_size() == 1 and not np.allclose(p, q)
 
 
 # --------------------------------------------------------------------------- bad input

@@ -1230,8 +1230,22 @@ def regression_posteriors(
     om, lam, vs, has_v = _flat_regression_draws(samples)
     if draws is not None:
         om, lam, vs = om[draws], lam[draws], vs[draws]
-    Xt, yt = jnp.asarray(X_train), jnp.asarray(y_train)
+    return _posteriors_per_draw(
+        (om, lam, vs),
+        jnp.asarray(X_train),
+        jnp.asarray(y_train),
+        mean_basis,
+        prior.a0,
+        prior.b0,
+        has_v=has_v,
+        chunk_size=chunk_size,
+    )
 
+
+# The maps over draws below are module-level jitted functions with the data as arguments, so
+# that repeated predictions of the same shapes compile nothing.
+@functools.partial(jax.jit, static_argnames=("has_v", "chunk_size"))
+def _posteriors_per_draw(draws, Xt, yt, mean_basis, a0, b0, *, has_v, chunk_size):
     def one(t):
         omega, lam0, v = t[0], t[1], t[2] if has_v else None
         rows = (Xt,) if mean_basis is None else (Xt, mean_basis)
@@ -1241,9 +1255,27 @@ def regression_posteriors(
             yt,
             chunk_size,
         )
-        return blr.nig_posterior(stats, lam0, prior.a0, prior.b0)
+        return blr.nig_posterior(stats, lam0, a0, b0)
 
-    return jax.jit(lambda a: lax.map(one, a))((om, lam, vs))
+    return lax.map(one, draws)
+
+
+@functools.partial(jax.jit, static_argnames=("has_v",))
+def _predictive_per_draw(draws, Xn, mean_basis_new, *, has_v):
+    def one(t):
+        post, omega, v = t[0], t[1], t[2] if has_v else None
+        return blr.nig_predictive(post, design_matrix(Xn, omega, v, mean_basis_new))
+
+    return lax.map(one, draws)
+
+
+@functools.partial(jax.jit, static_argnames=("has_v",))
+def _proba_per_draw(draws, Xn, mean_basis_new, *, has_v):
+    def one(t):
+        Phi = design_matrix(Xn, t[0], t[2] if has_v else None, mean_basis_new)
+        return jax.nn.sigmoid(Phi @ t[1])
+
+    return lax.map(one, draws)
 
 
 def predict_regression(
@@ -1273,13 +1305,9 @@ def predict_regression(
     om, _, vs, has_v = _flat_regression_draws(samples)
     if draws is not None:
         om, vs = om[draws], vs[draws]
-    Xn = jnp.asarray(X_new)
-
-    def one(t):
-        post, omega, v = t[0], t[1], t[2] if has_v else None
-        return blr.nig_predictive(post, design_matrix(Xn, omega, v, mean_basis_new))
-
-    loc, scale, df = jax.jit(lambda a: lax.map(one, a))((posteriors, om, vs))
+    loc, scale, df = _predictive_per_draw(
+        (posteriors, om, vs), jnp.asarray(X_new), mean_basis_new, has_v=has_v
+    )
     return np.asarray(loc), np.asarray(scale), np.asarray(df)
 
 
@@ -1291,11 +1319,8 @@ def predict_proba(samples, X_new, *, mean_basis_new=None):
     vv = None
     if "v" in samples:
         vv = np.asarray(samples["v"]).reshape((-1,) + np.asarray(samples["v"]).shape[-2:])
-    Xn = jnp.asarray(X_new)
     vs = jnp.zeros((om.shape[0], 1, 1)) if vv is None else jnp.asarray(vv)
-
-    def one(t):
-        Phi = design_matrix(Xn, t[0], None if vv is None else t[2], mean_basis_new)
-        return jax.nn.sigmoid(Phi @ t[1])
-
-    return np.asarray(jax.jit(lambda a: lax.map(one, a))((jnp.asarray(om), jnp.asarray(beta), vs)))
+    draws = (jnp.asarray(om), jnp.asarray(beta), vs)
+    return np.asarray(
+        _proba_per_draw(draws, jnp.asarray(X_new), mean_basis_new, has_v=vv is not None)
+    )
