@@ -46,7 +46,6 @@ __all__ = [
     "JointPredictiveMixin",
     "mixture_joint",
     "cached_jit",
-    "per_estimator",
 ]
 
 
@@ -177,21 +176,6 @@ def _draw_map(fn, n_dev: int, n_args: int, batch_size: int):
             )
         per_fn[key] = jax.jit(per_device)
     return per_fn[key]
-
-
-def per_estimator(est, fn):
-    """``fn`` wrapped once per estimator, for :func:`map_draws`.
-
-    The compiled maps of a function are kept as long as the function lives. A module-level
-    function lives for the whole process and would keep a program for every shape it ever
-    met; the wrapper lives on ``est`` (dropped when pickling), so its programs are freed with
-    the estimator while repeated predictions reuse them.
-    """
-    cache = est.__dict__.setdefault("_cache", {})
-    key = ("per_estimator", fn)
-    if key not in cache:
-        cache[key] = partial(fn)
-    return cache[key]
 
 
 def map_draws(fn, draws: dict, *args, batch_size: int = 1):

@@ -67,7 +67,6 @@ from bayeskern.estimators.base import (
     Standardizer,
     cached_jit,
     map_draws,
-    per_estimator,
 )
 from bayeskern.estimators.gabasr_base import PARAMS_DOC, _GaBaSRBase
 from bayeskern.estimators.gabasr_classifier import GaBaSRClassifier
@@ -686,7 +685,7 @@ class GaBaSRRegressor(  # noqa: D101 (__doc__ is an f-string)
         for sl in row_slices(len(Zn), 1024):
             Bn = G.polynomial_basis(Zn[sl], self.trend_degree_)
             loc, scale = map_draws(  # compiled once per shape, however often predict runs
-                per_estimator(self, G.exact_predictive),
+                cached_jit(self, "exact_predictive", lambda: G.exact_predictive, self.idata_),
                 draws,
                 prepared,
                 jZ,
@@ -842,7 +841,7 @@ class GaBaSRRegressor(  # noqa: D101 (__doc__ is an f-string)
             ll, loc, sd = map(
                 np.asarray,
                 map_draws(
-                    per_estimator(self, G.exact_fitted_rows),
+                    cached_jit(self, "exact_fitted_rows", lambda: G.exact_fitted_rows, self.idata_),
                     self._draws(self._EXACT_SITES),
                     prepared,
                     jy,
