@@ -899,7 +899,7 @@ def gabasr_exact_regression(X, y=None, *, spec: ExactSpec, prepared: ExactPrepar
     * base measure of the component means (empirical Bayes): component 0 at frequency zero,
       component :math:`k \ge 1` with :math:`\mu_k \sim N(\hat\omega_k, (2\pi/\mathrm{span})^2)`
       centred on the :math:`k`-th significant periodogram line :math:`\hat\omega_k` of the
-      detrended training series (:func:`significant_peaks`);
+      detrended training series (:func:`significant_peaks`).
       The means are sampled non-centred, :math:`\mu_k = \hat\omega_k + g_k u_k` with
       :math:`u_k \sim N(0, (w_0/g_k)^2)` and :math:`g_k = (\sigma_k^2 +
       (c\,w_0)^2)^{1/2}` (:data:`MU_SCALE_FLOOR`), the same prior: a line's frequency is

@@ -16,7 +16,6 @@ import time
 import warnings
 from pathlib import Path
 
-import arviz as az
 import numpy as np
 from sklearn.model_selection import train_test_split
 
@@ -40,7 +39,10 @@ def row(name: str, seed: int) -> str:
             fit = time.perf_counter() - t0
         err = est.predict(Xte) - yte
         res[tag] = dict(
-            fit=fit, err=err, elpd=float(az.loo(est.idata_).elpd_loo), ok=est.convergence_.ok
+            fit=fit,
+            err=err,
+            elpd=float(bk.diagnostics.loo(est.idata_).elpd_loo),
+            ok=est.convergence_.ok,
         )
     a, b = res["gabasr"], res["gp"]
     d = a["err"] ** 2 - b["err"] ** 2
