@@ -244,6 +244,22 @@ def distinct_pairs(X) -> DistinctPairs:
     )
 
 
+def _materialize(values: jax.Array) -> jax.Array:
+    r"""Return ``values`` computed into a buffer of their own before a gather reads them.
+
+    XLA fuses an elementwise producer into the gather that consumes it, so a kernel
+    evaluated on the distinct pairs (or the lower triangle) and then spread over the
+    :math:`n \times n` matrix would be evaluated once per matrix entry. A conditional is a
+    fusion boundary: ``values`` pass through one whose predicate is that they are all
+    finite (the other branch returns NaN, which a Cholesky factorization then reports and
+    NUTS rejects), so the kernel is evaluated once per value. Under ``vmap`` the
+    conditional becomes a select and the batched gather is not fused anyway.
+    """
+    return jax.lax.cond(
+        jnp.all(jnp.isfinite(values)), lambda v: v, lambda v: jnp.full_like(v, jnp.nan), values
+    )
+
+
 @jax.custom_vjp
 def _expand(values, index, rows, cols, segment):
     return values[index]
@@ -277,4 +293,5 @@ def expand_pairs(values: jax.Array, pairs: DistinctPairs) -> jax.Array:
     two gathers and one sorted segment sum over the :math:`n(n+1)/2` pairs, no scatter into
     an ``(n, n)`` matrix.
     """
+    values = _materialize(values)
     return _expand(values, pairs.index, pairs.rows, pairs.cols, pairs.segment)

@@ -105,6 +105,23 @@ def test_distinct_pairs_expand_to_the_kernel_matrix_with_its_gradient():
             np.testing.assert_allclose(grad(ell, False), grad(ell, True), rtol=1e-9)
 
 
+def test_expand_pairs_turns_a_non_finite_value_into_a_nan_matrix():
+    """A non-finite kernel value spreads to the whole matrix (under jit and vmap alike).
+
+    The matrix is then NaN, so its Cholesky factorization fails and NUTS rejects the step,
+    rather than a matrix with a few infinite entries reaching the sampler.
+    """
+    pairs = distinct_pairs(np.arange(6.0)[:, None])
+    values = jnp.linspace(1.0, 0.1, pairs.tau.shape[0])
+    bad = values.at[2].set(jnp.inf)
+    expand = jax.jit(expand_pairs)
+    assert np.isfinite(expand(values, pairs)).all()
+    assert np.isnan(expand(bad, pairs)).all()
+    both = jax.vmap(expand_pairs, in_axes=(0, None))(jnp.stack([values, bad]), pairs)
+    np.testing.assert_array_equal(both[0], expand(values, pairs))
+    assert np.isnan(both[1]).all()
+
+
 def _kernels(X, y):
     """Every kernel family, fitted to (X, y) where it learns from data."""
     return {
