@@ -831,12 +831,6 @@ def spectral_mixture_terms(tau, params: dict) -> jax.Array:
 #: and :math:`\log\sigma_k` (periodic components) of :func:`sample_exact`
 SIGMA0_PRIOR_SD = 1.5
 SIGMA_PRIOR_SD = 1.0
-#: floor of the scale :math:`g(\sigma_k) = (\sigma_k^2 + (c\,w_0)^2)^{1/2}` at which the
-#: component means are sampled (:func:`sample_exact`), as a multiple :math:`c` of the resolution
-#: :math:`w_0 = 2\pi/\mathrm{span}`: :math:`c\,w_0 = 1/(4\,\mathrm{span})`, the spread
-#: whose envelope :math:`e^{-\sigma^2\tau^2/2}` falls by 3 % over the span (below it a line is
-#: unresolved and its spread no longer sets how well its frequency is known)
-MU_SCALE_FLOOR = 1.0 / (8.0 * np.pi)
 
 
 def sample_exact(spec: ExactSpec, d: int, q: int) -> dict:
@@ -851,14 +845,10 @@ def sample_exact(spec: ExactSpec, d: int, q: int) -> dict:
         ),
     }
     if K > 1:  # no sites of size zero (no significant line: the smooth component only)
+        params["mu"] = numpyro.sample("mu", dist.Normal(spec.peaks, res).to_event(1))
         params["sigma"] = numpyro.sample(
             "sigma", dist.LogNormal(jnp.full(K - 1, np.log(res)), SIGMA_PRIOR_SD).to_event(1)
         )
-        # mu_k ~ N(peak_k, res^2), sampled non-centred at the scale g(sigma_k) of its
-        # posterior spread (see the docstring of gabasr_exact_regression)
-        g = jnp.sqrt(params["sigma"] ** 2 + (MU_SCALE_FLOOR * res) ** 2)
-        u = numpyro.sample("mu_offset", dist.Normal(0.0, res / g).to_event(1))
-        params["mu"] = numpyro.deterministic("mu", spec.peaks + g * u)
     params["noise"] = numpyro.sample("noise", dist.HalfNormal(1.0))
     return params
 
@@ -899,13 +889,7 @@ def gabasr_exact_regression(X, y=None, *, spec: ExactSpec, prepared: ExactPrepar
     * base measure of the component means (empirical Bayes): component 0 at frequency zero,
       component :math:`k \ge 1` with :math:`\mu_k \sim N(\hat\omega_k, (2\pi/\mathrm{span})^2)`
       centred on the :math:`k`-th significant periodogram line :math:`\hat\omega_k` of the
-      detrended training series (:func:`significant_peaks`).
-      The means are sampled non-centred, :math:`\mu_k = \hat\omega_k + g_k u_k` with
-      :math:`u_k \sim N(0, (w_0/g_k)^2)` and :math:`g_k = (\sigma_k^2 +
-      (c\,w_0)^2)^{1/2}` (:data:`MU_SCALE_FLOOR`), the same prior: a line's frequency is
-      known to within a fraction of its spread, so the centred :math:`\mu_k` and
-      :math:`\log\sigma_k` form a funnel that NUTS crosses with small steps;
-      ``mu_offset`` (:math:`u_k`) is the sampled site and ``mu`` a deterministic one;
+      detrended training series (:func:`significant_peaks`);
     * spreads :math:`\sigma_k \sim \mathrm{LogNormal}(\log(2\pi/\mathrm{span}), 1)`,
       :math:`\sigma_{0,j} \sim \mathrm{LogNormal}(\texttt{spec.log\_sigma0}_j, 1.5)`;
     * :math:`c_p \sim \mathrm{HalfNormal}(1)` per trend column (a degree the data do not

@@ -200,26 +200,3 @@ def test_exact_too_few_rows(n):
     X = np.arange(float(n))[:, None]
     est = GaBaSRRegressor(**FAST).fit(X, np.sin(X[:, 0]))
     assert est.n_components_ == 1 and np.all(np.isfinite(est.predict(X)))
-
-
-def test_non_centred_means_keep_their_prior():
-    """``mu_k = peak_k + g(sigma_k) u_k`` with ``u_k ~ N(0, (w0/g)^2)`` is ``N(peak_k, w0^2)``.
-
-    The reparameterization of :func:`sample_exact` must not change the model: prior draws of
-    ``mu`` follow the centred prior (Kolmogorov-Smirnov against it), independently of
-    ``sigma`` (rank correlation), whose prior is the log-normal one.
-    """
-    from numpyro.infer import Predictive
-
-    spec = G.ExactSpec(jnp.array([6.0, 12.0]), 2.5, jnp.zeros(1))
-    x = jnp.linspace(0.0, 2.5, 8)[:, None]
-    prep = G.prepare_exact(np.asarray(x), G.polynomial_basis(np.asarray(x), 1))
-    draws = Predictive(G.gabasr_exact_regression, num_samples=4000)(
-        jax.random.PRNGKey(0), x, spec=spec, prepared=prep
-    )
-    mu, sigma = np.asarray(draws["mu"]), np.asarray(draws["sigma"])
-    assert "mu_offset" in draws
-    for k, peak in enumerate([6.0, 12.0]):
-        assert stats.kstest(mu[:, k], stats.norm(peak, 2.5).cdf).pvalue > 1e-3
-        assert abs(stats.spearmanr(np.abs(mu[:, k] - peak), sigma[:, k])[0]) < 0.05
-        assert stats.kstest(np.log(sigma[:, k]), stats.norm(np.log(2.5), 1.0).cdf).pvalue > 1e-3

@@ -204,10 +204,9 @@ class GaBaSRRegressor(  # noqa: D101 (__doc__ is an f-string)
     Attributes
     ----------
     idata_ : arviz.InferenceData
-        posterior (exact: ``trend_amp``, ``amplitude``, ``sigma0``, ``mu`` (with its
-        non-centred ``mu_offset``), ``sigma``, ``noise``; features: ``log_marginal``,
-        ``noise``, ``snr``, ``alpha``, ``weights``, ``mu``, ``sigma``, ``f_probe``...),
-        sample_stats, log_likelihood (exact per-draw LOO
+        posterior (exact: ``trend_amp``, ``amplitude``, ``sigma0``, ``mu``, ``sigma``,
+        ``noise``; features: ``log_marginal``, ``noise``, ``snr``, ``alpha``, ``weights``,
+        ``mu``, ``sigma``, ``f_probe``...), sample_stats, log_likelihood (exact per-draw LOO
         densities, data units), observed_data, constant_data, and posterior_predictive
         (``y`` replicated per posterior draw at the training rows, thinned as in
         :func:`bayeskern.estimators.base.thin_draws`; :meth:`add_predictions` adds
