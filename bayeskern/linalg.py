@@ -248,8 +248,8 @@ def _materialize(values: jax.Array) -> jax.Array:
     r"""Return ``values`` computed into a buffer of their own before a gather reads them.
 
     XLA fuses an elementwise producer into the gather that consumes it, so a kernel
-    evaluated on the distinct pairs (or the lower triangle) and then spread over the
-    :math:`n \times n` matrix would be evaluated once per matrix entry. A conditional is a
+    evaluated on the distinct pairs and then spread over the :math:`n \times n` matrix
+    (:func:`expand_pairs`) would be evaluated once per matrix entry. A conditional is a
     fusion boundary: ``values`` pass through one whose predicate is that they are all
     finite (the other branch returns NaN, which a Cholesky factorization then reports and
     NUTS rejects), so the kernel is evaluated once per value. Under ``vmap`` the
