@@ -30,7 +30,7 @@ def _run(**kw):
         )
         | kw
     )
-    return run_nuts(_model, **kw)[0]
+    return run_nuts(_model, **kw)
 
 
 def test_auto_stops_once_mixed_and_says_what_it_drew():
@@ -99,7 +99,7 @@ def test_data_at_mode_hands_the_chains_values_computed_at_the_posterior_mode():
         chain_method="sequential",
         init="map",
         data_at_mode=lambda v: {"start": v["mu"]},
-    )[0]
+    )
     seen = idata.posterior["start_seen"].values
     assert np.ptp(seen) == 0.0  # one value for every draw of every chain
     assert abs(float(seen.flat[0]) - float(Y.mean())) < 0.1  # the mode of mu (flat-ish prior)

@@ -41,7 +41,7 @@ _CHAINS = textwrap.dedent("""
            "auto3": choose_chain_method(3)}
     draws = {}
     for m in ("sequential", "vectorized", "parallel"):
-        idata, _ = run_nuts(model, model_kwargs={"y": y}, rng_key=3, num_warmup=20,
+        idata = run_nuts(model, model_kwargs={"y": y}, rng_key=3, num_warmup=20,
                             num_samples=20, num_chains=2, chain_method=m, progress_bar=False)
         draws[m] = np.stack([np.asarray(idata.posterior[v]) for v in ("mu", "s")]).tolist()
         out[m + "_attr"] = idata.posterior.attrs["chain_method"]

@@ -508,7 +508,7 @@ class GaBaSRRegressor(  # noqa: D101 (__doc__ is an f-string)
                 ),
             )
         coords = self._coords(len(X))
-        self.idata_, _ = run_nuts(
+        self.idata_ = run_nuts(
             model,
             model_kwargs=kw,
             rng_key=self._seed(),

@@ -210,7 +210,7 @@ class _GPBase(BayesianEstimatorMixin, BaseEstimator):
         dims = self._dims()
         if model_kwargs is None:
             model_kwargs = self._gp_kwargs(Xs, y_model)
-        self.idata_, _ = run_nuts(
+        self.idata_ = run_nuts(
             model,
             model_kwargs=model_kwargs,
             rng_key=self._seed(),

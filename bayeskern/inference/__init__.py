@@ -2,6 +2,8 @@
 
 * :mod:`bayeskern.inference.nuts` — NUTS (NumPyro) for the GP and spectral models: the mode
   search and Laplace-approximation start, the dense mass matrix, chains on all CPU devices.
+* :mod:`bayeskern.inference.chains` — the chains of one NUTS fit advanced block by block
+  through one compiled program.
 * :mod:`bayeskern.inference.gabasr_gibbs` — the GaBaSR paper's Gibbs/Metropolis-Hastings sweep
   as a NumPyro ``MCMCKernel`` (:class:`GaBaSRGibbs`), run by ``numpyro.infer.MCMC``
   (:func:`gibbs_sample`).

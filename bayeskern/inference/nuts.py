@@ -9,13 +9,15 @@ What makes the GP fits fast is done here, once per fit:
 * **A mass matrix that fits the posterior.** NUTS starts with the inverse Hessian at that
   mode as its dense inverse mass matrix (and, by default, keeps adapting it in the usual
   windows), so its trajectories need few leapfrog steps.
-* **Both cores.** Chains run one per CPU device (``pmap``); :mod:`bayeskern` asks JAX for
-  one CPU device per core at import (:func:`bayeskern.devices.configure_cpu_devices`).
+* **Both cores.** Chains run one per CPU device; :mod:`bayeskern` asks JAX for one CPU
+  device per core at import (:func:`bayeskern.devices.configure_cpu_devices`).
+* **One compiled sampler per fit.** :class:`bayeskern.inference.chains.Chains` advances the
+  chains through warm-up and every block of draws with one program, so a run that goes on
+  until its chains have mixed (``num_samples="auto"``) does not compile again per block.
 """
 
 from __future__ import annotations
 
-import warnings
 from collections.abc import Callable
 from typing import Any, NamedTuple
 
@@ -25,13 +27,14 @@ import numpy as np
 from jax.flatten_util import ravel_pytree
 from numpyro.distributions.transforms import biject_to
 from numpyro.handlers import seed, substitute, trace
-from numpyro.infer import MCMC, NUTS, init_to_median, init_to_uniform
+from numpyro.infer import NUTS, init_to_median, init_to_uniform
 from numpyro.infer.hmc import hmc
 from numpyro.infer.util import get_potential_fn
 from scipy import optimize
+from tqdm.auto import tqdm
 
 from bayeskern import diagnostics
-from bayeskern.devices import release_pmap_programs
+from bayeskern.inference.chains import Chains
 from bayeskern.kernels import Kernel
 
 __all__ = [
@@ -88,9 +91,9 @@ def check_sampler_counts(num_warmup, num_samples, num_chains, *, auto: bool = Fa
 
 
 def choose_chain_method(num_chains: int, chain_method: str | None = None) -> str:
-    """Return the chain method NumPyro's ``MCMC`` gets when the user chose none.
+    """Return the chain method of a run whose user chose none.
 
-    ``"parallel"`` (one chain per device, ``pmap``) when there is one device per chain;
+    ``"parallel"`` (one chain per device) when there is one device per chain;
     otherwise, on a GPU or TPU, ``"vectorized"`` (the chains batched by ``vmap`` into one
     program, so that the accelerator works on all of them at each leapfrog step instead of
     idling between the small steps of one chain); otherwise, on a CPU with fewer devices than
@@ -433,7 +436,11 @@ def run_nuts(
     max_samples: int = AUTO_MAX_SAMPLES,
     data_at_mode: Callable[[dict], dict] | None = None,
 ):
-    """Run NUTS on a NumPyro model and return ``(InferenceData, MCMC)``.
+    """Run NUTS on a NumPyro model and return its draws as ``InferenceData``.
+
+    NumPyro's NUTS kernel (Hoffman & Gelman 2014) with its warm-up adaptation, advanced by
+    :class:`bayeskern.inference.chains.Chains`: one compiled program per fit takes the chains
+    through warm-up and every block of draws.
 
     Parameters
     ----------
@@ -455,7 +462,7 @@ def run_nuts(
         ``None`` picks ``"parallel"`` when ``jax.local_device_count() >= num_chains``,
         otherwise ``"vectorized"`` on a GPU or TPU and ``"sequential"`` on a CPU (see
         :func:`choose_chain_method`). ``"parallel"`` runs one
-        chain per device (``pmap``), ``"vectorized"`` batches the chains on one device
+        chain per device (``jax.shard_map``), ``"vectorized"`` batches the chains on one device
         (``vmap``). For the same ``rng_key`` all three give the same draws: each chain gets the
         same split key and the same start; only XLA's floating-point fusion differs
         (measured differences ~1e-12, tested to 1e-8 in ``tests/test_parallel.py``).
@@ -496,7 +503,6 @@ def run_nuts(
         ``sample_stats`` (``diverging``, ``n_steps`` = leapfrog steps per draw,
         ``tree_depth``, ``lp``, ``energy``, ``acceptance_rate``, ``step_size``), with the
         sampler settings and ``mean_steps_per_draw`` in ``posterior.attrs``.
-    mcmc : numpyro.infer.MCMC
     """
     if num_warmup == "auto":
         raise ValueError(
@@ -541,8 +547,6 @@ def run_nuts(
             model, model_kwargs, jax.random.split(k_start, num_chains), init_strategy
         )
         init_params = functions.starts
-    if num_chains == 1:
-        init_params = jax.tree.map(lambda a: a[0], init_params)
     kernel = _DataArgumentNUTS(
         functions.potential_gen,
         functions.postprocess_gen,
@@ -552,42 +556,49 @@ def run_nuts(
         inverse_mass_matrix=None if inverse_mass is None else jnp.asarray(inverse_mass),
         adapt_mass_matrix=adapt_mass_matrix,
     )
-    mcmc = MCMC(
+    # one program advances the chains through warm-up and every block of draws; with a
+    # progress bar it returns every tenth of that, so that the bar moves and Ctrl-C lands
+    length = max(1, min(AUTO_BLOCK, max(num_warmup, block)))
+    step = max(1, length // 10) if progress_bar else length
+    chains = Chains(
         kernel,
-        num_warmup=num_warmup,
-        num_samples=block,
+        functions.postprocess_gen,
+        functions.data,
         num_chains=num_chains,
-        chain_method=method,
-        progress_bar=progress_bar,
-        jit_model_args=True,
+        method=method,
+        num_warmup=num_warmup,
+        length=length,
     )
-    with warnings.catch_warnings():
-        # NumPyro warns when chains outnumber devices; we chose sequential on purpose.
-        warnings.filterwarnings("ignore", message="There are not enough devices")
-        mcmc.run(key, functions.data, extra_fields=_STATS, init_params=init_params)
-        samples = mcmc.get_samples(group_by_chain=True)
-        stats = mcmc.get_extra_fields(group_by_chain=True)
-        idata = diagnostics.from_mcmc(samples, stats, dims=dims, coords=coords, observed=observed)
-        taken = block
-        if judged is not None:  # a model may leave a site out (e.g. no periodic component)
-            judged = [v for v in judged if v in idata.posterior]
-        while (
-            auto
-            and taken < max_samples
-            and not diagnostics.convergence_report(idata, var_names=judged, warn=False).mixed
-        ):
-            # continue every chain from its last state, adaptation frozen
-            mcmc.post_warmup_state = mcmc.last_state
-            mcmc.num_samples = min(block, max_samples - taken)
-            mcmc.run(mcmc.post_warmup_state.rng_key, functions.data, extra_fields=_STATS)
-            taken += mcmc.num_samples
-            samples = _append_draws(samples, mcmc.get_samples(group_by_chain=True))
-            stats = _append_draws(stats, mcmc.get_extra_fields(group_by_chain=True))
+    # each chain's key as NumPyro's MCMC.run splits them
+    keys = jax.random.split(key, num_chains) if num_chains > 1 else key[None]
+    init_params = jax.tree.map(lambda a: jnp.asarray(a, jnp.result_type(a)), init_params)
+    bar = tqdm(total=num_warmup + block, desc="warmup", disable=not progress_bar, leave=False)
+    with bar:
+        state = chains.init(keys, init_params)
+        for count in _blocks(num_warmup, step):
+            state, _, _ = chains.advance(state, count, collect=False)
+            bar.update(count)
+        bar.set_description("sample")
+        samples = stats = None
+        taken, target = 0, block
+        while True:
+            for count in _blocks(target - taken, step):
+                state, new, new_stats = chains.advance(state, count)
+                samples, stats = _append_draws(samples, new), _append_draws(stats, new_stats)
+                taken += count
+                bar.update(count)
             idata = diagnostics.from_mcmc(
                 samples, stats, dims=dims, coords=coords, observed=observed
             )
-    if method == "parallel":  # NumPyro pmaps a new closure per run: let its programs go
-        release_pmap_programs()
+            if not auto or taken >= max_samples:
+                break
+            if judged is not None:  # a model may leave a site out (e.g. no periodic component)
+                judged = [v for v in judged if v in idata.posterior]
+            if diagnostics.convergence_report(idata, var_names=judged, warn=False).mixed:
+                break
+            target = min(taken + block, max_samples)  # every chain goes on, adaptation frozen
+            bar.total = num_warmup + target
+            bar.refresh()
     diagnostics.set_attrs(
         idata,
         sampler="NUTS",
@@ -605,23 +616,18 @@ def run_nuts(
         mean_steps_per_draw=float(np.mean(np.asarray(stats["num_steps"]))),
         **map_info,
     )
-    return idata, mcmc
+    return idata
 
 
 class _DataArgumentNUTS(NUTS):
-    """NumPyro's NUTS on a potential that takes the data as an argument.
+    """NumPyro's NUTS on a potential that takes the data as its one model argument.
 
-    ``MCMC.run(key, data, ...)`` with ``jit_model_args=True`` passes the data into the
-    compiled sampling loop as inputs (NumPyro's ``potential_fn_gen`` route, used by its
-    model-based NUTS), so fits of data sets of the same shape share one program (and JAX's
-    persistent compilation cache, where enabled, holds it across processes).
-
-    Its initial state is computed by one compiled program. NumPyro's ``HMC.init`` computes
-    the potential, its gradient and the heuristic step size op by op for a single chain:
-    every operation of the model and of its gradient becomes one small XLA program, some
-    250 compilations per model and shape. Here the same function runs under ``jit``, as
-    NumPyro itself runs it under ``vmap`` for several chains (its comment: the closure's
-    nonlocal state does not depend on the traced arguments).
+    ``potential_gen(data)`` is the potential of the model on ``data`` (NumPyro's
+    ``potential_fn_gen`` route, used by its model-based NUTS): :class:`Chains` passes the
+    data into its compiled programs as inputs, so fits of data sets of the same shape share
+    their programs (and JAX's persistent compilation cache, where enabled, holds them across
+    processes). The initial state is computed inside :class:`Chains`' compiled ``init``
+    program, not op by op as NumPyro's ``HMC.init`` does for one chain outside ``jit``.
     """
 
     def __init__(self, potential_gen: Callable, postprocess_gen: Callable, **kwargs):
@@ -631,30 +637,21 @@ class _DataArgumentNUTS(NUTS):
 
     def _init_state(self, rng_key, model_args, model_kwargs, init_params):
         if self._init_fn is None:
-            init_fn, self._sample_fn = hmc(
+            self._init_fn, self._sample_fn = hmc(
                 potential_fn_gen=self._potential_gen, kinetic_fn=self._kinetic_fn, algo=self._algo
             )
-
-            def compiled_init_fn(
-                init_params, *, rng_key, inverse_mass_matrix=None, model_args=(), **static
-            ):
-                def run(params, key, mass, args):
-                    return init_fn(
-                        params, rng_key=key, inverse_mass_matrix=mass, model_args=args, **static
-                    )
-
-                return jax.jit(run)(init_params, rng_key, inverse_mass_matrix, model_args)
-
-            self._init_fn = compiled_init_fn
             self._potential_fn_gen = self._potential_gen
             self._postprocess_fn = self._postprocess_gen
         return init_params
 
 
-def _append_draws(old: dict, new: dict) -> dict:
+def _append_draws(old: dict | None, new: dict) -> dict:
     """Concatenate two blocks of draws shaped ``(chain, draw, ...)`` along the draw axis."""
-    return {k: np.concatenate([np.asarray(old[k]), np.asarray(new[k])], axis=1) for k in old}
+    if old is None:
+        return new
+    return {k: np.concatenate([old[k], new[k]], axis=1) for k in old}
 
 
-#: per-draw sampler statistics collected by :func:`run_nuts`
-_STATS = ("num_steps", "energy", "accept_prob", "potential_energy", "adapt_state.step_size")
+def _blocks(total: int, step: int) -> list[int]:
+    """``total`` transitions as calls of at most ``step`` each."""
+    return [step] * (total // step) + ([total % step] if total % step else [])

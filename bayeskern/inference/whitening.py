@@ -235,7 +235,7 @@ def run_whitened_nuts(
     whitened, map_value = laplace_whitening(
         model, init, model_kwargs, rng_key=laplace_key, map_steps=map_steps
     )
-    idata, _ = run_nuts(
+    idata = run_nuts(
         whitened_model,
         model_kwargs=whitened,
         rng_key=rng_key,

@@ -114,7 +114,7 @@ def main():
             models_run = models
         for name, (model, kw, names) in models_run.items():
             t = time.perf_counter()
-            idata, _ = run_nuts(
+            idata = run_nuts(
                 model,
                 model_kwargs=kw,
                 rng_key=seed,
