@@ -108,3 +108,14 @@ def test_progress_bar_steps_give_the_same_draws():
     np.testing.assert_array_equal(
         quiet.sample_stats["n_steps"].values, shown.sample_stats["n_steps"].values
     )
+
+
+def test_parallel_with_fewer_devices_than_chains_shares_them_out():
+    """``chain_method="parallel"`` with 5 chains on the test run's CPU devices (1, or 4 when
+    bayeskern chose them): the chains split evenly over as many devices as divide their
+    number (here one, the chains one after another) and are the sequential run's chains."""
+    kw = dict(model_kwargs={"y": Y}, rng_key=5, num_warmup=20, num_samples=20, num_chains=5)
+    par = run_nuts(_model, progress_bar=False, chain_method="parallel", **kw)
+    seq = run_nuts(_model, progress_bar=False, chain_method="sequential", **kw)
+    assert par.posterior.attrs["chain_method"] == "parallel"
+    np.testing.assert_allclose(par.posterior["mu"].values, seq.posterior["mu"].values, rtol=1e-8)

@@ -16,7 +16,8 @@ block. Here every chain of a fit goes through three programs compiled once for t
 * ``constrain``: the model's constrained and deterministic values of a block of draws.
 
 The chains map over devices as in NumPyro: ``"parallel"`` one chain per device (``jax.jit``
-of ``jax.shard_map``, which leaves nothing in ``pmap``'s cache), ``"vectorized"`` batched on
+of ``jax.shard_map``, which leaves nothing in ``pmap``'s cache; with fewer devices than
+chains, an equal share of the chains per device, one after another), ``"vectorized"`` batched on
 one device (``vmap``), ``"sequential"`` one after another (``lax.map``). Each chain gets the
 key and start NumPyro's ``MCMC.run`` would give it, so the draws are those of the same chains.
 """
@@ -63,9 +64,10 @@ def _over_chains(fn: Callable, method: str, num_chains: int) -> Callable:
 
     if method == "vectorized":
         return jax.jit(jax.vmap(fn, in_axes=(0, None)))
-    if method == "parallel":
+    if method == "parallel":  # the chains split evenly over as many devices as possible
+        n_dev = max(d for d in range(1, jax.local_device_count() + 1) if num_chains % d == 0)
         P = jax.sharding.PartitionSpec
-        mesh = jax.sharding.Mesh(np.array(jax.local_devices()[:num_chains]), ("chains",))
+        mesh = jax.sharding.Mesh(np.array(jax.local_devices()[:n_dev]), ("chains",))
         each = jax.shard_map(
             each, mesh=mesh, in_specs=(P("chains"), P()), out_specs=P("chains"), check_vma=False
         )
