@@ -25,6 +25,7 @@ key and start NumPyro's ``MCMC.run`` would give it, so the draws are those of th
 from __future__ import annotations
 
 from collections.abc import Callable
+from operator import attrgetter
 from typing import Any
 
 import jax
@@ -46,14 +47,7 @@ STATS = (
 
 
 def _stats(state) -> dict:
-    return {
-        "diverging": state.diverging,
-        "num_steps": state.num_steps,
-        "energy": state.energy,
-        "accept_prob": state.accept_prob,
-        "potential_energy": state.potential_energy,
-        "adapt_state.step_size": state.adapt_state.step_size,
-    }
+    return {name: attrgetter(name)(state) for name in STATS}
 
 
 def _over_chains(fn: Callable, method: str, num_chains: int) -> Callable:

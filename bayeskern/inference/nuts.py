@@ -579,14 +579,16 @@ def run_nuts(
             state, _, _ = chains.advance(state, count, collect=False)
             bar.update(count)
         bar.set_description("sample")
-        samples = stats = None
-        taken, target = 0, block
+        blocks, taken, target = [], 0, block
         while True:
             for count in _blocks(target - taken, step):
                 state, new, new_stats = chains.advance(state, count)
-                samples, stats = _append_draws(samples, new), _append_draws(stats, new_stats)
+                blocks.append((new, new_stats))
                 taken += count
                 bar.update(count)
+            # the draws so far, concatenated along the draw axis
+            samples, stats = jax.tree.map(lambda *b: np.concatenate(b, axis=1), *blocks)
+            blocks = [(samples, stats)]
             idata = diagnostics.from_mcmc(
                 samples, stats, dims=dims, coords=coords, observed=observed
             )
@@ -643,13 +645,6 @@ class _DataArgumentNUTS(NUTS):
             self._potential_fn_gen = self._potential_gen
             self._postprocess_fn = self._postprocess_gen
         return init_params
-
-
-def _append_draws(old: dict | None, new: dict) -> dict:
-    """Concatenate two blocks of draws shaped ``(chain, draw, ...)`` along the draw axis."""
-    if old is None:
-        return new
-    return {k: np.concatenate([old[k], new[k]], axis=1) for k in old}
 
 
 def _blocks(total: int, step: int) -> list[int]:
