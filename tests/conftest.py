@@ -65,6 +65,7 @@ def _release_compiled_programs():
     """
     yield
     jax.clear_caches()
+    __import__("bayeskern.programs").programs.clear_programs()
     __import__("gc").collect()
 
 

@@ -4,8 +4,8 @@ The layers, from the bottom up (:data:`LAYERS`); a module imports only modules o
 layer or of the layers below it, and no import cycle exists, counting imports inside
 functions (a lazy import is still a dependency):
 
-0. foundation: ``_version``, ``devices``, ``linalg``, ``batching``, and ``datasets`` (which
-   stands apart: it imports nothing else from bayeskern);
+0. foundation: ``_version``, ``devices``, ``linalg``, ``batching``, ``programs``, and
+   ``datasets`` (which stands apart: it imports nothing else from bayeskern);
 1. ``kernels``: fitted state and pure JAX Gram matrices; no models, no plotting;
 2. features and learning code: ``features`` (random Fourier features), ``blr``, ``laplace``,
    ``tuning``, ``learning`` (kernel training loops);
@@ -43,6 +43,7 @@ LAYERS = [
             "bayeskern.batching",
             "bayeskern.datasets",
             "bayeskern.random",
+            "bayeskern.programs",
         ],
     ),
     ("kernels", ["bayeskern.kernels"]),

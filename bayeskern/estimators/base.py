@@ -28,6 +28,7 @@ from bayeskern import diagnostics
 from bayeskern.batching import batched_map, pad_rows
 from bayeskern.inference import check_sampler_counts
 from bayeskern.predictive import draw_seed, row_uniforms
+from bayeskern.programs import shared_jit
 
 __all__ = [
     "BayesianEstimatorMixin",
@@ -174,7 +175,7 @@ def _draw_map(fn, n_dev: int, n_args: int, batch_size: int):
                 out_specs=P("draws"),
                 check_vma=False,
             )
-        per_fn[key] = jax.jit(per_device)
+        per_fn[key] = shared_jit(per_device)
     return per_fn[key]
 
 
@@ -667,10 +668,12 @@ class PredictiveRegressorMixin:
 
 
 def cached_jit(est, name: str, make, *keys):
-    """``jax.jit(make())`` cached on ``est`` under ``name`` while ``keys`` are the same objects.
+    """``shared_jit(make())`` cached on ``est`` under ``name`` while ``keys`` are the same objects.
 
     The keys are fitted objects (``idata_``, ``kernel_``...) that a new fit replaces, so a
-    refit recompiles and repeated predictions do not; the cache is dropped when pickling.
+    refit traces again (and compiles only a program no earlier fit compiled,
+    :func:`bayeskern.programs.shared_jit`) and repeated predictions do not; the cache is
+    dropped when pickling.
     """
     cache = est.__dict__.setdefault("_cache", {})
     hit = cache.get(name)
@@ -679,7 +682,7 @@ def cached_jit(est, name: str, make, *keys):
         or len(hit[0]) != len(keys)
         or any(a is not b for a, b in zip(hit[0], keys, strict=True))
     ):
-        hit = cache[name] = (keys, jax.jit(make()))
+        hit = cache[name] = (keys, shared_jit(make()))
     return hit[1]
 
 

@@ -80,6 +80,7 @@ from bayeskern.models.hsgp import (
     hsgp_regression,
 )
 from bayeskern.predictive import MixturePredictive, draw_seed, most_probable_class, row_uniforms
+from bayeskern.programs import shared_jit
 from bayeskern.runs import register_estimator
 
 __all__ = ["GPRegressor", "GPClassifier"]
@@ -590,7 +591,7 @@ class GPRegressor(JointPredictiveMixin, PredictiveRegressorMixin, RegressorMixin
     def _basis_stats(self, design, Xs, ys) -> Stats:
         """Return :math:`(\\Phi^\\top\\Phi, \\Phi^\\top y, y^\\top y, N)`, one chunked pass."""
         chunk = self.chunk_size or max(256, 2**22 // max(design.size, 1))
-        fn = jax.jit(lambda X, y: scan_feature_stats(design.features, (X,), y, chunk))
+        fn = shared_jit(lambda X, y: scan_feature_stats(design.features, (X,), y, chunk))
         return Stats(*(jnp.asarray(np.asarray(a)) for a in fn(jnp.asarray(Xs), jnp.asarray(ys))))
 
     def _pilot_design(self, design, Xs, ys):
@@ -762,7 +763,7 @@ class GPRegressor(JointPredictiveMixin, PredictiveRegressorMixin, RegressorMixin
         hit = cache.get("hsgp_factor_fn")
         if hit is None or hit[0] is not self.hsgp_design_:
             kernel, design, x_scale = self.kernel_, self.hsgp_design_, self.x_std_.scale
-            fn = jax.jit(
+            fn = shared_jit(
                 lambda d, st: batched_map(
                     lambda x: hsgp_factors(kernel, design, x, st, x_scale), d, 1
                 )
@@ -790,7 +791,7 @@ class GPRegressor(JointPredictiveMixin, PredictiveRegressorMixin, RegressorMixin
         Phi = self.hsgp_design_.features(jnp.asarray(Xs[rows]))
         yj = jnp.asarray(ys[rows])
         factors = self._hsgp_factor_fn()
-        loo = jax.jit(
+        loo = shared_jit(
             lambda R, w, nv, P, yy: batched_map(
                 lambda f: hsgp_loo_and_fitted(f[0], f[1], f[2], P, yy), (R, w, nv), 1
             )
@@ -848,7 +849,7 @@ class GPRegressor(JointPredictiveMixin, PredictiveRegressorMixin, RegressorMixin
             draws = self._draws()
             n_draws = len(next(iter(draws.values())))
             factors = self._hsgp_factor_fn()
-            reduce = jax.jit(
+            reduce = shared_jit(
                 lambda R, w, nv: (
                     jnp.einsum("sij,sik->jk", R, R) + w.T @ w,
                     jnp.sum(w, 0),

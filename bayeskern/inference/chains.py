@@ -33,6 +33,8 @@ import jax.numpy as jnp
 import numpy as np
 from jax import lax
 
+from ..programs import shared_jit
+
 __all__ = ["Chains", "STATS"]
 
 #: per-draw sampler statistics collected (NumPyro's names; ``HMCState`` fields)
@@ -51,13 +53,13 @@ def _stats(state) -> dict:
 
 
 def _over_chains(fn: Callable, method: str, num_chains: int) -> Callable:
-    """``jax.jit`` of ``fn(per_chain, shared)`` mapped over the leading (chain) axis."""
+    """``fn(per_chain, shared)`` mapped over the leading (chain) axis, compiled (shared_jit)."""
 
     def each(per_chain, shared):
         return lax.map(lambda c: fn(c, shared), per_chain)
 
     if method == "vectorized":
-        return jax.jit(jax.vmap(fn, in_axes=(0, None)))
+        return shared_jit(jax.vmap(fn, in_axes=(0, None)))
     if method == "parallel":  # the chains split evenly over as many devices as possible
         n_dev = max(d for d in range(1, jax.local_device_count() + 1) if num_chains % d == 0)
         P = jax.sharding.PartitionSpec
@@ -65,7 +67,7 @@ def _over_chains(fn: Callable, method: str, num_chains: int) -> Callable:
         each = jax.shard_map(
             each, mesh=mesh, in_specs=(P("chains"), P()), out_specs=P("chains"), check_vma=False
         )
-    return jax.jit(each)
+    return shared_jit(each)
 
 
 class Chains:

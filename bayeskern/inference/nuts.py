@@ -36,6 +36,7 @@ from tqdm.auto import tqdm
 from bayeskern import diagnostics
 from bayeskern.inference.chains import Chains
 from bayeskern.kernels import Kernel
+from bayeskern.programs import shared_jit
 
 __all__ = [
     "run_nuts",
@@ -222,7 +223,7 @@ def model_functions(model: Callable, model_kwargs: dict, keys, init_strategy) ->
             values[name] = site["value"]
         return values
 
-    values = jax.jit(jax.vmap(starts, in_axes=(0, None)))(jnp.asarray(keys), data)
+    values = shared_jit(jax.vmap(starts, in_axes=(0, None)))(jnp.asarray(keys), data)
     transforms = {name: biject_to(support) for name, support in supports.items()}
     z = {name: transforms[name].inv(v) for name, v in values.items()}
     potential_of, postprocess_of = get_potential_fn(
@@ -323,7 +324,7 @@ def find_map(
     )
     starts = [x_median, *uniform]
     potential_gen, data = functions.potential_gen, functions.data
-    compiled = jax.jit(jax.value_and_grad(lambda x, data: potential_gen(data)(unravel(x))))
+    compiled = shared_jit(jax.value_and_grad(lambda x, data: potential_gen(data)(unravel(x))))
 
     def value_and_grad(x):
         return compiled(x, data)
