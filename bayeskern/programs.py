@@ -8,8 +8,9 @@ times, and compiling is most of a small fit. :func:`shared_jit` is ``jax.jit`` w
 compilation step is looked up, in memory, by what was lowered — the program's StableHLO text,
 the types of all its arguments (JAX prunes unused ones from the text), its input and output
 tree structures and its shardings (the devices it runs on) — so that every function lowering
-to that program shares one compiled executable. Tracing and lowering still happen per function (they are the cheap part;
-they also run the Python side effects that some callers record while tracing).
+to that program shares one compiled executable. Tracing and lowering still happen per
+function (they are the cheap part; they also run the Python side effects that some callers
+record while tracing).
 
 A program is shared only when the lowered text is the whole computation: with constants held
 outside it (arrays JAX hoists out of the program as hidden arguments), host callbacks or

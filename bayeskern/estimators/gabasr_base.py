@@ -79,12 +79,14 @@ PARAMS_DOC = """
         Median/IQR scaling clipped to ±8 robust units, or mean/sd scaling.
     num_warmup, num_samples, num_chains : int
         Sampler settings.
-    chain_method : {None, "parallel", "sequential", "vectorized"}
+    chain_method : {None, "parallel", "sequential", "vectorized", "processes"}
         NUTS: ``None`` as :func:`bayeskern.inference.choose_chain_method` (parallel with one
         device per chain, else vectorized on a GPU and sequential on a CPU). Gibbs:
-        ``None`` runs the chains one after the other (``"sequential"``); ``"vectorized"``
-        and ``"parallel"`` are refused (factorizations inside its loops, batched or pmapped,
-        can hang XLA:CPU; pmapped chains were measured to hang on breast_cancer).
+        ``"sequential"`` runs the chains one after the other, ``"processes"`` shares the same
+        chains out to one process per core, ``None`` chooses ``"processes"`` for long runs
+        (:func:`bayeskern.inference.gabasr_gibbs.gibbs_sample`, ``chain_method="auto"``);
+        ``"vectorized"`` and ``"parallel"`` are refused (factorizations inside its loops,
+        batched or pmapped, can hang XLA:CPU).
     target_accept_prob : float, default 0.8
     map_steps : int, default 30
         Maximum Newton steps of the MAP run that initializes and preconditions NUTS
@@ -138,6 +140,11 @@ class _GaBaSRBase(BayesianEstimatorMixin, BaseEstimator):
         if self.sampler not in ("auto", "nuts", "gibbs"):
             raise ValueError(f"sampler must be 'auto', 'nuts' or 'gibbs', got {self.sampler!r}")
         self.sampler_ = self._AUTO_SAMPLER if self.sampler == "auto" else self.sampler
+        if self.sampler_ != "gibbs" and self.chain_method == "processes":
+            raise ValueError(
+                "chain_method='processes' is for the Gibbs sampler; NUTS chains run in one "
+                "process (None, 'parallel', 'vectorized' or 'sequential')"
+            )
         if self.sampler_ == "gibbs" and self.chain_method in ("vectorized", "parallel"):
             # vmapped LAPACK calls inside the sweep's loops can hang XLA:CPU (jax 0.10.2), and
             # so did pmapped chains: GaBaSRClassifier(chain_method="parallel") on breast_cancer
@@ -296,7 +303,7 @@ class _GaBaSRBase(BayesianEstimatorMixin, BaseEstimator):
             prior=GibbsPrior(),
             mean_basis=B,
             progress_bar=self.progress_bar,
-            chain_method=self.chain_method or "sequential",
+            chain_method=self.chain_method or "auto",
         )
         self.gibbs_samples_ = res.samples
         self.gibbs_wall_time_ = res.wall_time

@@ -127,11 +127,18 @@ from jax import lax
 from jax.scipy.special import gammaln
 from numpyro.infer import MCMC
 from numpyro.infer.mcmc import MCMCKernel
+from tqdm.auto import tqdm
 
 from bayeskern import blr
 from bayeskern import random as bkr
 from bayeskern.devices import release_pmap_programs
 from bayeskern.features import locally_stationary_features, rff_features
+from bayeskern.inference.processes import (
+    PROCESS_WORK,
+    can_start_processes,
+    map_in_processes,
+    process_count,
+)
 from bayeskern.models.gabasr import GibbsPrior
 from bayeskern.random import niw_posterior, normal_inverse_wishart
 
@@ -838,9 +845,10 @@ def _validate(
             raise ValueError(f"{name} must be an integer >= {lo}, got {val!r}")
     if dtype not in ("float64", "float32", np.float64, np.float32):
         raise ValueError(f"dtype must be 'float64' or 'float32', got {dtype!r}")
-    if chain_method not in ("sequential", "vectorized", "parallel"):
+    if chain_method not in ("auto", "sequential", "processes", "vectorized", "parallel"):
         raise ValueError(
-            f"chain_method must be 'sequential', 'vectorized' or 'parallel', got {chain_method!r}"
+            "chain_method must be 'auto', 'sequential', 'processes', 'vectorized' or "
+            f"'parallel', got {chain_method!r}"
         )
     if evidence not in ("rank", "full"):
         raise ValueError(f"evidence must be 'rank' or 'full', got {evidence!r}")
@@ -1042,6 +1050,63 @@ def _compiled_chain(kernel: GaBaSRGibbs, num_warmup: int, num_samples: int, vect
     return jax.jit(jax.vmap(run) if vectorized else run)
 
 
+def _chains_in_process(config: SweepConfig, num_warmup: int, num_samples: int, keys, data):
+    """Run the chains of ``keys`` one after another: a worker of ``chain_method="processes"``.
+
+    The same chains as the ``"sequential"`` method (same initial states, same compiled
+    loop), returned as NumPy arrays: per chain ``(last_state, draws, stats)``.
+    """
+    kernel = GaBaSRGibbs(
+        config.task, config.M, n_features_v=config.M2, prior=config.prior, evidence=config.evidence
+    )
+    data = {k: None if v is None else jnp.asarray(v) for k, v in data.items()}
+    run = _compiled_chain(kernel, num_warmup, num_samples, False)
+    out = []
+    for k in keys:
+        state = kernel.init(jnp.asarray(k), num_warmup, None, (), data)
+        out.append(jax.tree.map(np.asarray, run(state)))
+    return out
+
+
+#: largest design (rows × columns) whose sweeps go to processes under ``chain_method="auto"``:
+#: XLA:CPU runs the products of a larger design on several threads already, and processes
+#: sharing the cores then only add their start-up
+PROCESS_MAX_DESIGN = 10**6
+
+
+def _auto_chain_method(n: int, n_columns: int, sweeps: int, num_chains: int) -> str:
+    """Return ``"processes"`` when the chains' work pays for starting processes.
+
+    The work of a sweep grows as :math:`n P^2` for :math:`P` design columns (the
+    rank-updated evidence and the weights' factorizations), so the chains' total is
+    ``num_chains * sweeps * n * P**2``, compared with
+    :data:`bayeskern.inference.processes.PROCESS_WORK`; and only designs of at most
+    :data:`PROCESS_MAX_DESIGN` entries, whose sweeps one process runs on one core.
+    """
+    work = float(num_chains) * sweeps * n * n_columns**2
+    small = n * n_columns <= PROCESS_MAX_DESIGN
+    if num_chains > 1 and small and work >= PROCESS_WORK and can_start_processes():
+        return "processes"
+    return "sequential"
+
+
+def _run_in_processes(kernel, key, data, num_warmup, num_samples, num_chains, progress_bar):
+    """Run the chains of ``"sequential"``, shared out to :func:`process_count` processes."""
+    keys = np.asarray(jax.random.split(key, num_chains) if num_chains > 1 else key[None])
+    data = {k: None if v is None else np.asarray(v) for k, v in data.items()}
+    groups = np.array_split(keys, process_count(num_chains))
+    bar = tqdm(total=num_chains, desc="chains", disable=not progress_bar)
+    with bar:
+        outs = map_in_processes(
+            _chains_in_process,
+            [(kernel.config, num_warmup, num_samples, g, data) for g in groups],
+            on_done=lambda: bar.update(num_chains // len(groups)),
+        )
+    per_chain = [chain for out in outs for chain in out]
+    samples, stats = jax.tree.map(lambda *a: np.stack(a), *[c[1:] for c in per_chain])
+    return samples, stats, [c[0] for c in per_chain]
+
+
 def gibbs_sample(
     key,
     X,
@@ -1093,9 +1158,17 @@ def gibbs_sample(
         NumPyro's progress bar over sweeps (the sweeps then run one jitted call each
         instead of one compiled loop; rounding may differ in the last bits between the two).
     dtype : {"float64", "float32"}
-    chain_method : {"sequential", "vectorized", "parallel"}
-        ``numpyro.infer.MCMC``'s: chains one after the other, batched with ``vmap``, or one
-        per device.
+    chain_method : {"sequential", "processes", "auto", "vectorized", "parallel"}
+        ``"sequential"``: the chains one after the other in one compiled loop;
+        ``"processes"``: the same chains (the same draws) shared out to one new Python process
+        per core (:mod:`bayeskern.inference.processes`; a progress bar then counts finished
+        chains); ``"auto"``: ``"processes"`` when the chains' work, ``chains * sweeps * n *
+        P**2`` for ``P`` design columns, reaches
+        :data:`bayeskern.inference.processes.PROCESS_WORK`, the design has at most
+        :data:`PROCESS_MAX_DESIGN` entries (a larger one already keeps several cores busy in
+        one process) and this process may start others, else ``"sequential"``.
+        ``"vectorized"`` and ``"parallel"``: ``numpyro.infer.MCMC``'s (batched with ``vmap``,
+        one chain per device), which can hang XLA:CPU.
     evidence : {"rank", "full"}
         ``"full"`` recomputes the evidence from scratch for every proposal (reference for
         timing; same algorithm, :math:`O(NP^2+P^3)` per proposal).
@@ -1144,7 +1217,15 @@ def gibbs_sample(
         mean_basis=None if mean_basis is None else jnp.asarray(mean_basis, jdtype),
     )
     t0 = time.perf_counter()
-    if progress_bar or chain_method == "parallel":
+    if chain_method == "auto":
+        columns = 2 * n_features * max(n_features_v, 1)
+        columns += 0 if mean_basis is None else mean_basis.shape[1]
+        chain_method = _auto_chain_method(len(X), columns, num_warmup + num_samples, num_chains)
+    if chain_method == "processes":
+        samples, stats, last = _run_in_processes(
+            kernel, key, data, num_warmup, num_samples, num_chains, progress_bar
+        )
+    elif progress_bar or chain_method == "parallel":
         mcmc = MCMC(
             kernel,
             num_warmup=num_warmup,

@@ -532,7 +532,8 @@ def run_nuts(
         init_params, inverse_mass = laplace_inits(mode, k_init, num_chains)
         dense_mass = True
         if data_at_mode is not None:
-            at_mode = jax.jit(functions.postprocess_fn)(mode.z)
+            post = shared_jit(lambda z, data: functions.postprocess_gen(data)(z))
+            at_mode = post(mode.z, functions.data)
             data, _ = split_data({**model_kwargs, **data_at_mode(at_mode)})
             functions = functions._replace(
                 data=data,

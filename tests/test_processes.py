@@ -1,0 +1,55 @@
+"""Gibbs chains in worker processes (``bayeskern.inference.processes``)."""
+
+import math
+
+import numpy as np
+import pytest
+
+from bayeskern.inference import gabasr_gibbs as gg
+from bayeskern.inference import processes
+
+
+def test_chains_in_processes_are_the_sequential_chains():
+    """The same keys and initial states: the same draws, to the last bit."""
+    r = np.random.default_rng(0)
+    X = r.uniform(-1, 1, (40, 1))
+    y = (np.sin(3 * X[:, 0]) + r.normal(0, 0.3, 40) > 0).astype(float)
+    kw = dict(task="classification", n_features=6, num_warmup=3, num_samples=4, num_chains=2)
+    seq = gg.gibbs_sample(0, X, y, chain_method="sequential", **kw)
+    par = gg.gibbs_sample(0, X, y, chain_method="processes", **kw)
+    assert set(par.samples) == set(seq.samples) and set(par.sample_stats) == set(seq.sample_stats)
+    for name in seq.samples:
+        np.testing.assert_array_equal(par.samples[name], seq.samples[name], err_msg=name)
+    for name in seq.sample_stats:
+        np.testing.assert_array_equal(par.sample_stats[name], seq.sample_stats[name])
+
+
+def test_auto_goes_to_processes_only_for_long_runs(monkeypatch):
+    monkeypatch.setattr(gg, "can_start_processes", lambda: True)
+    assert gg._auto_chain_method(455, 500, 1000, 4) == "processes"
+    assert gg._auto_chain_method(40, 500, 40, 4) == "sequential"  # seconds of work
+    assert gg._auto_chain_method(455, 500, 1000, 1) == "sequential"  # one chain
+    assert gg._auto_chain_method(12_000, 500, 1000, 4) == "sequential"  # multi-threaded already
+    monkeypatch.setattr(gg, "can_start_processes", lambda: False)
+    assert gg._auto_chain_method(455, 500, 1000, 4) == "sequential"
+
+
+@pytest.mark.parametrize(
+    ("cores", "chains", "expected"), [(2, 4, 2), (4, 3, 3), (2, 3, 1), (8, 4, 4)]
+)
+def test_every_process_gets_the_same_share_of_chains(monkeypatch, cores, chains, expected):
+    monkeypatch.setattr(processes, "_cores", lambda: cores)
+    assert processes.process_count(chains) == expected
+
+
+def test_an_error_in_a_worker_is_raised_here():
+    with pytest.raises(ValueError, match="math domain error"):
+        processes.map_in_processes(math.sqrt, [(4.0,), (-1.0,)])
+    assert processes.map_in_processes(math.sqrt, [(4.0,), (9.0,)]) == [2.0, 3.0]
+
+
+def test_processes_is_refused_for_nuts():
+    import bayeskern as bk
+
+    with pytest.raises(ValueError, match="chain_method='processes' is for the Gibbs sampler"):
+        bk.GaBaSRRegressor(chain_method="processes").fit(np.arange(10.0)[:, None], np.arange(10.0))
