@@ -1,6 +1,11 @@
 """Gibbs chains in worker processes (``bayeskern.inference.processes``)."""
 
 import math
+import os
+import signal
+import subprocess
+import sys
+import time
 
 import numpy as np
 import pytest
@@ -53,3 +58,37 @@ def test_processes_is_refused_for_nuts():
 
     with pytest.raises(ValueError, match="chain_method='processes' is for the Gibbs sampler"):
         bk.GaBaSRRegressor(chain_method="processes").fit(np.arange(10.0)[:, None], np.arange(10.0))
+
+
+INTERRUPTED = """
+import time
+from bayeskern.inference.processes import map_in_processes
+map_in_processes(time.sleep, [(120,), (120,)])
+"""
+
+
+def _children(pid):
+    path = f"/proc/{pid}/task/{pid}/children"
+    with open(path) as f:
+        return [int(c) for c in f.read().split()]
+
+
+@pytest.mark.skipif(
+    not os.path.exists(f"/proc/{os.getpid()}/task/{os.getpid()}/children"),
+    reason="needs Linux's /proc",
+)
+def test_ctrl_c_stops_the_workers():
+    """Ctrl-C in the caller leaves no worker running."""
+    caller = subprocess.Popen([sys.executable, "-c", INTERRUPTED])
+    try:
+        deadline = time.monotonic() + 60
+        while len(workers := _children(caller.pid)) < 2:
+            assert time.monotonic() < deadline, "the workers did not start"
+            time.sleep(0.2)
+        time.sleep(1.0)
+        caller.send_signal(signal.SIGINT)
+        assert caller.wait(timeout=60) != 0
+    finally:
+        caller.kill()
+    for pid in workers:
+        assert not os.path.exists(f"/proc/{pid}"), f"worker {pid} still runs"
