@@ -10,7 +10,8 @@ from numpyro.infer import MCMC, init_to_uniform
 
 from bayeskern.inference import AUTO_BLOCK, run_nuts
 from bayeskern.inference.chains import Chains
-from bayeskern.inference.nuts import _DataArgumentNUTS, model_functions
+from bayeskern.inference.nuts import _DataArgumentNUTS
+from bayeskern.inference.start import model_functions
 
 
 def _model(y=None):

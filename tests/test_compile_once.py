@@ -1,5 +1,5 @@
 """Compiled programs take the data as inputs: a second data set of the same shape compiles
-nothing new (``bayeskern.inference.nuts.split_data``, ``run_nuts``)."""
+nothing new (``bayeskern.inference.start.split_data``, ``run_nuts``)."""
 
 import os
 import subprocess
@@ -9,7 +9,7 @@ import textwrap
 import jax.numpy as jnp
 import numpy as np
 
-from bayeskern.inference.nuts import split_data
+from bayeskern.inference.start import split_data
 
 SCRIPT = textwrap.dedent("""
     import os, sys

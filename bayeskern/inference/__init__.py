@@ -2,8 +2,12 @@
 
 * :mod:`bayeskern.inference.nuts` — NUTS (NumPyro) for the GP and spectral models: the mode
   search and Laplace-approximation start, the dense mass matrix, chains on all CPU devices.
+* :mod:`bayeskern.inference.start` — where the chains start: a model's functions from one
+  trace, the mode search and the Laplace-approximation starts.
 * :mod:`bayeskern.inference.chains` — the chains of one NUTS fit advanced block by block
   through one compiled program.
+* :mod:`bayeskern.inference.processes` — chains in worker processes (the Gibbs sampler's,
+  whose sweeps cannot share one XLA:CPU runtime across devices).
 * :mod:`bayeskern.inference.gabasr_gibbs` — the GaBaSR paper's Gibbs/Metropolis-Hastings sweep
   as a NumPyro ``MCMCKernel`` (:class:`GaBaSRGibbs`), run by ``numpyro.infer.MCMC``
   (:func:`gibbs_sample`).
@@ -16,15 +20,17 @@ from bayeskern.inference.gabasr_gibbs import GaBaSRGibbs, gibbs_sample
 from bayeskern.inference.nuts import (
     AUTO_BLOCK,
     AUTO_MAX_SAMPLES,
+    check_sampler_counts,
+    choose_chain_method,
+    run_nuts,
+)
+from bayeskern.inference.start import (
     MapResult,
     ModelFunctions,
     as_key,
-    check_sampler_counts,
-    choose_chain_method,
     find_map,
     laplace_inits,
     model_functions,
-    run_nuts,
 )
 
 __all__ = [
