@@ -22,6 +22,7 @@ effects it is compiled for its own function only, as ``jax.jit`` would. At most
 from __future__ import annotations
 
 import hashlib
+import threading
 from collections import OrderedDict
 from collections.abc import Callable
 
@@ -33,11 +34,13 @@ __all__ = ["MAX_PROGRAMS", "clear_programs", "shared_jit"]
 MAX_PROGRAMS = 32
 
 _PROGRAMS: OrderedDict[str, jax.stages.Compiled] = OrderedDict()
+_LOCK = threading.Lock()  # fits in threads (a thread pool's grid search) share the store
 
 
 def clear_programs() -> None:
     """Drop every compiled program kept by :func:`shared_jit`."""
-    _PROGRAMS.clear()
+    with _LOCK:
+        _PROGRAMS.clear()
 
 
 def _content_key(lowered: jax.stages.Lowered) -> str | None:
@@ -73,14 +76,17 @@ def _compiled(lowered: jax.stages.Lowered) -> jax.stages.Compiled:
     key = _content_key(lowered)
     if key is None:
         return lowered.compile()
-    hit = _PROGRAMS.get(key)
-    if hit is None:
-        hit = _PROGRAMS[key] = lowered.compile()
+    with _LOCK:
+        hit = _PROGRAMS.get(key)
+        if hit is not None:
+            _PROGRAMS.move_to_end(key)
+            return hit
+    compiled = lowered.compile()  # outside the lock: other threads go on meanwhile
+    with _LOCK:
+        _PROGRAMS[key] = compiled
         while len(_PROGRAMS) > MAX_PROGRAMS:
             _PROGRAMS.popitem(last=False)
-    else:
-        _PROGRAMS.move_to_end(key)
-    return hit
+    return compiled
 
 
 def _signature(leaf):
@@ -92,11 +98,12 @@ def _signature(leaf):
 class shared_jit:  # noqa: N801 - used like the function it wraps
     """``jax.jit(fun)`` whose compiled programs are shared with every function lowering alike.
 
-    Called with positional arguments only. Inside another traced function it is ``jax.jit(fun)``
-    (inlined into the outer program). Otherwise the first call with a new signature (tree structure,
-    shapes, dtypes, placement of the arguments) traces and lowers ``fun`` and takes the compiled
-    program from the shared store (compiling it only if no earlier function lowered to the same
-    program); later calls with that signature run it directly.
+    Called with positional arguments only. Inside another traced function it is
+    ``jax.jit(fun)`` (inlined into the outer program). Otherwise the first call with a new
+    signature (tree structure, shapes, dtypes, placement of the arguments) traces and lowers
+    ``fun`` and takes the compiled program from the shared store (compiling it only if no
+    earlier function lowered to the same program); later calls with that signature run it
+    directly.
 
     Parameters
     ----------

@@ -34,7 +34,7 @@ def test_auto_goes_to_processes_only_for_long_runs(monkeypatch):
     assert gg._auto_chain_method(455, 500, 1000, 4) == "processes"
     assert gg._auto_chain_method(40, 500, 40, 4) == "sequential"  # seconds of work
     assert gg._auto_chain_method(455, 500, 1000, 1) == "sequential"  # one chain
-    assert gg._auto_chain_method(12_000, 500, 1000, 4) == "sequential"  # multi-threaded already
+    assert gg._auto_chain_method(12_000, 500, 1000, 4) == "processes"
     monkeypatch.setattr(gg, "can_start_processes", lambda: False)
     assert gg._auto_chain_method(455, 500, 1000, 4) == "sequential"
 

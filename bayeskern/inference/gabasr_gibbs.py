@@ -1068,24 +1068,16 @@ def _chains_in_process(config: SweepConfig, num_warmup: int, num_samples: int, k
     return out
 
 
-#: largest design (rows × columns) whose sweeps go to processes under ``chain_method="auto"``:
-#: XLA:CPU runs the products of a larger design on several threads already, and processes
-#: sharing the cores then only add their start-up
-PROCESS_MAX_DESIGN = 10**6
-
-
 def _auto_chain_method(n: int, n_columns: int, sweeps: int, num_chains: int) -> str:
     """Return ``"processes"`` when the chains' work pays for starting processes.
 
     The work of a sweep grows as :math:`n P^2` for :math:`P` design columns (the
     rank-updated evidence and the weights' factorizations), so the chains' total is
     ``num_chains * sweeps * n * P**2``, compared with
-    :data:`bayeskern.inference.processes.PROCESS_WORK`; and only designs of at most
-    :data:`PROCESS_MAX_DESIGN` entries, whose sweeps one process runs on one core.
+    :data:`bayeskern.inference.processes.PROCESS_WORK`.
     """
     work = float(num_chains) * sweeps * n * n_columns**2
-    small = n * n_columns <= PROCESS_MAX_DESIGN
-    if num_chains > 1 and small and work >= PROCESS_WORK and can_start_processes():
+    if num_chains > 1 and work >= PROCESS_WORK and can_start_processes():
         return "processes"
     return "sequential"
 
@@ -1164,9 +1156,8 @@ def gibbs_sample(
         per core (:mod:`bayeskern.inference.processes`; a progress bar then counts finished
         chains); ``"auto"``: ``"processes"`` when the chains' work, ``chains * sweeps * n *
         P**2`` for ``P`` design columns, reaches
-        :data:`bayeskern.inference.processes.PROCESS_WORK`, the design has at most
-        :data:`PROCESS_MAX_DESIGN` entries (a larger one already keeps several cores busy in
-        one process) and this process may start others, else ``"sequential"``.
+        :data:`bayeskern.inference.processes.PROCESS_WORK` and this process may start others,
+        else ``"sequential"``.
         ``"vectorized"`` and ``"parallel"``: ``numpyro.infer.MCMC``'s (batched with ``vmap``,
         one chain per device), which can hang XLA:CPU.
     evidence : {"rank", "full"}
