@@ -41,6 +41,7 @@ import re
 from threadpoolctl import threadpool_limits
 
 __all__ = [
+    "available_cores",
     "configure_cpu_devices",
     "cpu_device_status",
     "blas_threads",
@@ -51,7 +52,8 @@ __all__ = [
 _STATUS = "not configured"
 
 
-def _cores() -> int:
+def available_cores() -> int:
+    """Return the number of CPU cores this process may run on."""
     try:
         return len(os.sched_getaffinity(0))
     except AttributeError:  # not Linux
@@ -80,9 +82,9 @@ def configure_cpu_devices() -> str:
             "run one after another; import bayeskern first to run them in parallel"
         )
     else:
-        n = int(wanted) if wanted.strip().isdigit() else max(4, _cores())
+        n = int(wanted) if wanted.strip().isdigit() else max(4, available_cores())
         jax.config.update("jax_num_cpu_devices", n)
-        _STATUS = f"{n} CPU devices for {_cores()} cores"
+        _STATUS = f"{n} CPU devices for {available_cores()} cores"
     return _STATUS
 
 

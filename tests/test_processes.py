@@ -43,7 +43,7 @@ def test_auto_goes_to_processes_only_for_long_runs(monkeypatch):
     ("cores", "chains", "expected"), [(2, 4, 2), (4, 3, 3), (2, 3, 1), (8, 4, 4)]
 )
 def test_every_process_gets_the_same_share_of_chains(monkeypatch, cores, chains, expected):
-    monkeypatch.setattr(processes, "_cores", lambda: cores)
+    monkeypatch.setattr(processes, "available_cores", lambda: cores)
     assert processes.process_count(chains) == expected
 
 

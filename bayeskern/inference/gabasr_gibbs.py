@@ -114,6 +114,7 @@ pairwise squared distances, so that the first frequencies span short to long len
 from __future__ import annotations
 
 import functools
+import json
 import math
 import time
 import warnings
@@ -1019,7 +1020,8 @@ class GibbsResult(NamedTuple):
     """Draws of :func:`gibbs_sample`, the chains' last state and the sampling time.
 
     Dicts of arrays shaped ``(chain, draw, ...)``, the last
-    :class:`GibbsMCMCState` of the chains, and the sampling wall time in seconds.
+    :class:`GibbsMCMCState` of the chains (``None`` when they ran in worker processes), and
+    the sampling wall time in seconds.
     """
 
     samples: dict
@@ -1050,22 +1052,34 @@ def _compiled_chain(kernel: GaBaSRGibbs, num_warmup: int, num_samples: int, vect
     return jax.jit(jax.vmap(run) if vectorized else run)
 
 
-def _chains_in_process(config: SweepConfig, num_warmup: int, num_samples: int, keys, data):
+def _chains_in_process(config: str, num_warmup: int, num_samples: int, keys, X, y, mean_basis):
     """Run the chains of ``keys`` one after another: a worker of ``chain_method="processes"``.
 
     The same chains as the ``"sequential"`` method (same initial states, same compiled
-    loop), returned as NumPy arrays: per chain ``(last_state, draws, stats)``.
+    loop). ``config`` is the :class:`SweepConfig` as JSON (:func:`_config_json`). Returns
+    ``draws/<name>`` and ``stats/<name>`` arrays, chains first.
     """
+    c = json.loads(config)
+    prior = GibbsPrior(**{k: tuple(v) if isinstance(v, list) else v for k, v in c["prior"].items()})
     kernel = GaBaSRGibbs(
-        config.task, config.M, n_features_v=config.M2, prior=config.prior, evidence=config.evidence
+        c["task"], c["M"], n_features_v=c["M2"], prior=prior, evidence=c["evidence"]
     )
-    data = {k: None if v is None else jnp.asarray(v) for k, v in data.items()}
+    data = {
+        k: None if v is None else jnp.asarray(v)
+        for k, v in dict(X=X, y=y, mean_basis=mean_basis).items()
+    }
     run = _compiled_chain(kernel, num_warmup, num_samples, False)
-    out = []
-    for k in keys:
-        state = kernel.init(jnp.asarray(k), num_warmup, None, (), data)
-        out.append(jax.tree.map(np.asarray, run(state)))
-    return out
+    per_chain = [run(kernel.init(jnp.asarray(k), num_warmup, None, (), data))[1:] for k in keys]
+    draws, stats = jax.tree.map(lambda *a: np.stack(a), *per_chain)
+    return {
+        **{f"draws/{k}": v for k, v in draws.items()},
+        **{f"stats/{k}": v for k, v in stats.items()},
+    }
+
+
+def _config_json(config: SweepConfig) -> str:
+    """``config`` as JSON for a worker process (no pickle)."""
+    return json.dumps({**config._asdict(), "prior": config.prior._asdict()})
 
 
 def _auto_chain_method(n: int, n_columns: int, sweeps: int, num_chains: int) -> str:
@@ -1085,18 +1099,20 @@ def _auto_chain_method(n: int, n_columns: int, sweeps: int, num_chains: int) -> 
 def _run_in_processes(kernel, key, data, num_warmup, num_samples, num_chains, progress_bar):
     """Run the chains of ``"sequential"``, shared out to :func:`process_count` processes."""
     keys = np.asarray(jax.random.split(key, num_chains) if num_chains > 1 else key[None])
-    data = {k: None if v is None else np.asarray(v) for k, v in data.items()}
+    X, y, B = (None if data[k] is None else np.asarray(data[k]) for k in ("X", "y", "mean_basis"))
+    config = _config_json(kernel.config)
     groups = np.array_split(keys, process_count(num_chains))
     bar = tqdm(total=num_chains, desc="chains", disable=not progress_bar)
     with bar:
         outs = map_in_processes(
             _chains_in_process,
-            [(kernel.config, num_warmup, num_samples, g, data) for g in groups],
+            [(config, num_warmup, num_samples, g, X, y, B) for g in groups],
             on_done=lambda: bar.update(num_chains // len(groups)),
         )
-    per_chain = [chain for out in outs for chain in out]
-    samples, stats = jax.tree.map(lambda *a: np.stack(a), *[c[1:] for c in per_chain])
-    return samples, stats, [c[0] for c in per_chain]
+    joined = {k: np.concatenate([o[k] for o in outs]) for k in outs[0]}
+    samples = {k.split("/", 1)[1]: v for k, v in joined.items() if k.startswith("draws/")}
+    stats = {k.split("/", 1)[1]: v for k, v in joined.items() if k.startswith("stats/")}
+    return samples, stats, None
 
 
 def gibbs_sample(

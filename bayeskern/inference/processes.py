@@ -9,19 +9,26 @@ which costs a few seconds per process, so this pays only for long runs
 (:data:`PROCESS_WORK`).
 
 Each worker is a new Python interpreter (never a ``fork``: a forked JAX runtime is not safe)
-that runs a module-level function on its own arguments; arguments and results travel
-pickled through its standard input and output.
+that runs a module-level function on its own arguments; arguments and results travel as
+``.npz`` and JSON files (no pickle, as for saved runs).
 """
 
 from __future__ import annotations
 
+import builtins
+import importlib
+import json
 import multiprocessing
 import os
-import pickle
 import subprocess
 import sys
+import tempfile
 from collections.abc import Callable, Sequence
-from subprocess import PIPE
+from pathlib import Path
+
+import numpy as np
+
+from bayeskern.devices import available_cores
 
 __all__ = ["PROCESS_WORK", "can_start_processes", "map_in_processes", "process_count"]
 
@@ -31,20 +38,13 @@ __all__ = ["PROCESS_WORK", "can_start_processes", "map_in_processes", "process_c
 PROCESS_WORK = 5e10
 
 
-def _cores() -> int:
-    try:
-        return len(os.sched_getaffinity(0))
-    except AttributeError:  # not on Linux
-        return os.cpu_count() or 1
-
-
 def can_start_processes() -> bool:
     """Return whether this process may start worker processes and has the cores to use them.
 
     Not inside a daemonic process (a ``multiprocessing`` pool's worker may not have children),
     and only with at least two CPU cores available to this process.
     """
-    return _cores() >= 2 and not multiprocessing.current_process().daemon
+    return available_cores() >= 2 and not multiprocessing.current_process().daemon
 
 
 def process_count(n_chains: int) -> int:
@@ -53,70 +53,92 @@ def process_count(n_chains: int) -> int:
     As many as cores, at most one per chain, and a number that divides the chains evenly
     (every process the same share).
     """
-    return max(d for d in range(1, min(_cores(), n_chains) + 1) if n_chains % d == 0)
+    return max(d for d in range(1, min(available_cores(), n_chains) + 1) if n_chains % d == 0)
 
 
 def map_in_processes(fn: Callable, args: Sequence[tuple], on_done: Callable | None = None) -> list:
     """Return ``[fn(*a) for a in args]``, each call in its own Python process.
 
     The workers are new interpreters (``python -c``, with this process's environment and
-    ``sys.path``) that read ``(fn, a)`` pickled from their standard input and write the
-    pickled result back, so nothing of this process is re-run in them (unlike
-    ``multiprocessing``'s ``spawn``, which imports the caller's main script again: a script
-    without an ``if __name__ == "__main__"`` guard would run twice). ``fn`` must be
-    importable by name (a module-level function) and its arguments and result picklable;
-    ``on_done()`` is called as each call finishes (a progress bar). An exception in a worker
-    is raised here; on ``KeyboardInterrupt`` or any error the workers are killed before it
-    propagates, so nothing keeps running.
+    ``sys.path``), so nothing of this process is re-run in them (unlike ``multiprocessing``'s
+    ``spawn``, which imports the caller's main script again: a script without an
+    ``if __name__ == "__main__"`` guard would run twice). No pickle either way: ``fn`` is
+    imported by its module and name, its arguments (NumPy arrays, or numbers, strings,
+    ``None`` as JSON) and its result (an array or a dict of arrays) travel as ``.npz`` and
+    JSON files in a temporary folder, read with ``allow_pickle=False``. ``on_done()`` is
+    called as each call finishes (a progress bar). An exception in a worker is raised here
+    (as the same built-in exception type, else ``RuntimeError``); on ``KeyboardInterrupt`` or
+    any error the workers are killed before it propagates, so nothing keeps running.
     """
     env = {**os.environ, "PYTHONPATH": os.pathsep.join(p for p in sys.path if p)}
-    workers = [
-        subprocess.Popen([sys.executable, "-c", _SERVE], stdin=PIPE, stdout=PIPE, env=env)
-        for _ in args
-    ]
-    try:
-        for worker, a in zip(workers, args, strict=True):
-            worker.stdin.write(pickle.dumps((fn, tuple(a)), protocol=pickle.HIGHEST_PROTOCOL))
-            worker.stdin.close()
-        results = []
-        for worker in workers:
-            payload = worker.stdout.read()
-            code = worker.wait()
-            try:
-                ok, value = pickle.loads(payload)
-            except Exception:  # noqa: BLE001 - no result: the worker died
-                raise RuntimeError(
-                    f"a worker process exited with code {code} without a result"
-                ) from None
-            if not ok:
-                raise value
-            results.append(value)
-            if on_done is not None:
-                on_done()
-        return results
-    finally:
-        for worker in workers:
-            if worker.poll() is None:
-                worker.kill()
-                worker.wait()
+    target = f"{fn.__module__}:{fn.__qualname__}"
+    with tempfile.TemporaryDirectory(prefix="bayeskern-workers-") as tmp:
+        folders = [Path(tmp) / str(i) for i in range(len(args))]
+        for folder, a in zip(folders, args, strict=True):
+            folder.mkdir()
+            _write_args(folder, a)
+        workers = [
+            subprocess.Popen([sys.executable, "-c", _SERVE, target, str(f)], env=env)
+            for f in folders
+        ]
+        try:
+            results = []
+            for worker, folder in zip(workers, folders, strict=True):
+                results.append(_read_result(folder, worker.wait()))
+                if on_done is not None:
+                    on_done()
+            return results
+        finally:
+            for worker in workers:
+                if worker.poll() is None:
+                    worker.kill()
+                    worker.wait()
 
 
-#: what a worker runs: ``_serve`` of this module
+def _write_args(folder: Path, args: tuple) -> None:
+    arrays = {f"a{i}": v for i, v in enumerate(args) if isinstance(v, np.ndarray)}
+    np.savez(folder / "args.npz", **arrays)
+    plain = [None if f"a{i}" in arrays else v for i, v in enumerate(args)]
+    (folder / "args.json").write_text(json.dumps({"values": plain, "arrays": sorted(arrays)}))
+
+
+def _read_args(folder: Path) -> list:
+    spec = json.loads((folder / "args.json").read_text())
+    with np.load(folder / "args.npz", allow_pickle=False) as npz:
+        return [
+            npz[f"a{i}"] if f"a{i}" in spec["arrays"] else v for i, v in enumerate(spec["values"])
+        ]
+
+
+def _read_result(folder: Path, code: int):
+    error = folder / "error.json"
+    if error.exists():
+        err = json.loads(error.read_text())
+        kind = getattr(builtins, err["type"], None)
+        if isinstance(kind, type) and issubclass(kind, Exception):
+            raise kind(err["message"])
+        raise RuntimeError(f"{err['type']}: {err['message']}")
+    path = folder / "result.npz"
+    if not path.exists():
+        raise RuntimeError(f"a worker process exited with code {code} without a result")
+    with np.load(path, allow_pickle=False) as npz:
+        out = {k: npz[k] for k in npz.files}
+    return out["__array__"] if list(out) == ["__array__"] else out
+
+
+#: what a worker runs: ``_serve`` of this module, with the target and the folder as arguments
 _SERVE = "from bayeskern.inference.processes import _serve; _serve()"
 
 
 def _serve() -> None:
-    """Worker side of :func:`map_in_processes`: read ``(fn, args)``, write ``(ok, value)``."""
-    out = os.fdopen(os.dup(1), "wb")
-    os.dup2(2, 1)  # anything the work prints goes to stderr, not into the result
-    fn, args = pickle.load(sys.stdin.buffer)
+    """Worker side of :func:`map_in_processes`: run ``module:function`` on the folder's args."""
+    target, folder = sys.argv[1], Path(sys.argv[2])
+    module, name = target.split(":")
     try:
-        result = (True, fn(*args))
+        result = getattr(importlib.import_module(module), name)(*_read_args(folder))
+        arrays = result if isinstance(result, dict) else {"__array__": result}
+        np.savez(folder / "result.tmp.npz", **{k: np.asarray(v) for k, v in arrays.items()})
+        (folder / "result.tmp.npz").replace(folder / "result.npz")
     except Exception as err:  # noqa: BLE001 - handed to the caller
-        try:
-            pickle.dumps(err)
-            result = (False, err)
-        except Exception:  # noqa: BLE001
-            result = (False, RuntimeError(f"{type(err).__name__}: {err}"))
-    out.write(pickle.dumps(result, protocol=pickle.HIGHEST_PROTOCOL))
-    out.close()
+        message = {"type": type(err).__name__, "message": str(err)}
+        (folder / "error.json").write_text(json.dumps(message))
