@@ -39,6 +39,17 @@ def test_auto_goes_to_processes_only_for_long_runs(monkeypatch):
     assert gg._auto_chain_method(455, 500, 1000, 4) == "sequential"
 
 
+def test_on_an_accelerator_the_chains_are_batched_not_processes(monkeypatch):
+    """Worker processes would each claim the GPU: "auto" batches the chains, "processes" fails."""
+    monkeypatch.setattr(gg, "can_start_processes", lambda: True)
+    monkeypatch.setattr(gg.jax, "default_backend", lambda: "gpu")
+    assert gg._auto_chain_method(12_000, 500, 1000, 4) == "vectorized"
+    assert gg._auto_chain_method(12_000, 500, 1000, 1) == "sequential"
+    X, y = np.zeros((10, 1)), np.arange(10.0) % 2
+    with pytest.raises(ValueError, match="chain_method='processes'.*'gpu'"):
+        gg.gibbs_sample(0, X, y, task="classification", n_features=2, chain_method="processes")
+
+
 @pytest.mark.parametrize(
     ("cores", "chains", "expected"), [(2, 4, 2), (4, 3, 3), (2, 3, 1), (8, 4, 4)]
 )

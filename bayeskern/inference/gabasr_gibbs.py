@@ -851,6 +851,12 @@ def _validate(
             "chain_method must be 'auto', 'sequential', 'processes', 'vectorized' or "
             f"'parallel', got {chain_method!r}"
         )
+    if chain_method == "processes" and jax.default_backend() != "cpu":
+        raise ValueError(
+            "chain_method='processes' shares the chains out to CPU cores, but JAX runs on "
+            f"{jax.default_backend()!r} here (each process would claim the device); use "
+            "'vectorized' or 'sequential'"
+        )
     if evidence not in ("rank", "full"):
         raise ValueError(f"evidence must be 'rank' or 'full', got {evidence!r}")
     try:
@@ -1088,8 +1094,12 @@ def _auto_chain_method(n: int, n_columns: int, sweeps: int, num_chains: int) -> 
     The work of a sweep grows as :math:`n P^2` for :math:`P` design columns (the
     rank-updated evidence and the weights' factorizations), so the chains' total is
     ``num_chains * sweeps * n * P**2``, compared with
-    :data:`bayeskern.inference.processes.PROCESS_WORK`.
+    :data:`bayeskern.inference.processes.PROCESS_WORK`. On an accelerator (JAX's default
+    backend is not the CPU) the chains are batched into one program instead
+    (``"vectorized"``): processes would each claim the device.
     """
+    if jax.default_backend() != "cpu":
+        return "vectorized" if num_chains > 1 else "sequential"
     work = float(num_chains) * sweeps * n * n_columns**2
     if num_chains > 1 and work >= PROCESS_WORK and can_start_processes():
         return "processes"
@@ -1173,7 +1183,8 @@ def gibbs_sample(
         chains); ``"auto"``: ``"processes"`` when the chains' work, ``chains * sweeps * n *
         P**2`` for ``P`` design columns, reaches
         :data:`bayeskern.inference.processes.PROCESS_WORK` and this process may start others,
-        else ``"sequential"``.
+        else ``"sequential"``; on a GPU or another accelerator ``"auto"`` is ``"vectorized"``
+        and ``"processes"`` is refused (each process would claim the device).
         ``"vectorized"`` and ``"parallel"``: ``numpyro.infer.MCMC``'s (batched with ``vmap``,
         one chain per device), which can hang XLA:CPU.
     evidence : {"rank", "full"}

@@ -25,6 +25,10 @@ Cases (``NAME_CHAINMETHOD``):
   ``approximation="auto"`` (Hilbert-space basis).
 * ``gabasrweekly``: ``GaBaSRRegressor()`` on weekly CO2 (``model="auto"``: the spectral
   mixture on a Hilbert-space basis).
+* ``bcgibbs`` and ``eeg``: ``GaBaSRClassifier()`` (the Gibbs sampler) on breast_cancer (455
+  training rows) and eeg_eye_state (11 984), stratified 80/20 split, seed 0; chain method
+  ``auto`` is the estimator's default (``chain_method=None``).
+* ``bcgp``: ``GPClassifier()`` on breast_cancer, the same split.
 """
 
 from __future__ import annotations
@@ -47,6 +51,8 @@ CASES = [
     "exact2000_vectorized",
     "million_vectorized",
 ]
+#: classification cases (held-out AUC and Brier score in place of RMSE and coverage)
+CLASSIFY = ("bcgibbs", "eeg", "bcgp")
 #: the longest each case may run (s), compilation included
 LIMITS = {
     "million": 90,
@@ -56,6 +62,9 @@ LIMITS = {
     "gabasr": 200,
     "co2weekly": 270,
     "gabasrweekly": 200,
+    "bcgibbs": 150,
+    "eeg": 240,
+    "bcgp": 150,
 }
 
 
@@ -85,7 +94,9 @@ def child(case: str, quick: bool = False) -> dict:
 
     name, method = case.split("_")
     K = bk.kernels
-    common = dict(random_state=0, progress_bar=False, chain_method=method)
+    common = dict(
+        random_state=0, progress_bar=False, chain_method=None if method == "auto" else method
+    )
     if quick:
         common.update(num_warmup=20, num_samples=20, num_chains=2)
     scale = 100 if quick else 1
@@ -117,18 +128,38 @@ def child(case: str, quick: bool = False) -> dict:
         X, y, Xt, yt = bk.datasets.co2_split(weekly=True)
         X, y = X[::scale], y[::scale]
         est = bk.GaBaSRRegressor(**common, **(dict(num_map_starts=1) if quick else {}))
+    elif name in CLASSIFY:
+        from sklearn.model_selection import train_test_split
+
+        Xa, ya = bk.datasets.load_dataset("eeg_eye_state" if name == "eeg" else "breast_cancer")
+        X, Xt, y, yt = train_test_split(Xa, ya, test_size=0.2, stratify=ya, random_state=0)
+        if quick:
+            X, y = X[::10], y[::10]
+            common.pop("num_chains")
+        est = (bk.GPClassifier if name == "bcgp" else bk.GaBaSRClassifier)(**common)
     else:
         raise ValueError(f"unknown case {case!r}")
     t0 = time.perf_counter()
     est.fit(X, y)
     fit_s = time.perf_counter() - t0
-    mean, sd = est.predict(Xt, return_std=True)
+    if name in CLASSIFY:
+        from sklearn.metrics import brier_score_loss, roc_auc_score
+
+        p = est.predict_proba(Xt)[:, 1]
+        yb = (yt == est.classes_[1]).astype(int)
+        scores = dict(auc=float(roc_auc_score(yb, p)), brier=float(brier_score_loss(yb, p)))
+        scores["sampler"] = getattr(est, "sampler_", "nuts")
+    else:
+        mean, sd = est.predict(Xt, return_std=True)
+        scores = dict(
+            rmse=float(np.sqrt(np.mean((mean - yt) ** 2))),
+            cov95=float(np.mean(np.abs(yt - mean) <= 1.96 * sd)),
+        )
     row = dict(
         case=case,
         n=len(X),
         fit_s=round(fit_s, 2),
-        rmse=float(np.sqrt(np.mean((mean - yt) ** 2))),
-        cov95=float(np.mean(np.abs(yt - mean) <= 1.96 * sd)),
+        **scores,
         converged=bool(est.convergence_.ok),
         verdict=est.convergence_.verdict[:160],
         device=str(jax.devices()[0].device_kind),
@@ -152,7 +183,38 @@ CPU = {
     "surface": ("67-87 s (3 seeds)", "hsgp_scale.md"),
     "co2weekly": ("did not finish in 20 min (seed 0)", "hsgp_scale.md"),
     "gabasrweekly": ("176-244 s (3 seeds, each 3-4 divergences)", "gabasr_hsgp.md"),
+    "bcgibbs": ("107-115 s (processes, 2026-11-27)", "gabasr.md"),
+    "eeg": ("986 s (processes, 2026-11-27)", "gabasr.md"),
+    "bcgp": ("277 s", "gp_classifier_multiclass.md"),
 }
+
+
+def _table(rows: list[dict], scores: tuple[tuple[str, str], ...]) -> list[str]:
+    """Markdown table of ``rows`` with the held-out ``scores`` (key, header) as columns."""
+    head = ["case", "N", "chains", "fit (s)", *(h for _, h in scores), "convergence"]
+    out = [
+        "| " + " | ".join(head + ["2-core CPU fit", "run"]) + " |",
+        "|" + "---|" * (len(head) + 2),
+    ]
+    for r in rows:
+        name, method = r["case"].split("_")
+        cpu, page = CPU[name]
+        if "fit_s" in r:
+            verdict = r["verdict"].split(":")[0]
+            cells = [
+                str(r["n"]),
+                method,
+                f"{r['fit_s']:.1f}",
+                *(f"{r[k]:.4f}" if k == "brier" else f"{r[k]:.3f}" for k, _ in scores),
+                verdict + ("" if r["converged"] else " (" + r["verdict"] + ")"),
+            ]
+        else:
+            cells = ["", method, r["status"], *([""] * len(scores)), ""]
+        out.append(
+            f"| {name} | " + " | ".join(cells) + f" | {cpu} ([{page}]({page})) | "
+            f"{r.get('run', '')} |"
+        )
+    return out
 
 
 def render(paths: list[Path]) -> str:
@@ -160,6 +222,8 @@ def render(paths: list[Path]) -> str:
     rows = sorted(
         (r for p in paths for r in json.loads(Path(p).read_text())), key=lambda r: r["case"]
     )
+    regress = [r for r in rows if r["case"].split("_")[0] not in CLASSIFY]
+    classify = [r for r in rows if r["case"].split("_")[0] in CLASSIFY]
     out = [
         "# GPU: default fits on one NVIDIA H200",
         "",
@@ -167,34 +231,24 @@ def render(paths: list[Path]) -> str:
         + " ".join(str(p) for p in paths)
         + "` from the rows its runs wrote. Each case ran in",
         "its own process (compilation included in the fit time), default arguments except",
-        "`random_state=0`, `progress_bar=False` and the chain method named; one seed per case",
-        "(device time was 15 minutes for the session); held-out metrics on rows the fit did",
-        "not see. Software there: JAX 0.11.2 with CUDA 13, NumPyro 0.22.0, float64.",
-        "The 2-core CPU column is the same fit on the project's CPU machine, from the page",
-        "named (another day, another machine: a ratio between the columns is indicative).",
+        "`random_state=0`, `progress_bar=False` and the chain method named (`auto`: the",
+        "estimator's default); one seed per case (device time was 15 minutes per session);",
+        "held-out metrics on rows the fit did not see. Software there: JAX 0.11.2 with CUDA 13,",
+        "NumPyro 0.22.0, float64. The 2-core CPU column is the same fit on the project's CPU",
+        "machine, from the page named (another day, another machine: a ratio between the",
+        "columns is indicative). The code changed between runs (the run column dates each row).",
         "",
-        "| case | N | chains | fit (s) | held-out RMSE | 95 % coverage | convergence |"
-        " 2-core CPU fit | run |",
-        "|---|---|---|---|---|---|---|---|---|",
+        "## Regression",
+        "",
+        *_table(regress, (("rmse", "held-out RMSE"), ("cov95", "95 % coverage"))),
     ]
-    for r in rows:
-        name, method = r["case"].split("_")
-        cpu, page = CPU[name]
-        if "fit_s" in r:
-            cells = [
-                str(r["n"]),
-                method,
-                f"{r['fit_s']:.1f}",
-                f"{r['rmse']:.3f}",
-                f"{r['cov95']:.3f}",
-                r["verdict"].split(":")[0] + ("" if r["converged"] else " (" + r["verdict"] + ")"),
-            ]
-        else:
-            cells = ["", method, r["status"], "", "", ""]
-        out.append(
-            f"| {name} | " + " | ".join(cells) + f" | {cpu} ([{page}]({page})) | "
-            f"{r.get('run', '')} |"
-        )
+    if classify:
+        out += [
+            "",
+            "## Classification",
+            "",
+            *_table(classify, (("auc", "held-out AUC"), ("brier", "Brier"))),
+        ]
     pred = [r for r in rows if "predict_1e6_s" in r]
     if pred:
         out += [
@@ -232,6 +286,7 @@ def main():
         print("ROW " + json.dumps(child(args.child, args.quick)), flush=True)
         return
     start, rows = time.perf_counter(), []
+    stamp = time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime())
     for case in args.cases:
         limit = LIMITS[case.split("_")[0]]
         left = args.budget - (time.perf_counter() - start)
@@ -264,6 +319,7 @@ def main():
         except subprocess.TimeoutExpired:
             row = dict(case=case, status=f"did not finish in {min(limit, left):.0f} s")
         row["wall_s"] = round(time.perf_counter() - t0, 1)
+        row["run"] = stamp
         rows.append(row)
         print(json.dumps(row), flush=True)
         args.out.write_text(json.dumps(rows, indent=1))
