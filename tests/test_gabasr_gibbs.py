@@ -18,6 +18,9 @@ from scipy import special, stats
 import bayeskern  # noqa: F401  (float64)
 from bayeskern import blr
 from bayeskern.inference import gabasr_gibbs as gg
+from bayeskern.inference import gibbs_dp as gdp
+from bayeskern.inference import gibbs_evidence as gev
+from bayeskern.inference import gibbs_predict as gpr
 
 KEY = jax.random.PRNGKey(0)
 
@@ -39,7 +42,7 @@ def test_crp_log_weights_match_scipy():
     alpha = 0.7
     m0, k0, Psi0 = np.zeros(d), 0.1, np.eye(d) * 2.0
     nu0 = d + 2.0
-    pred = gg._prior_predictive(jnp.asarray(m0), k0, nu0, jnp.asarray(Psi0))
+    pred = gdp._prior_predictive(jnp.asarray(m0), k0, nu0, jnp.asarray(Psi0))
     lw = np.asarray(
         gg.crp_log_weights(
             jnp.asarray(x), jnp.asarray(counts), jnp.asarray(mu), jnp.asarray(U), alpha, pred
@@ -104,7 +107,7 @@ def _random_state(task, ls=False, lam0=1.0):
     w = jnp.ones(n) if task == "regression" else jnp.asarray(rng.uniform(0.05, 0.3, n))
     if task == "classification":  # arbitrary Polya-Gamma weights: refactorize with them
         G = (st.ev.Phi * w[:, None]).T @ st.ev.Phi
-        st = st._replace(ev=gg._evidence_from_G(st.ev.Phi, G, st.ev.b, st.lam0), weights=w)
+        st = st._replace(ev=gev._evidence_from_G(st.ev.Phi, G, st.ev.b, st.lam0), weights=w)
     return X, mb, st, data, w
 
 
@@ -121,13 +124,13 @@ def test_rank_updated_evidence_equals_full_recomputation(task, ls):
     @functools.partial(jax.jit, static_argnums=6)
     def move(ev, omega, v, j, new, accept, is_v):
         if is_v:
-            F = gg._columns_vk(X, omega, new, M2)
-            J = gg._blocks_v(j, M, M2)
+            F = gev._columns_vk(X, omega, new, M2)
+            J = gev._blocks_v(j, M, M2)
         else:
-            F = gg._columns_omega(X, new, v, M)
-            J = gg._blocks_omega(j, M, M2, ls)
-        logdet, quad, ok, upd = gg._block_proposal(ev, J, F, w, data.y_eff, st.lam0)
-        return gg._apply_block(ev, J, F, accept, logdet, quad, upd), ok
+            F = gev._columns_omega(X, new, v, M)
+            J = gev._blocks_omega(j, M, M2, ls)
+        logdet, quad, ok, upd = gev._block_proposal(ev, J, F, w, data.y_eff, st.lam0)
+        return gev._apply_block(ev, J, F, accept, logdet, quad, upd), ok
 
     for t in range(80):
         accept = t % 5 != 0
@@ -148,7 +151,7 @@ def test_rank_updated_evidence_equals_full_recomputation(task, ls):
     Phi = gg.design_matrix(X, omega, v, mb)
     np.testing.assert_allclose(ev.Phi, Phi, atol=1e-12)
     full = gg.full_log_evidence(Phi, data.y_eff, w, st.lam0, task)
-    tracked = gg._log_evidence(task, ev.logdet, ev.quad, st.lam0, P, n, data.yy, gg.GibbsPrior())
+    tracked = gev._log_evidence(task, ev.logdet, ev.quad, st.lam0, P, n, data.yy, gg.GibbsPrior())
     assert abs(float(tracked - full)) < 1e-8
     if task == "regression":  # and that is the paper's eq. 10 as implemented in blr
         ref = blr.nig_log_marginal(blr.feature_stats(Phi, data.y), st.lam0, 1e-3, 1e-3)
@@ -229,13 +232,13 @@ def test_repeated_predictions_compile_once(two_mode_run):
     # new rows of the same count reuse the compiled programs
     X, y, res = two_mode_run
     ys = (y - y.mean()) / y.std()
-    for f in (gg._posteriors_per_draw, gg._predictive_per_draw):
+    for f in (gpr._posteriors_per_draw, gpr._predictive_per_draw):
         f.clear_cache()
     first = gg.predict_regression(res.samples, X, ys, X[:9])
-    sizes = [f._cache_size() for f in (gg._posteriors_per_draw, gg._predictive_per_draw)]
+    sizes = [f._cache_size() for f in (gpr._posteriors_per_draw, gpr._predictive_per_draw)]
     assert sizes == [1, 1]
     second = gg.predict_regression(res.samples, X, ys, X[9:18] + 0.1)
-    assert [f._cache_size() for f in (gg._posteriors_per_draw, gg._predictive_per_draw)] == sizes
+    assert [f._cache_size() for f in (gpr._posteriors_per_draw, gpr._predictive_per_draw)] == sizes
     assert not np.allclose(first[0], second[0])
 
 
@@ -306,12 +309,12 @@ def test_classification_locally_stationary_float32_smoke():
     assert s["omega"].shape == (2, 2, 4, 2) and s["v"].shape == (2, 2, 2, 2)
     assert s["beta"].shape == (2, 2, 2 * 4 * 2 + 1) and s["log_lik"].shape == (2, 2)
     assert s["omega"].dtype == np.float32
-    gg._proba_per_draw.clear_cache()
+    gpr._proba_per_draw.clear_cache()
     p = gg.predict_proba(s, X, mean_basis_new=np.ones((60, 1)))
     assert p.shape == (4, 60) and np.all((p >= 0) & (p <= 1))
     # new inputs of the same shape: the compiled map is reused
     q = gg.predict_proba(s, X + 0.5, mean_basis_new=np.ones((60, 1)))
-    assert gg._proba_per_draw._cache_size() == 1 and not np.allclose(p, q)
+    assert gpr._proba_per_draw._cache_size() == 1 and not np.allclose(p, q)
 
 
 # --------------------------------------------------------------------------- bad input

@@ -72,7 +72,7 @@ from bayeskern.estimators.gabasr_base import PARAMS_DOC, _GaBaSRBase
 from bayeskern.estimators.gabasr_classifier import GaBaSRClassifier
 from bayeskern.estimators.gp import FACTOR_CACHE_BYTES, loo_rows
 from bayeskern.inference import run_nuts
-from bayeskern.inference.gabasr_gibbs import predict_regression, regression_posteriors
+from bayeskern.inference.gibbs_predict import predict_regression, regression_posteriors
 from bayeskern.models import gabasr as G
 from bayeskern.models import gabasr_hsgp as GH
 from bayeskern.models.gabasr_setup import (  # noqa: F401  (re-exported)

@@ -25,12 +25,8 @@ from bayeskern.estimators.base import (
 )
 from bayeskern.hsgp import Basis
 from bayeskern.inference import as_key
-from bayeskern.inference.gabasr_gibbs import (
-    GibbsPrior,
-    gibbs_sample,
-    predict_proba,
-    predict_regression,
-)
+from bayeskern.inference.gabasr_gibbs import GibbsPrior, gibbs_sample
+from bayeskern.inference.gibbs_predict import predict_proba, predict_regression
 from bayeskern.inference.whitening import laplace_whitening, map_point, run_whitened_nuts
 from bayeskern.kernels.spectral import SpectralMixture, chain_peaks
 from bayeskern.models import gabasr as G

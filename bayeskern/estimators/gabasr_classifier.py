@@ -27,7 +27,7 @@ from bayeskern.estimators.base import (
     validate_binary,
 )
 from bayeskern.estimators.gabasr_base import PARAMS_DOC, _GaBaSRBase
-from bayeskern.inference.gabasr_gibbs import predict_proba
+from bayeskern.inference.gibbs_predict import predict_proba
 from bayeskern.models import gabasr as G
 from bayeskern.models.gabasr_setup import add_mixture_weights, classification_initial_values
 from bayeskern.predictive import draw_seed, most_probable_class, row_uniforms

@@ -35,6 +35,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import re
 import subprocess
 import sys
 import time
@@ -178,7 +179,7 @@ def child(case: str, quick: bool = False) -> dict:
 CPU = {
     "million": ("21.6-26.1 s (3 seeds)", "hsgp_scale.md"),
     "co2gp": ("126 s (make demo, 2026-11-25)", "gabasr_speed.md"),
-    "gabasr": ("285 s (make demo, 2026-11-25)", "gabasr_speed.md"),
+    "gabasr": ("152 s seed 0 (2026-11-27; 285 s on 2026-11-25)", "gabasr_speed.md"),
     "exact2000": ("about an hour (O(N^3) per gradient; not run)", "performance.md"),
     "surface": ("67-87 s (3 seeds)", "hsgp_scale.md"),
     "co2weekly": ("did not finish in 20 min (seed 0)", "hsgp_scale.md"),
@@ -187,6 +188,11 @@ CPU = {
     "eeg": ("986 s (processes, 2026-11-27)", "gabasr.md"),
     "bcgp": ("277 s", "gp_classifier_multiclass.md"),
 }
+
+
+def _misses(verdict: str) -> list[str]:
+    """The failed criteria named in a convergence verdict, without the advice."""
+    return re.findall(r"max R-hat [\d.]+|min ESS bulk \d+ / tail \d+|\d+ divergen\w+", verdict)
 
 
 def _table(rows: list[dict], scores: tuple[tuple[str, str], ...]) -> list[str]:
@@ -206,7 +212,7 @@ def _table(rows: list[dict], scores: tuple[tuple[str, str], ...]) -> list[str]:
                 method,
                 f"{r['fit_s']:.1f}",
                 *(f"{r[k]:.4f}" if k == "brier" else f"{r[k]:.3f}" for k, _ in scores),
-                verdict + ("" if r["converged"] else " (" + r["verdict"] + ")"),
+                verdict + ("" if r["converged"] else " (" + ", ".join(_misses(r["verdict"])) + ")"),
             ]
         else:
             cells = ["", method, r["status"], *([""] * len(scores)), ""]

@@ -32,6 +32,7 @@ from sklearn.preprocessing import QuantileTransformer
 
 import bayeskern as bk
 from bayeskern.inference import gabasr_gibbs as gg
+from bayeskern.inference import gibbs_evidence as gev
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # benchmarks/: common.py
 from common import RESULTS, machine, write_text  # noqa: E402
@@ -97,18 +98,18 @@ def time_sweep(seed, quick, M, repeats):
 
     ev, w, lam0 = st.ev, st.weights, st.lam0
     y_eff = y - 0.5
-    J = gg._blocks_omega(3, M, 0, False)
+    J = gev._blocks_omega(3, M, 0, False)
 
     @jax.jit
     def rank_prop(ev, omega_new):
-        F = gg._columns_omega(X, omega_new, None, M)
-        logdet, quad, ok, upd = gg._block_proposal(ev, J, F, w, y_eff, lam0)
-        return gg._apply_block(ev, J, F, True, logdet, quad, upd)
+        F = gev._columns_omega(X, omega_new, None, M)
+        logdet, quad, ok, upd = gev._block_proposal(ev, J, F, w, y_eff, lam0)
+        return gev._apply_block(ev, J, F, True, logdet, quad, upd)
 
     @jax.jit
     def full_prop(Phi, omega_new):
-        F = gg._columns_omega(X, omega_new, None, M)
-        return gg.full_log_evidence(gg._put(Phi, J, F, 1), y_eff, w, lam0, "classification")
+        F = gev._columns_omega(X, omega_new, None, M)
+        return gg.full_log_evidence(gev._put(Phi, J, F, 1), y_eff, w, lam0, "classification")
 
     om = st.omega[3] * 1.01
     jax.block_until_ready(rank_prop(ev, om))

@@ -1,0 +1,339 @@
+"""One sweep of the GaBaSR Gibbs / Metropolis-Hastings sampler, BlackJAX's shape.
+
+A ``NamedTuple`` state (:class:`GibbsState`), :func:`init`, and a pure
+``sweep(key, state) -> (state, info)`` (:func:`build_sweep`) with the blocks of Pena-Llamas
+et al. (2023), section 3.2, in order (described in :mod:`bayeskern.inference.gabasr_gibbs`):
+the weights' auxiliaries, the DP mixtures (:mod:`bayeskern.inference.gibbs_dp`), the
+frequencies by MH on the rank-updated evidence (:mod:`bayeskern.inference.gibbs_evidence`),
+then the weights and their prior precision.
+"""
+
+from __future__ import annotations
+
+from typing import NamedTuple
+
+import jax
+import jax.numpy as jnp
+import jax.scipy.linalg as jsl
+import numpy as np
+from jax import lax
+
+from bayeskern import random as bkr
+from bayeskern.inference.gibbs_dp import DPState, _dp_update, _propose_from_component
+from bayeskern.inference.gibbs_evidence import (
+    Evidence,
+    _apply_block,
+    _block_proposal,
+    _blocks_omega,
+    _blocks_v,
+    _columns_omega,
+    _columns_vk,
+    _evidence_from_G,
+    _log_evidence,
+    _put,
+    design_matrix,
+    full_log_evidence,
+)
+from bayeskern.models.gabasr import GibbsPrior
+
+__all__ = ["GibbsState", "GibbsData", "SweepConfig", "init", "build_sweep"]
+
+
+class GibbsState(NamedTuple):
+    """Full sampler state; ``v``/``dp_v`` are ``None`` for the stationary kernel."""
+
+    omega: jax.Array  # (M, d)
+    dp: DPState
+    v: jax.Array | None  # (M2, d)
+    dp_v: DPState | None
+    ev: Evidence
+    lam0: jax.Array  # ()
+    weights: jax.Array  # (n,) Polya-Gamma variables (ones for regression)
+    beta: jax.Array  # (P,) weights (classification; zeros for regression)
+    noise: jax.Array  # () noise sd draw (regression)
+
+
+class SweepConfig(NamedTuple):
+    """Static (hashable) settings of a sweep; the sweep is compiled once per config and shape."""
+
+    task: str
+    M: int
+    M2: int
+    locally_stationary: bool
+    prior: GibbsPrior
+    evidence: str = "rank"
+
+
+class GibbsData(NamedTuple):
+    """Data and data-scaled hyper-parameters, passed to the sweep as arguments (not closed over)."""
+
+    X: jax.Array  # (n, d)
+    y: jax.Array  # (n,)
+    y_eff: jax.Array  # y (regression) or y - 1/2 (classification)
+    yy: jax.Array  # y^T y
+    m0: jax.Array  # NIW prior mean of f1
+    Psi0: jax.Array  # NIW prior scale of f1
+    m0_v: jax.Array | None
+    Psi0_v: jax.Array | None
+
+
+# --------------------------------------------------------------------------- init / sweep
+
+
+def _pairwise_sq_quantiles(key, X, levels):
+    n = X.shape[0]
+    idx = jax.random.choice(key, n, (min(n, 500),), replace=False)
+    Xs = X[idx]
+    D = jnp.sum((Xs[:, None, :] - Xs[None, :, :]) ** 2, -1)
+    iu = jnp.triu_indices(Xs.shape[0], 1)
+    D = D[iu]
+    q = jnp.quantile(D, jnp.asarray(levels, X.dtype))
+    # duplicated rows make small quantiles zero; fall back to the smallest positive distance
+    pos = jnp.min(jnp.where(D > 0, D, jnp.inf))
+    return jnp.maximum(q, jnp.where(jnp.isfinite(pos), pos, 1.0))
+
+
+def _init_dp(key, M, d, K, K0, prec_init, dtype):
+    """BaNK's initialization: ``K0`` components at 0 with covariances ``I/q_k``, round robin."""
+    z = jnp.arange(M) % K0
+    counts = jnp.bincount(z, length=K)
+    prec_sd = jnp.concatenate([jnp.sqrt(prec_init), jnp.ones(K - K0, dtype)])
+    U = jnp.eye(d, dtype=dtype)[None] * prec_sd[:, None, None]
+    mu = jnp.zeros((K, d), dtype)
+    eps = jax.random.normal(key, (M, d), dtype)
+    points = eps / prec_sd[z][:, None]
+    dp = DPState(z.astype(jnp.int32), counts.astype(jnp.int32), mu, U, jnp.asarray(1.0, dtype))
+    return dp, points
+
+
+def _sizes(M, prior: GibbsPrior):
+    K0 = prior.init_components or max(1, M // 10)
+    K0 = min(K0, M)
+    K = prior.max_components or min(M, max(2 * K0, 20))
+    return max(K, K0), K0
+
+
+def init(
+    key, X, y, *, task, n_features, n_features_v=0, mean_basis=None, prior: GibbsPrior | None = None
+):
+    """Build the initial :class:`GibbsState`, static :class:`SweepConfig` and :class:`GibbsData`.
+
+    Returns ``(state, config, data)``; pass them to :func:`build_sweep`.
+    """
+    prior = GibbsPrior() if prior is None else prior
+    n, d = X.shape
+    dtype = X.dtype
+    M, M2 = n_features, n_features_v
+    ls = M2 > 0
+    k1, k2 = jax.random.split(key)
+    # fixed key: the data-scaled prior must not differ between chains
+    kq = jax.random.PRNGKey(0)
+    K, K0 = _sizes(M, prior)
+    lev = np.linspace(prior.init_quantiles[0], prior.init_quantiles[1], K0)
+    q = _pairwise_sq_quantiles(kq, X, np.concatenate([lev, [prior.psi_quantile]]))
+    hyper_1 = (jnp.zeros(d, dtype), jnp.eye(d, dtype=dtype) / q[-1])
+    # component k starts as the spectral density of an RBF of squared length-scale q_k
+    dp, omega = _init_dp(k1, M, d, K, K0, q[:-1], dtype)
+    dp_v, v, hyper_2 = None, None, None
+    if ls:
+        K2, K02 = _sizes(M2, prior)
+        lev2 = np.linspace(prior.init_quantiles[0], prior.init_quantiles[1], K02)
+        q2 = _pairwise_sq_quantiles(kq, X, np.concatenate([lev2, [prior.psi_quantile]]))
+        dp_v, v = _init_dp(k2, M2, d, K2, K02, q2[:-1], dtype)
+        hyper_2 = (jnp.zeros(d, dtype), jnp.eye(d, dtype=dtype) / q2[-1])
+    Phi = design_matrix(X, omega, v, mean_basis)
+    P = Phi.shape[1]
+    lam0 = jnp.asarray(prior.prior_precision if prior.prior_precision is not None else 1.0, dtype)
+    weights = jnp.ones(n, dtype) if task == "regression" else jnp.full(n, 0.25, dtype)
+    y_eff = y if task == "regression" else y - 0.5
+    G = (Phi * weights[:, None]).T @ Phi
+    ev = _evidence_from_G(Phi, G, Phi.T @ y_eff, lam0)
+    state = GibbsState(
+        omega, dp, v, dp_v, ev, lam0, weights, jnp.zeros(P, dtype), jnp.asarray(1.0, dtype)
+    )
+    cfg = SweepConfig(task, M, M2, ls, prior)
+    hv = (None, None) if hyper_2 is None else hyper_2
+    data = GibbsData(X, y, y_eff, y @ y, *hyper_1, *hv)
+    return state, cfg, data
+
+
+def _mh_moves(key, ev, data: GibbsData, weights, lam0, cfg: SweepConfig, params, dp, which, other):
+    """Random-order independence-MH moves of every frequency of one mixture."""
+    X, y_eff = data.X, data.y_eff
+    n = X.shape[0]
+    P = ev.Phi.shape[1]
+    M, M2, ls = cfg.M, cfg.M2, cfg.locally_stationary
+    task, prior = cfg.task, cfg.prior
+    kperm, kmove = jax.random.split(key)
+    count = params.shape[0]
+    order = jax.random.permutation(kperm, count)
+
+    def ell(logdet, quad):
+        return _log_evidence(task, logdet, quad, lam0, P, n, data.yy, prior)
+
+    def step(carry, inp):
+        ev, params, ell_cur, n_acc = carry
+        j, key = inp
+        k1, k2 = jax.random.split(key)
+        w = _propose_from_component(k1, dp, j)
+        if which == "omega":
+            F = _columns_omega(X, w, other, M)
+            J = _blocks_omega(j, M, M2, ls)
+        else:
+            F = _columns_vk(X, other, w, M2)
+            J = _blocks_v(j, M, M2)
+        if cfg.evidence == "full":
+            Phi_new = _put(ev.Phi, J, F, 1)
+            ell_new = full_log_evidence(Phi_new, y_eff, weights, lam0, task, prior)
+            ok = jnp.isfinite(ell_new)
+            accept = ok & (jnp.log(jax.random.uniform(k2, dtype=X.dtype)) < ell_new - ell_cur)
+            ev = ev._replace(Phi=jnp.where(accept, Phi_new, ev.Phi))
+        else:
+            logdet, quad, ok, upd = _block_proposal(ev, J, F, weights, y_eff, lam0)
+            ell_new = ell(logdet, quad)
+            accept = ok & (jnp.log(jax.random.uniform(k2, dtype=X.dtype)) < ell_new - ell_cur)
+            ev = _apply_block(ev, J, F, accept, logdet, quad, upd)
+        params = params.at[j].set(jnp.where(accept, w, params[j]))
+        ell_cur = jnp.where(accept, ell_new, ell_cur)
+        return (ev, params, ell_cur, n_acc + accept), None
+
+    ell0 = ell(ev.logdet, ev.quad)
+    (ev, params, ell_end, n_acc), _ = lax.scan(
+        step, (ev, params, ell0, jnp.asarray(0)), (order, jax.random.split(kmove, count))
+    )
+    return ev, params, ell_end, n_acc / count
+
+
+def build_sweep(cfg: SweepConfig, data: GibbsData):
+    """Build the BlackJAX-style sweep ``(key, state) -> (state, info)`` for ``data``.
+
+    Pure; jit it.
+
+    ``info`` holds ``accept_rate`` (and ``accept_rate_v``), ``drift`` (absolute gap between
+    the rank-updated and the exactly refactorized log evidence before the refresh),
+    ``log_marginal`` (regression) or ``log_lik`` (classification).
+    """
+    return lambda key, state: _sweep(cfg, key, state, data)
+
+
+def _sweep(cfg: SweepConfig, key, state: GibbsState, data: GibbsData):
+    """One sweep (module docstring); ``cfg`` static, everything else traced."""
+    task, prior = cfg.task, cfg.prior
+    X, y, y_eff = data.X, data.y, data.y_eff
+    n = X.shape[0]
+    dtype = X.dtype
+    hyper_1, hyper_2 = (data.m0, data.Psi0), (data.m0_v, data.Psi0_v)
+    keys = jax.random.split(key, 8)
+    ev, lam0, weights, beta = state.ev, state.lam0, state.weights, state.beta
+    P = ev.Phi.shape[1]
+    if task == "classification":
+        # Polya-Gamma variables given the current weights, then an exact refactorization
+        weights = bkr.polya_gamma(keys[0], ev.Phi @ beta)
+        G = (ev.Phi * weights[:, None]).T @ ev.Phi
+        ev = _evidence_from_G(ev.Phi, G, ev.b, lam0)
+    dp = _dp_update(keys[1], state.dp, state.omega, hyper_1, prior)
+    ev, omega, ell_end, acc = _mh_moves(
+        keys[2], ev, data, weights, lam0, cfg, state.omega, dp, "omega", state.v
+    )
+    info = {"accept_rate": acc}
+    dp_v, v = state.dp_v, state.v
+    if cfg.locally_stationary:
+        dp_v = _dp_update(keys[3], state.dp_v, state.v, hyper_2, prior)
+        ev, v, ell_end, acc_v = _mh_moves(
+            keys[4], ev, data, weights, lam0, cfg, state.v, dp_v, "v", omega
+        )
+        info["accept_rate_v"] = acc_v
+    if cfg.evidence == "full":
+        G = (ev.Phi * weights[:, None]).T @ ev.Phi
+        ev = ev._replace(G=0.5 * (G + G.T), b=ev.Phi.T @ y_eff)
+    noise = state.noise
+    if task == "regression":
+        s, Q = jnp.linalg.eigh(ev.G)
+        s = jnp.maximum(s, 0.0)
+        c2 = (Q.T @ ev.b) ** 2
+
+        def ell_lam(lam):
+            return _log_evidence(
+                task, jnp.sum(jnp.log(lam + s)), jnp.sum(c2 / (lam + s)), lam, P, n, data.yy, prior
+            )
+
+        info["drift"] = jnp.abs(ell_end - ell_lam(lam0))
+        if prior.prior_precision is None:
+
+            def lam_target(u):  # log lambda_0, Gamma prior plus the Jacobian
+                lam = jnp.exp(u)
+                return ell_lam(lam) + prior.lam_shape * u - prior.lam_rate * lam
+
+            def rw(carry, k):
+                u, lp = carry
+                ka, kb = jax.random.split(k)
+                u_new = u + prior.lam_step_size * jax.random.normal(ka, dtype=dtype)
+                lp_new = lam_target(u_new)
+                acc = jnp.log(jax.random.uniform(kb, dtype=dtype)) < lp_new - lp
+                return (jnp.where(acc, u_new, u), jnp.where(acc, lp_new, lp)), None
+
+            u0 = jnp.log(lam0)
+            (u, _), _ = lax.scan(
+                rw, (u0, lam_target(u0)), jax.random.split(keys[5], prior.lam_steps)
+            )
+            lam0 = jnp.exp(u)
+        A = (Q / (lam0 + s)) @ Q.T
+        ev = ev._replace(
+            A=0.5 * (A + A.T), logdet=jnp.sum(jnp.log(lam0 + s)), quad=jnp.sum(c2 / (lam0 + s))
+        )
+        info["log_marginal"] = _log_evidence(task, ev.logdet, ev.quad, lam0, P, n, data.yy, prior)
+        aN = prior.a0 + 0.5 * n
+        bN = prior.b0 + 0.5 * jnp.maximum(data.yy - ev.quad, 0.0)
+        noise = jnp.sqrt(bN / bkr.gamma(keys[6], jnp.asarray(aN, dtype)))
+    else:
+        L = jnp.linalg.cholesky(ev.G + lam0 * jnp.eye(P, dtype=dtype))
+        exact = _log_evidence(
+            task,
+            2 * jnp.sum(jnp.log(jnp.diagonal(L))),
+            jnp.sum(jsl.solve_triangular(L, ev.b, lower=True) ** 2),
+            lam0,
+            P,
+            n,
+            0.0,
+            prior,
+        )
+        info["drift"] = jnp.abs(ell_end - exact)
+        eps = jax.random.normal(keys[5], (P,), dtype)
+        beta = jsl.cho_solve((L, True), ev.b) + jsl.solve_triangular(L.T, eps, lower=False)
+        if prior.prior_precision is None:
+            lam0 = bkr.gamma(keys[6], jnp.asarray(prior.lam_shape + 0.5 * P, dtype)) / (
+                prior.lam_rate + 0.5 * beta @ beta
+            )
+        psi = ev.Phi @ beta
+        info["log_lik"] = jnp.sum(y * psi - jnp.logaddexp(0.0, psi))
+    state = GibbsState(omega, dp, v, dp_v, ev, lam0, weights, beta, noise)
+    return state, info
+
+
+def _record(state: GibbsState, info, cfg: SweepConfig):
+    out = {
+        "omega": state.omega,
+        "z": state.dp.z,
+        "alpha": state.dp.alpha,
+        "n_components": jnp.sum(state.dp.counts > 0),
+        "weights": state.dp.counts / cfg.M,
+        "mu": state.dp.mu,
+        "prec_chol": state.dp.U,
+        "prior_precision": state.lam0,
+    }
+    if cfg.locally_stationary:
+        out.update(
+            v=state.v,
+            z_v=state.dp_v.z,
+            alpha_v=state.dp_v.alpha,
+            n_components_v=jnp.sum(state.dp_v.counts > 0),
+            weights_v=state.dp_v.counts / cfg.M2,
+            mu_v=state.dp_v.mu,
+            prec_chol_v=state.dp_v.U,
+        )
+    if cfg.task == "regression":
+        out.update(log_marginal=info["log_marginal"], noise=state.noise)
+    else:
+        out.update(beta=state.beta, log_lik=info["log_lik"])
+    stats = {k: v for k, v in info.items() if k not in ("log_marginal", "log_lik")}
+    return out, stats
