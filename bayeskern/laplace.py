@@ -327,16 +327,18 @@ def _softmax_factors(K, f):
     log_pi = jax.nn.log_softmax(f, axis=0)
     sd = jnp.exp(0.5 * log_pi)  # D^{1/2}, with a finite derivative where pi underflows
     eye = jnp.eye(K.shape[-1], dtype=K.dtype)
-    # one Cholesky per class (a Python loop: batched LAPACK calls inside the loops of NUTS
-    # and of map_draws hang XLA:CPU)
-    E, half_logdet = [], 0.0
-    for c in range(K.shape[0]):
-        L = cholesky(eye + sd[c][:, None] * K[c] * sd[c][None, :])
-        E.append(sd[c][:, None] * cholesky_inverse(L) * sd[c][None, :])
-        half_logdet = half_logdet + jnp.sum(jnp.log(jnp.diagonal(L)))
-    E = jnp.stack(E)
+
+    def per_class(args):
+        Kc, sdc = args
+        L = cholesky(eye + sdc[:, None] * Kc * sdc[None, :])
+        return sdc[:, None] * cholesky_inverse(L) * sdc[None, :], jnp.sum(jnp.log(jnp.diagonal(L)))
+
+    # one class after another (lax.map): a batched Cholesky, or C independent ones that
+    # XLA:CPU runs at once, each hold threads of the pool that jaxlib 0.10's LAPACK kernels
+    # wait on (bayeskern.devices.concurrent_devices)
+    E, half_logdets = jax.lax.map(per_class, (K, sd))
     M = cholesky(jnp.sum(E, axis=0))
-    half_logdet = half_logdet + jnp.sum(jnp.log(jnp.diagonal(M)))
+    half_logdet = jnp.sum(half_logdets) + jnp.sum(jnp.log(jnp.diagonal(M)))
     return jnp.exp(log_pi), E, M, half_logdet
 
 
