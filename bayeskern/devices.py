@@ -14,14 +14,11 @@ chosen:
 * ``BAYESKERN_CPU_DEVICES`` is not ``0`` (set it to a number to choose the count, or to
   ``0`` to leave JAX's default alone).
 
-It then asks for ``4 * max(4, cores)`` CPU devices, of which bayeskern runs at most
-``max(4, cores)`` at once (:func:`concurrent_devices`): the four default chains of every
-estimator run at the same time and the operating system shares the cores between them
-(measured on 2 cores: one round of 4 chains on 4 devices is faster than two rounds on 2).
-The other devices are never given work; they are there because XLA:CPU sizes its thread
-pool by the device count, and jaxlib 0.10's LAPACK kernels wait on that pool (see
-:func:`concurrent_devices`). These are virtual devices of the one CPU: computations that do
-not use them explicitly run on the first, as before.
+It then asks for ``max(4, cores)`` CPU devices, so that the four default chains of every
+estimator run at once and the operating system shares the cores between them (measured on
+2 cores: one round of 4 chains on 4 devices is faster than two rounds on 2). These are
+virtual devices of the one CPU: computations that do not use them explicitly run on the
+first, as before.
 
 If JAX was initialized first (for example a notebook that ran JAX code before importing
 bayeskern), nothing changes: there is one CPU device and the chains of a fit run one after
@@ -45,7 +42,6 @@ from threadpoolctl import threadpool_limits
 
 __all__ = [
     "available_cores",
-    "concurrent_devices",
     "configure_cpu_devices",
     "cpu_device_status",
     "blas_threads",
@@ -55,9 +51,6 @@ __all__ = [
 
 _STATUS = "not configured"
 
-#: XLA:CPU threads per device share that may run at once (:func:`concurrent_devices`)
-POOL_PER_SHARE = 4
-
 
 def available_cores() -> int:
     """Return the number of CPU cores this process may run on."""
@@ -65,35 +58,6 @@ def available_cores() -> int:
         return len(os.sched_getaffinity(0))
     except AttributeError:  # not Linux
         return os.cpu_count() or 1
-
-
-def concurrent_devices() -> int:
-    """Return how many devices may run shares of one computation (chains, draws) at once.
-
-    On a GPU or TPU, every local device. On the CPU, a quarter of XLA:CPU's thread pool,
-    which has ``max(cores, CPU devices)`` threads (:data:`POOL_PER_SHARE`), and at most the
-    device count. Each device's share of a program runs on a pool thread, and jaxlib 0.10's
-    LAPACK kernels (Cholesky, triangular solves) hand their work to the same pool and wait
-    for it. Independent factorizations of one program run at the same time, so a share can
-    hold several threads waiting; when every pool thread waits, nothing is left to do the
-    work and the program blocks forever (seen with the Laplace classifiers' chains on four
-    devices of a 2-core machine, each thread of a 4-thread pool waiting in a Cholesky). Four
-    threads per running share leave threads free. With the devices that
-    :func:`configure_cpu_devices` asks for, that is ``max(4, cores)`` shares; with a device
-    count chosen elsewhere (``XLA_FLAGS``, ``jax_num_cpu_devices``), it can be 1 (the chains
-    then run one after another).
-
-    Returns
-    -------
-    int
-        At least 1.
-    """
-    import jax
-
-    devices = jax.local_device_count()
-    if jax.default_backend() != "cpu":
-        return devices
-    return max(1, min(devices, max(available_cores(), devices) // POOL_PER_SHARE))
 
 
 def configure_cpu_devices() -> str:
@@ -118,7 +82,7 @@ def configure_cpu_devices() -> str:
             "run one after another; import bayeskern first to run them in parallel"
         )
     else:
-        n = int(wanted) if wanted.strip().isdigit() else POOL_PER_SHARE * max(4, available_cores())
+        n = int(wanted) if wanted.strip().isdigit() else max(4, available_cores())
         jax.config.update("jax_num_cpu_devices", n)
         _STATUS = f"{n} CPU devices for {available_cores()} cores"
     return _STATUS

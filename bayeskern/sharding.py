@@ -41,7 +41,6 @@ from jax.sharding import PartitionSpec as P
 
 from bayeskern.batching import row_slices
 from bayeskern.blr import Stats, scan_feature_stats
-from bayeskern.devices import concurrent_devices
 
 __all__ = [
     "chunked_feature_stats",
@@ -124,15 +123,9 @@ def data_mesh(devices=None) -> Mesh:
     """Return a 1-D mesh with axis ``"data"`` over ``devices``.
 
     The default is all of ``jax.devices()``, every host's devices after
-    ``jax.distributed.initialize``; on the CPU, the first
-    :func:`bayeskern.devices.concurrent_devices` of them (bayeskern asks JAX for more CPU
-    devices than may run at once).
+    ``jax.distributed.initialize``.
     """
-    if devices is None:
-        devices = jax.devices()
-        if jax.default_backend() == "cpu":
-            devices = devices[: concurrent_devices()]
-    devices = list(devices)
+    devices = jax.devices() if devices is None else list(devices)
     return Mesh(np.asarray(devices), ("data",))
 
 

@@ -26,7 +26,6 @@ from sklearn.utils.validation import validate_data as _sk_validate_data
 
 from bayeskern import diagnostics
 from bayeskern.batching import batched_map, pad_rows
-from bayeskern.devices import concurrent_devices
 from bayeskern.inference import check_sampler_counts
 from bayeskern.predictive import draw_seed, row_uniforms
 from bayeskern.programs import shared_jit
@@ -197,7 +196,7 @@ def map_draws(fn, draws: dict, *args, batch_size: int = 1):
     """
     jdraws = {k: jnp.asarray(v) for k, v in draws.items()}
     n = jax.tree_util.tree_leaves(jdraws)[0].shape[0]
-    n_dev = min(concurrent_devices(), n)
+    n_dev = min(jax.local_device_count(), n)
     mapped = _draw_map(fn, n_dev, len(args), batch_size)
     if n_dev < 2:
         return mapped(jdraws, *args)

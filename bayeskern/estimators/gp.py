@@ -201,10 +201,21 @@ class _GPBase(BayesianEstimatorMixin, BaseEstimator):
             prepared=prepare_kernel(self.kernel_, Xj, Xj, self.x_std_.scale),
         )
 
-    def _sample(self, model, Xs, y_model, y_observed, X, model_kwargs=None, data_at_mode=None):
+    def _sample(
+        self,
+        model,
+        Xs,
+        y_model,
+        y_observed,
+        X,
+        model_kwargs=None,
+        data_at_mode=None,
+        chain_method=None,
+    ):
         """Run NUTS on ``model``; ``model_kwargs`` default to :meth:`_gp_kwargs`.
 
-        ``data_at_mode``: as :func:`bayeskern.inference.run_nuts`.
+        ``data_at_mode``: as :func:`bayeskern.inference.run_nuts`; ``chain_method`` replaces
+        the estimator's ``None`` (the estimator's own choice stands).
         """
         coords = self._coords(len(Xs))
         coords["term"] = [term_name(t) for t in self.kernel_.terms()]
@@ -218,7 +229,7 @@ class _GPBase(BayesianEstimatorMixin, BaseEstimator):
             num_warmup=500 if self.num_warmup == "auto" else self.num_warmup,
             num_samples=self.num_samples,
             num_chains=self.num_chains,
-            chain_method=self.chain_method,
+            chain_method=self.chain_method if self.chain_method is not None else chain_method,
             progress_bar=self.progress_bar,
             target_accept_prob=self.target_accept_prob,
             init=self.init,
@@ -1102,6 +1113,18 @@ class GPRegressor(JointPredictiveMixin, PredictiveRegressorMixin, RegressorMixin
         return MixturePredictive(loc, scale)
 
 
+def _laplace_chain_method() -> str | None:
+    """Return the chain method of the embedded-Laplace classifiers when the user chose none.
+
+    On the CPU, ``"sequential"``: with the chains on several CPU devices at once, jaxlib 0.10's
+    Cholesky kernel (it hands its work to XLA:CPU's thread pool, one thread per device, and
+    waits for it) can leave every pool thread waiting inside the Newton searches, and the fit
+    then blocks forever. Elsewhere the default rule
+    (:func:`bayeskern.inference.choose_chain_method`).
+    """
+    return "sequential" if jax.default_backend() == "cpu" else None
+
+
 @register_estimator
 class GPClassifier(ClassifierMixin, _GPBase):  # noqa: D101 (__doc__ is an f-string)
     __doc__ = f"""Bayesian GP classification: Bernoulli-logit (two classes) or softmax (more).
@@ -1139,6 +1162,9 @@ class GPClassifier(ClassifierMixin, _GPBase):  # noqa: D101 (__doc__ is an f-str
         2020; ``models/gp.py``, :mod:`bayeskern.laplace`) and the bias exactly. ``"latent"``:
         NUTS also samples the :math:`n` latent values in the whitened parameterization
         :math:`f = b + L\\eta` (exact, much slower; two classes only). Both are the same model.
+        With ``chain_method=None`` on a CPU, the Laplace route runs its chains one after
+        another: on several CPU devices at once, jaxlib 0.10's Cholesky kernel can leave every
+        thread of XLA:CPU's pool waiting, and the fit never ends.
     {_SAMPLER_DOC}
     """
 
@@ -1214,6 +1240,7 @@ class GPClassifier(ClassifierMixin, _GPBase):  # noqa: D101 (__doc__ is an f-str
                 model_kwargs=self._gp_kwargs(Xs, y01) | dict(newton_start=jnp.zeros(len(y01))),
                 # each draw's mode search starts at the latent mode of the posterior mode
                 data_at_mode=lambda v: dict(newton_start=v["f"]),
+                chain_method=_laplace_chain_method(),
             )
             ll = np.asarray(
                 map_draws(
@@ -1256,6 +1283,7 @@ class GPClassifier(ClassifierMixin, _GPBase):  # noqa: D101 (__doc__ is an f-str
             ),
             # each draw's mode search starts at the latent mode of the posterior mode
             data_at_mode=lambda v: dict(newton_start=v["f"]),
+            chain_method=_laplace_chain_method(),
         )
         ll = np.asarray(
             map_draws(

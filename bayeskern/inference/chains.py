@@ -33,7 +33,6 @@ import jax.numpy as jnp
 import numpy as np
 from jax import lax
 
-from ..devices import concurrent_devices
 from ..programs import shared_jit
 
 __all__ = ["Chains", "STATS"]
@@ -62,7 +61,7 @@ def _over_chains(fn: Callable, method: str, num_chains: int) -> Callable:
     if method == "vectorized":
         return shared_jit(jax.vmap(fn, in_axes=(0, None)))
     if method == "parallel":  # the chains split evenly over as many devices as possible
-        n_dev = max(d for d in range(1, concurrent_devices() + 1) if num_chains % d == 0)
+        n_dev = max(d for d in range(1, jax.local_device_count() + 1) if num_chains % d == 0)
         P = jax.sharding.PartitionSpec
         mesh = jax.sharding.Mesh(np.array(jax.local_devices()[:n_dev]), ("chains",))
         each = jax.shard_map(
