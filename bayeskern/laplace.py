@@ -333,9 +333,9 @@ def _softmax_factors(K, f):
         L = cholesky(eye + sdc[:, None] * Kc * sdc[None, :])
         return sdc[:, None] * cholesky_inverse(L) * sdc[None, :], jnp.sum(jnp.log(jnp.diagonal(L)))
 
-    # one class after another (lax.map): a batched Cholesky, or C independent ones that
-    # XLA:CPU runs at once, each hold threads of the pool that jaxlib 0.10's LAPACK kernels
-    # wait on (bayeskern.devices.concurrent_devices)
+    # one class after another (lax.map), not C independent factorizations: XLA:CPU runs
+    # independent ones at once, and each holds a thread of the pool that jaxlib 0.10's LAPACK
+    # kernels wait on (the hang that bayeskern.estimators.gp._laplace_chain_method avoids)
     E, half_logdets = jax.lax.map(per_class, (K, sd))
     M = cholesky(jnp.sum(E, axis=0))
     half_logdet = jnp.sum(half_logdets) + jnp.sum(jnp.log(jnp.diagonal(M)))

@@ -43,8 +43,6 @@ from bayeskern.models.gabasr import GibbsPrior
 
 __all__ = ["Evidence", "design_matrix", "full_log_evidence"]
 
-_LOG2PI = math.log(2 * math.pi)
-
 
 class Evidence(NamedTuple):
     """Rank-updatable pieces of the Gaussian / NIG evidence of the linear model on ``Phi``."""
@@ -68,7 +66,7 @@ def _log_evidence(task, logdet, quad, lam0, P, n, yy, prior: GibbsPrior):
     aN = prior.a0 + 0.5 * n
     bN = prior.b0 + 0.5 * jnp.maximum(yy - quad, 0.0)
     return (
-        -0.5 * n * _LOG2PI
+        -0.5 * n * math.log(2 * math.pi)
         + half_ratio
         + prior.a0 * math.log(prior.b0)
         - aN * jnp.log(bN)
