@@ -6,20 +6,26 @@ BIN := $(VENV)/bin
 
 .PHONY: demo test test-slow lint docs notebooks clean
 
+# The packages go in with uv (itself from PyPI, into the environment): it resolves the same
+# versions as pip and installs them in about 10 s where pip takes a minute. pip is the fallback
+# wherever uv cannot be installed or cannot reach an index that pip is configured for.
 $(BIN)/python:
 	$(PYTHON) -m venv $(VENV)
-	$(BIN)/python -m pip install --quiet --upgrade pip
+	$(BIN)/python -m pip install --quiet uv || echo "note: uv could not be installed; using pip"
+
+INSTALL = bk_install() { $(BIN)/uv pip install --quiet --python $(BIN)/python -e "$$1" || \
+	{ $(BIN)/python -m pip install --quiet --upgrade pip && $(BIN)/python -m pip install --quiet -e "$$1"; }; }; bk_install
 
 $(VENV)/.installed: pyproject.toml | $(BIN)/python
-	$(BIN)/python -m pip install --quiet -e .
+	$(INSTALL) .
 	touch $@
 
 $(VENV)/.installed-test: pyproject.toml | $(BIN)/python
-	$(BIN)/python -m pip install --quiet -e ".[test]"
+	$(INSTALL) ".[test]"
 	touch $(VENV)/.installed $@
 
 $(VENV)/.installed-docs: pyproject.toml | $(BIN)/python
-	$(BIN)/python -m pip install --quiet -e ".[docs]"
+	$(INSTALL) ".[docs]"
 	touch $(VENV)/.installed $@
 
 demo: $(VENV)/.installed

@@ -23,6 +23,7 @@ __all__ = [
     "cholesky",
     "triangular_inverse",
     "cholesky_inverse",
+    "gaussian_conditional",
     "gaussian_logpdf",
     "DistinctPairs",
     "distinct_pairs",
@@ -150,6 +151,21 @@ def cholesky_inverse(L: jax.Array) -> jax.Array:
     if L.ndim > 2:
         return jax.vmap(cholesky_inverse)(L)
     return _lower_gram(triangular_inverse(L))
+
+
+def gaussian_conditional(L: jax.Array, Ks: jax.Array, kss: jax.Array, y: jax.Array):
+    r"""Mean and variance of :math:`f_*` given :math:`y` for a Gaussian process.
+
+    With :math:`K_y = LL^\top` (noise included), the cross-covariance :math:`K_*`
+    ``(n, m)`` and the prior variances :math:`k_{**}` ``(m,)``: one triangular solve
+    :math:`[V, w] = L^{-1}[K_*, y]` gives :math:`\mu_* = V^\top w` and
+    :math:`v_* = k_{**} - \lVert V\rVert^2` column by column, clipped at zero (Rasmussen &
+    Williams 2006, Algorithm 2.1 and eqs. 2.25-2.26). Cheaper than forming :math:`L^{-1}`
+    when the factor is used once.
+    """
+    V = jsl.solve_triangular(L, jnp.concatenate([Ks, y[:, None]], axis=1), lower=True)
+    v, w = V[:, :-1], V[:, -1]
+    return v.T @ w, jnp.maximum(kss - jnp.sum(v * v, axis=0), 0.0)
 
 
 @jax.custom_vjp

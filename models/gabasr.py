@@ -935,11 +935,11 @@ def exact_predictive(params: dict, prepared: ExactPrepared, X, B, y, Xnew, Bnew)
     :math:`\mu_* = K_*^\top\alpha`, :math:`s_*^2 = k_{**} - \|L^{-1}K_*\|^2 + \sigma_n^2`
     (Rasmussen & Williams 2006, eqs. 2.25-2.26).
     """
-    Linv, alpha = exact_factors(params, prepared, y)
-    Ks, kss = exact_cross(params, X, B, Xnew, Bnew)
-    v = Linv @ Ks
-    var = jnp.maximum(kss - jnp.sum(v * v, axis=0), 0.0) + params["noise"] ** 2
-    return Ks.T @ alpha, jnp.sqrt(var)
+    from bayeskern.linalg import cholesky, gaussian_conditional
+
+    L = cholesky(exact_covariance(params, prepared))
+    mean, var = gaussian_conditional(L, *exact_cross(params, X, B, Xnew, Bnew), y)
+    return mean, jnp.sqrt(var + params["noise"] ** 2)
 
 
 def exact_loo(params: dict, prepared: ExactPrepared, y):

@@ -51,7 +51,12 @@ from bayeskern.laplace import (
     softmax_mode_from_f,
     softmax_predict,
 )
-from bayeskern.linalg import gaussian_logpdf, safe_cholesky, triangular_inverse
+from bayeskern.linalg import (
+    gaussian_conditional,
+    gaussian_logpdf,
+    safe_cholesky,
+    triangular_inverse,
+)
 
 __all__ = [
     "sample_kernel_hyperparameters",
@@ -402,13 +407,18 @@ def regression_factors(kernel: Kernel, draw: dict, X, y, x_scale):
     ``(L^{-1}, alpha, jitter used)``; :func:`predict_from_factors` then needs only matrix
     products per batch of new points.
     """
+    L, jitter = _regression_cholesky(kernel, draw, X, x_scale)
+    Linv = triangular_inverse(L)
+    return Linv, Linv.T @ (Linv @ y), jitter
+
+
+def _regression_cholesky(kernel: Kernel, draw: dict, X, x_scale):
+    r"""Cholesky factor of :math:`K + (\sigma^2 + \text{jitter}) I` and the jitter added."""
     theta = theta_from_draw(kernel, draw, x_scale)
     K = kernel_matrix(kernel, theta, draw["amplitude"], X, X) + (
         draw["noise"] ** 2 + JITTER
     ) * jnp.eye(X.shape[0])
-    L, jitter = safe_cholesky(K)
-    Linv = triangular_inverse(L)
-    return Linv, Linv.T @ (Linv @ y), jitter
+    return safe_cholesky(K)
 
 
 def predict_from_factors(kernel: Kernel, draw: dict, factors, X, Xnew, x_scale):
@@ -433,8 +443,10 @@ def regression_predictive(kernel: Kernel, draw: dict, X, y, Xnew, x_scale):
     Returns ``(mean, latent variance, noise variance, jitter used)``; add the noise variance
     for the predictive distribution of new observations.
     """
-    factors = regression_factors(kernel, draw, X, y, x_scale)
-    return (*predict_from_factors(kernel, draw, factors, X, Xnew, x_scale), factors[2])
+    L, jitter = _regression_cholesky(kernel, draw, X, x_scale)
+    theta = theta_from_draw(kernel, draw, x_scale)
+    mean, var = gaussian_conditional(L, *_cross(kernel, theta, draw["amplitude"], X, Xnew), y)
+    return mean, var, draw["noise"] ** 2, jitter
 
 
 def classification_predictive(kernel: Kernel, draw: dict, X, Xnew, x_scale):

@@ -316,7 +316,7 @@ def test_parallel_laplace_chains_do_not_hang():
 import numpy as np, bayeskern as bk
 from sklearn.datasets import load_iris
 X, y = load_iris(return_X_y=True)
-est = bk.GPClassifier(num_warmup=40, num_samples=40, num_chains=4, random_state=0,
+est = bk.GPClassifier(num_warmup=10, num_samples=10, num_chains=4, random_state=0,
                       progress_bar=False).fit(X[::2], y[::2])
 print("chains", est.idata_.posterior.sizes["chain"])
 """

@@ -12,10 +12,23 @@ import pytest
 
 import bayeskern as bk
 from bayeskern import diagnostics
-from bayeskern.linalg import JITTERS, safe_cholesky
+from bayeskern.linalg import JITTERS, gaussian_conditional, safe_cholesky
 from bayeskern.report import render_report
 
 S = dict(num_warmup=10, num_samples=10, num_chains=1, progress_bar=False, random_state=0)
+
+
+# ---------------------------------------------------------------------- gaussian_conditional
+def test_gaussian_conditional_equals_the_dense_formulas():
+    """One triangular solve gives R&W eqs. 2.25-2.26 as written with K⁻¹."""
+    rng = np.random.default_rng(0)
+    X, Xn = rng.uniform(0, 3, (30, 1)), rng.uniform(0, 3, (7, 1))
+    k = lambda A, B: np.exp(-0.5 * (A - B.T) ** 2)  # noqa: E731
+    Ky, Ks, y = k(X, X) + 0.05 * np.eye(30), k(X, Xn), rng.normal(size=30)
+    mean, var = gaussian_conditional(jnp.linalg.cholesky(Ky), Ks, np.ones(7), y)
+    np.testing.assert_allclose(mean, Ks.T @ np.linalg.solve(Ky, y), rtol=1e-9, atol=1e-12)
+    dense = 1.0 - np.einsum("ij,ij->j", Ks, np.linalg.solve(Ky, Ks))
+    np.testing.assert_allclose(var, np.maximum(dense, 0.0), rtol=1e-8, atol=1e-12)
 
 
 # --------------------------------------------------------------------------- safe_cholesky
@@ -61,6 +74,24 @@ def classifier(fitted):
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")
         return bk.GPClassifier(**S).fit(X, (y > 0.5).astype(int))
+
+
+def test_gp_predictive_per_chunk_equals_the_cached_factors(fitted):
+    """``regression_predictive`` (one solve per draw, used when the factors are not cached)
+    equals the cached-L⁻¹ path, on a posterior whose data has duplicated rows."""
+    from bayeskern.models import gp as M
+
+    X, _, est = fitted
+    draws, Xt, yt = est._training_draws()
+    Xn = jnp.asarray(est.x_std_.transform(X.iloc[:5]) + 0.1)
+    kernel, scale = est.kernel_, est.x_std_.scale
+    for i in (0, 5):
+        draw = {k: jnp.asarray(v[i]) for k, v in draws.items() if not k.startswith("__")}
+        got = M.regression_predictive(kernel, draw, Xt, yt, Xn, scale)
+        factors = M.regression_factors(kernel, draw, Xt, yt, scale)
+        want = (*M.predict_from_factors(kernel, draw, factors, Xt, Xn, scale), factors[2])
+        for a, b in zip(got, want, strict=True):
+            np.testing.assert_allclose(np.asarray(a), np.asarray(b), rtol=1e-7, atol=1e-10)
 
 
 def _poison(est, **values):

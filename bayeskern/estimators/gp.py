@@ -87,7 +87,9 @@ __all__ = ["GPRegressor", "GPClassifier"]
 
 _SAMPLER_DOC = """
     num_warmup, num_samples, num_chains : int
-        NUTS settings (warm-up draws, kept draws per chain, chains). ``num_samples="auto"``
+        NUTS settings (warm-up draws, kept draws per chain, chains). Warm-up: 200 for
+        ``GPRegressor`` (the chains start near the posterior mode and adapt the step size and
+        a diagonal mass in Stan's windows), 500 for ``GPClassifier``. ``num_samples="auto"``
         (``GPRegressor``'s default; ``GPClassifier``'s is 500) draws blocks of 100 per chain
         until R-hat ≤ 1.01 and bulk and tail ESS ≥ 100 per chain (at most 2000 per chain;
         :func:`bayeskern.inference.run_nuts`); ``num_samples_`` is what was drawn.
@@ -484,7 +486,7 @@ class GPRegressor(JointPredictiveMixin, PredictiveRegressorMixin, RegressorMixin
         approximation: str = "auto",
         n_basis=None,
         chunk_size: int | None = None,
-        num_warmup: int = 500,
+        num_warmup: int = 200,
         num_samples: int | str = "auto",
         num_chains: int = 4,
         chain_method: str | None = None,

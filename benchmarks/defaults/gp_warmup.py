@@ -1,0 +1,97 @@
+"""``GPRegressor``'s warm-up length: the same fit with 200 and 500 warm-up iterations.
+
+Each case is fitted once per warm-up length, one after another in this process, everything
+else at its default (``num_samples="auto"``: blocks of draws until the convergence criteria
+hold). Cases:
+
+* ``co2:SEED``: the CO2 protocol (train before 1994, test 1994-2001) with the demo's kernel
+  ``Linear() + RBF() + RBF() * Periodic(period=1.0)``;
+* ``Nile:SEED``, ``lynx:SEED``, ``LakeHuron:SEED``, ``mcycle:SEED``: the short public series of
+  ``benchmarks/data/r_series``, random 80/20 split, default kernel;
+* ``diabetes:SEED``: scikit-learn's diabetes (10 columns, exact GP), 80/20 split;
+* ``synth:SEED``: 20 000 rows of a 1-D sine mixture (the Hilbert-space route), 80/20 split.
+
+The first fit of a case in a process compiles its programs: compare fit times of the second
+and later warm-up lengths, or the draws and leapfrog steps, which do not depend on it.
+
+Run:  .venv/bin/python benchmarks/defaults/gp_warmup.py co2:0 Nile:0 ... [--warmup 500 200]
+Prints one JSON line per fit, with the 1-minute load average before and after.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import time
+import warnings
+from pathlib import Path
+
+import numpy as np
+from sklearn.datasets import load_diabetes
+from sklearn.model_selection import train_test_split
+
+import bayeskern as bk
+
+SERIES = Path(__file__).resolve().parents[1] / "data" / "r_series"
+
+
+def case(name: str, seed: int):
+    """``(Xtr, ytr, Xte, yte, kernel)`` of one case (kernel None: the estimator's default)."""
+    if name == "co2":
+        k = bk.kernels
+        return (*bk.datasets.co2_split(), k.Linear() + k.RBF() + k.RBF() * k.Periodic(period=1.0))
+    if name == "diabetes":
+        X, y = load_diabetes(return_X_y=True)
+    elif name == "synth":
+        r = np.random.default_rng(seed)
+        X = r.uniform(0, 10, (20_000, 1))
+        y = np.sin(2 * X[:, 0]) + 0.3 * np.cos(7 * X[:, 0]) + 0.2 * r.normal(size=len(X))
+    else:
+        X, y = np.loadtxt(SERIES / f"{name}.csv", delimiter=",", skiprows=1, unpack=True)
+        X = X[:, None]
+    Xtr, Xte, ytr, yte = train_test_split(X, y, test_size=0.2, random_state=seed)
+    return Xtr, ytr, Xte, yte, None
+
+
+def fit(name: str, seed: int, warmup: int) -> dict:
+    Xtr, ytr, Xte, yte, kernel = case(name, seed)
+    load0 = os.getloadavg()[0]
+    t = time.perf_counter()
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        gp = bk.GPRegressor(kernel=kernel, num_warmup=warmup, random_state=seed, progress_bar=False)
+        gp.fit(Xtr, ytr)
+    wall = time.perf_counter() - t
+    m = bk.diagnostics.regression_metrics(yte, gp.predictive(Xte))
+    c = gp.convergence_
+    return dict(
+        case=f"{name}:{seed}",
+        warmup=warmup,
+        fit_s=round(wall, 1),
+        draws_per_chain=int(gp.idata_.posterior.sizes["draw"]),
+        leapfrog_per_draw=round(float(gp.idata_.sample_stats["n_steps"].mean()), 1),
+        max_rhat=round(c.max_rhat, 4),
+        min_ess=round(min(c.min_ess_bulk, c.min_ess_tail)),
+        divergences=int(c.n_divergent),
+        converged=bool(c.ok),
+        rmse=round(m["rmse"], 3),
+        coverage_95=round(m["coverage_95"], 3),
+        nlpd=round(m["nlpd"], 3),
+        load=[round(load0, 2), round(os.getloadavg()[0], 2)],
+    )
+
+
+def main(argv=None):
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("cases", nargs="+", help="NAME:SEED, e.g. co2:0 lynx:2")
+    ap.add_argument("--warmup", type=int, nargs="+", default=[500, 200])
+    args = ap.parse_args(argv)
+    for spec in args.cases:
+        name, seed = spec.split(":")
+        for w in args.warmup:
+            print(json.dumps(fit(name, int(seed), w)), flush=True)
+
+
+if __name__ == "__main__":
+    main()
