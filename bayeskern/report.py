@@ -544,11 +544,11 @@ class HeldOut(NamedTuple):
 
 
 def _forecast_grid(X: np.ndarray) -> np.ndarray | None:
-    """400 inputs over the held-out range and a quarter of it before (one column only)."""
+    """200 inputs over the held-out range and a quarter of it before (one column only)."""
     if X.shape[1] != 1:
         return None
     lo, hi = float(X.min()), float(X.max())
-    return np.linspace(lo - 0.25 * (hi - lo), hi, 400)[:, None]
+    return np.linspace(lo - 0.25 * (hi - lo), hi, 200)[:, None]
 
 
 def _columns(pred, sl: slice):
