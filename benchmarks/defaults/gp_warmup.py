@@ -1,4 +1,4 @@
-"""``GPRegressor``'s warm-up length: the same fit with 200 and 500 warm-up iterations.
+"""The GP estimators' warm-up length: the same fit with 200 and 500 warm-up iterations.
 
 Each case is fitted once per warm-up length, one after another in this process, everything
 else at its default (``num_samples="auto"``: blocks of draws until the convergence criteria
@@ -9,7 +9,9 @@ hold). Cases:
 * ``Nile:SEED``, ``lynx:SEED``, ``LakeHuron:SEED``, ``mcycle:SEED``: the short public series of
   ``benchmarks/data/r_series``, random 80/20 split, default kernel;
 * ``diabetes:SEED``: scikit-learn's diabetes (10 columns, exact GP), 80/20 split;
-* ``synth:SEED``: 20 000 rows of a 1-D sine mixture (the Hilbert-space route), 80/20 split.
+* ``synth:SEED``: 20 000 rows of a 1-D sine mixture (the Hilbert-space route), 80/20 split;
+* ``breast_cancer:SEED``, ``iris:SEED``, ``wine:SEED``, ``pima:SEED``: ``GPClassifier()``
+  (embedded Laplace; softmax for iris and wine), stratified 80/20 split.
 
 The first fit of a case in a process compiles its programs: compare fit times of the second
 and later warm-up lengths, or the draws and leapfrog steps, which do not depend on it.
@@ -28,12 +30,19 @@ import warnings
 from pathlib import Path
 
 import numpy as np
-from sklearn.datasets import load_diabetes
+from sklearn.datasets import load_breast_cancer, load_diabetes, load_iris, load_wine
+from sklearn.metrics import log_loss
 from sklearn.model_selection import train_test_split
 
 import bayeskern as bk
 
 SERIES = Path(__file__).resolve().parents[1] / "data" / "r_series"
+CLASSIFICATION = {
+    "breast_cancer": lambda: load_breast_cancer(return_X_y=True),
+    "iris": lambda: load_iris(return_X_y=True),
+    "wine": lambda: load_wine(return_X_y=True),
+    "pima": lambda: bk.datasets.load_dataset("pima"),
+}
 
 
 def case(name: str, seed: int):
@@ -54,7 +63,36 @@ def case(name: str, seed: int):
     return Xtr, ytr, Xte, yte, None
 
 
+def fit_classifier(name: str, seed: int, warmup: int) -> dict:
+    X, y = CLASSIFICATION[name]()
+    Xtr, Xte, ytr, yte = train_test_split(X, y, test_size=0.2, random_state=seed, stratify=y)
+    load0 = os.getloadavg()[0]
+    t = time.perf_counter()
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        est = bk.GPClassifier(num_warmup=warmup, random_state=seed, progress_bar=False)
+        est.fit(Xtr, ytr)
+    wall = time.perf_counter() - t
+    c = est.convergence_
+    return dict(
+        case=f"{name}:{seed}",
+        warmup=warmup,
+        fit_s=round(wall, 1),
+        draws_per_chain=int(est.idata_.posterior.sizes["draw"]),
+        leapfrog_per_draw=round(float(est.idata_.sample_stats["n_steps"].mean()), 1),
+        max_rhat=round(c.max_rhat, 4),
+        min_ess=round(min(c.min_ess_bulk, c.min_ess_tail)),
+        divergences=int(c.n_divergent),
+        converged=bool(c.ok),
+        accuracy=round(float(np.mean(est.predict(Xte) == yte)), 3),
+        log_loss=round(float(log_loss(yte, est.predict_proba(Xte), labels=est.classes_)), 4),
+        load=[round(load0, 2), round(os.getloadavg()[0], 2)],
+    )
+
+
 def fit(name: str, seed: int, warmup: int) -> dict:
+    if name in CLASSIFICATION:
+        return fit_classifier(name, seed, warmup)
     Xtr, ytr, Xte, yte, kernel = case(name, seed)
     load0 = os.getloadavg()[0]
     t = time.perf_counter()
