@@ -63,16 +63,33 @@ def case(name: str, seed: int):
     return Xtr, ytr, Xte, yte, None
 
 
-def fit_classifier(name: str, seed: int, warmup: int) -> dict:
-    X, y = CLASSIFICATION[name]()
-    Xtr, Xte, ytr, yte = train_test_split(X, y, test_size=0.2, random_state=seed, stratify=y)
+def _timed_fit(est, X, y) -> tuple:
+    """Fit ``est`` with warnings silenced; return it, the wall time and the load before/after."""
     load0 = os.getloadavg()[0]
     t = time.perf_counter()
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")
-        est = bk.GPClassifier(num_warmup=warmup, random_state=seed, progress_bar=False)
-        est.fit(Xtr, ytr)
-    wall = time.perf_counter() - t
+        est.fit(X, y)
+    return est, time.perf_counter() - t, [round(load0, 2), round(os.getloadavg()[0], 2)]
+
+
+def fit(name: str, seed: int, warmup: int) -> dict:
+    """One fit of a case with ``warmup`` iterations: time, sampler statistics, test metrics."""
+    common = dict(num_warmup=warmup, random_state=seed, progress_bar=False)
+    if name in CLASSIFICATION:
+        X, y = CLASSIFICATION[name]()
+        Xtr, Xte, ytr, yte = train_test_split(X, y, test_size=0.2, random_state=seed, stratify=y)
+        est, wall, load = _timed_fit(bk.GPClassifier(**common), Xtr, ytr)
+        p = est.predict_proba(Xte)
+        metrics = dict(
+            accuracy=round(float(np.mean(est.classes_[p.argmax(axis=1)] == yte)), 3),
+            log_loss=round(float(log_loss(yte, p, labels=est.classes_)), 4),
+        )
+    else:
+        Xtr, ytr, Xte, yte, kernel = case(name, seed)
+        est, wall, load = _timed_fit(bk.GPRegressor(kernel=kernel, **common), Xtr, ytr)
+        m = bk.diagnostics.regression_metrics(yte, est.predictive(Xte))
+        metrics = {k: round(m[k], 3) for k in ("rmse", "coverage_95", "nlpd")}
     c = est.convergence_
     return dict(
         case=f"{name}:{seed}",
@@ -84,39 +101,8 @@ def fit_classifier(name: str, seed: int, warmup: int) -> dict:
         min_ess=round(min(c.min_ess_bulk, c.min_ess_tail)),
         divergences=int(c.n_divergent),
         converged=bool(c.ok),
-        accuracy=round(float(np.mean(est.predict(Xte) == yte)), 3),
-        log_loss=round(float(log_loss(yte, est.predict_proba(Xte), labels=est.classes_)), 4),
-        load=[round(load0, 2), round(os.getloadavg()[0], 2)],
-    )
-
-
-def fit(name: str, seed: int, warmup: int) -> dict:
-    if name in CLASSIFICATION:
-        return fit_classifier(name, seed, warmup)
-    Xtr, ytr, Xte, yte, kernel = case(name, seed)
-    load0 = os.getloadavg()[0]
-    t = time.perf_counter()
-    with warnings.catch_warnings():
-        warnings.simplefilter("ignore")
-        gp = bk.GPRegressor(kernel=kernel, num_warmup=warmup, random_state=seed, progress_bar=False)
-        gp.fit(Xtr, ytr)
-    wall = time.perf_counter() - t
-    m = bk.diagnostics.regression_metrics(yte, gp.predictive(Xte))
-    c = gp.convergence_
-    return dict(
-        case=f"{name}:{seed}",
-        warmup=warmup,
-        fit_s=round(wall, 1),
-        draws_per_chain=int(gp.idata_.posterior.sizes["draw"]),
-        leapfrog_per_draw=round(float(gp.idata_.sample_stats["n_steps"].mean()), 1),
-        max_rhat=round(c.max_rhat, 4),
-        min_ess=round(min(c.min_ess_bulk, c.min_ess_tail)),
-        divergences=int(c.n_divergent),
-        converged=bool(c.ok),
-        rmse=round(m["rmse"], 3),
-        coverage_95=round(m["coverage_95"], 3),
-        nlpd=round(m["nlpd"], 3),
-        load=[round(load0, 2), round(os.getloadavg()[0], 2)],
+        **metrics,
+        load=load,
     )
 
 
