@@ -160,11 +160,14 @@ def gaussian_conditional(L: jax.Array, Ks: jax.Array, kss: jax.Array, y: jax.Arr
     ``(n, m)`` and the prior variances :math:`k_{**}` ``(m,)``: one triangular solve
     :math:`[V, w] = L^{-1}[K_*, y]` gives :math:`\mu_* = V^\top w` and
     :math:`v_* = k_{**} - \lVert V\rVert^2` column by column, clipped at zero (Rasmussen &
-    Williams 2006, Algorithm 2.1 and eqs. 2.25-2.26). Cheaper than forming :math:`L^{-1}`
-    when the factor is used once.
+    Williams 2006, Algorithm 2.1 and eqs. 2.25-2.26). Given the prior covariance
+    :math:`K_{**}` ``(m, m)`` instead, the covariance :math:`K_{**} - V^\top V` (eq. 2.24).
+    Cheaper than forming :math:`L^{-1}` when the factor is used once.
     """
     V = jsl.solve_triangular(L, jnp.concatenate([Ks, y[:, None]], axis=1), lower=True)
     v, w = V[:, :-1], V[:, -1]
+    if kss.ndim == 2:
+        return v.T @ w, kss - v.T @ v
     return v.T @ w, jnp.maximum(kss - jnp.sum(v * v, axis=0), 0.0)
 
 

@@ -29,6 +29,11 @@ def test_gaussian_conditional_equals_the_dense_formulas():
     np.testing.assert_allclose(mean, Ks.T @ np.linalg.solve(Ky, y), rtol=1e-9, atol=1e-12)
     dense = 1.0 - np.einsum("ij,ij->j", Ks, np.linalg.solve(Ky, Ks))
     np.testing.assert_allclose(var, np.maximum(dense, 0.0), rtol=1e-8, atol=1e-12)
+    # with the prior covariance K** the full conditional covariance (R&W eq. 2.24)
+    mean2, cov = gaussian_conditional(jnp.linalg.cholesky(Ky), Ks, k(Xn, Xn), y)
+    np.testing.assert_allclose(mean2, mean, rtol=1e-12)
+    want = k(Xn, Xn) - Ks.T @ np.linalg.solve(Ky, Ks)
+    np.testing.assert_allclose(cov, want, rtol=1e-8, atol=1e-12)
 
 
 # --------------------------------------------------------------------------- safe_cholesky

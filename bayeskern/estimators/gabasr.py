@@ -73,6 +73,7 @@ from bayeskern.estimators.gabasr_classifier import GaBaSRClassifier
 from bayeskern.estimators.gp import FACTOR_CACHE_BYTES, loo_rows
 from bayeskern.inference import run_nuts
 from bayeskern.inference.gibbs_predict import predict_regression, regression_posteriors
+from bayeskern.linalg import cholesky, gaussian_conditional
 from bayeskern.models import gabasr as G
 from bayeskern.models import gabasr_hsgp as GH
 from bayeskern.models.gabasr_setup import (  # noqa: F401  (re-exported)
@@ -906,8 +907,6 @@ def _exact_joint(draw, prepared, Z, B, ys, Zn, Bn):
     (L^{-1}K_*)` with the spectral-mixture-plus-trend kernel (Rasmussen & Williams 2006,
     eqs. 2.23-2.24; :func:`bayeskern.models.gabasr.exact_cross`).
     """
-    Linv, alpha = G.exact_factors(draw, prepared, ys)
+    L = cholesky(G.exact_covariance(draw, prepared))
     Ks, _ = G.exact_cross(draw, Z, B, Zn, Bn)
-    Kss, _ = G.exact_cross(draw, Zn, Bn, Zn, Bn)
-    V = Linv @ Ks
-    return Ks.T @ alpha, Kss - V.T @ V
+    return gaussian_conditional(L, Ks, G.exact_cross(draw, Zn, Bn, Zn, Bn)[0], ys)
