@@ -407,18 +407,21 @@ def regression_factors(kernel: Kernel, draw: dict, X, y, x_scale):
     ``(L^{-1}, alpha, jitter used)``; :func:`predict_from_factors` then needs only matrix
     products per batch of new points.
     """
-    L, jitter = _regression_cholesky(kernel, draw, X, x_scale)
+    _, L, jitter = _regression_cholesky(kernel, draw, X, x_scale)
     Linv = triangular_inverse(L)
     return Linv, Linv.T @ (Linv @ y), jitter
 
 
 def _regression_cholesky(kernel: Kernel, draw: dict, X, x_scale):
-    r"""Cholesky factor of :math:`K + (\sigma^2 + \text{jitter}) I` and the jitter added."""
+    r"""Return the draw's kernel parameters, :math:`L` and the jitter added.
+
+    :math:`LL^\top = K + (\sigma^2 + \text{jitter}) I` (:func:`safe_cholesky`).
+    """
     theta = theta_from_draw(kernel, draw, x_scale)
     K = kernel_matrix(kernel, theta, draw["amplitude"], X, X) + (
         draw["noise"] ** 2 + JITTER
     ) * jnp.eye(X.shape[0])
-    return safe_cholesky(K)
+    return (theta, *safe_cholesky(K))
 
 
 def predict_from_factors(kernel: Kernel, draw: dict, factors, X, Xnew, x_scale):
@@ -443,8 +446,7 @@ def regression_predictive(kernel: Kernel, draw: dict, X, y, Xnew, x_scale):
     Returns ``(mean, latent variance, noise variance, jitter used)``; add the noise variance
     for the predictive distribution of new observations.
     """
-    L, jitter = _regression_cholesky(kernel, draw, X, x_scale)
-    theta = theta_from_draw(kernel, draw, x_scale)
+    theta, L, jitter = _regression_cholesky(kernel, draw, X, x_scale)
     mean, var = gaussian_conditional(L, *_cross(kernel, theta, draw["amplitude"], X, Xnew), y)
     return mean, var, draw["noise"] ** 2, jitter
 
