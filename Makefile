@@ -9,11 +9,15 @@ BIN := $(VENV)/bin
 # The packages go in with uv (itself from PyPI, into the environment): it resolves the same
 # versions as pip and installs them in about 10 s where pip takes a minute. pip is the fallback
 # wherever uv cannot be installed or cannot reach an index that pip is configured for.
+# --compile-bytecode, as pip does by default: where PYTHONDONTWRITEBYTECODE is set (as on the
+# project's machines) nothing writes the .pyc files later, and every new Python process (each
+# test worker, notebook kernel and CLI call) would compile JAX and its peers from source again:
+# 8 s to import the package instead of 3 s.
 $(BIN)/python:
 	$(PYTHON) -m venv $(VENV)
 	$(BIN)/python -m pip install --quiet uv || echo "note: uv could not be installed; using pip"
 
-INSTALL = bk_install() { $(BIN)/uv pip install --quiet --python $(BIN)/python -e "$$1" || \
+INSTALL = bk_install() { $(BIN)/uv pip install --quiet --compile-bytecode --python $(BIN)/python -e "$$1" || \
 	{ $(BIN)/python -m pip install --quiet --upgrade pip && $(BIN)/python -m pip install --quiet -e "$$1"; }; }; bk_install
 
 $(VENV)/.installed: pyproject.toml | $(BIN)/python
