@@ -9,16 +9,19 @@ BIN := $(VENV)/bin
 # The packages go in with uv (itself from PyPI, into the environment): it resolves the same
 # versions as pip and installs them in about 10 s where pip takes a minute. pip is the fallback
 # wherever uv cannot be installed or cannot reach an index that pip is configured for.
-# --compile-bytecode, as pip does by default: where PYTHONDONTWRITEBYTECODE is set (as on the
-# project's machines) nothing writes the .pyc files later, and every new Python process (each
-# test worker, notebook kernel and CLI call) would compile JAX and its peers from source again:
-# 8 s to import the package instead of 3 s.
+# The test and docs environments get their byte-code compiled once (pip does this at install,
+# uv does not): where PYTHONDONTWRITEBYTECODE is set, as on the project's machines, nothing
+# writes the .pyc files later, and each new Python process (test workers, notebook kernels, CLI
+# calls) would compile JAX and its peers from source again: 8 s to import the package instead
+# of 3 s. compileall over the whole environment, so that packages installed earlier by
+# `make demo` are compiled too (20 s); the demo's one process would not win back its cost.
 $(BIN)/python:
 	$(PYTHON) -m venv $(VENV)
 	$(BIN)/python -m pip install --quiet uv || echo "note: uv could not be installed; using pip"
 
-INSTALL = bk_install() { $(BIN)/uv pip install --quiet --compile-bytecode --python $(BIN)/python -e "$$1" || \
+INSTALL = bk_install() { $(BIN)/uv pip install --quiet --python $(BIN)/python -e "$$1" || \
 	{ $(BIN)/python -m pip install --quiet --upgrade pip && $(BIN)/python -m pip install --quiet -e "$$1"; }; }; bk_install
+COMPILE = $(BIN)/python -m compileall -q -j 0 "$$($(BIN)/python -c 'import sysconfig; print(sysconfig.get_paths()["purelib"])')" >/dev/null
 
 $(VENV)/.installed: pyproject.toml | $(BIN)/python
 	$(INSTALL) .
@@ -26,10 +29,12 @@ $(VENV)/.installed: pyproject.toml | $(BIN)/python
 
 $(VENV)/.installed-test: pyproject.toml | $(BIN)/python
 	$(INSTALL) ".[test]"
+	$(COMPILE)
 	touch $(VENV)/.installed $@
 
 $(VENV)/.installed-docs: pyproject.toml | $(BIN)/python
 	$(INSTALL) ".[docs]"
+	$(COMPILE)
 	touch $(VENV)/.installed $@
 
 demo: $(VENV)/.installed
