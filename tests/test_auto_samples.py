@@ -123,3 +123,28 @@ def test_gp_classifier_takes_auto_samples():
     )
     with pytest.raises(ValueError, match="num_samples must be a positive integer or 'auto'"):
         bk.GPClassifier(num_samples="many").fit(X, y)
+
+
+@pytest.mark.parametrize(
+    ("cls", "default"), [(bk.GPRegressor, 200), (bk.GPClassifier, 500)], ids=["reg", "clf"]
+)
+def test_auto_warmup_is_the_default_warmup(cls, default, monkeypatch):
+    """``num_warmup="auto"`` runs the warm-up of the default arguments, whatever class."""
+    import inspect
+
+    import bayeskern.estimators.gp as gp_module
+
+    assert inspect.signature(cls).parameters["num_warmup"].default == default
+
+    class Seen(Exception):
+        pass
+
+    def record(model, **kw):
+        raise Seen(kw["num_warmup"])
+
+    monkeypatch.setattr(gp_module, "run_nuts", record)
+    X = np.linspace(0, 1, 12)[:, None]
+    y = (X[:, 0] > 0.5).astype(int)
+    with pytest.raises(Seen) as seen:
+        cls(num_warmup="auto", progress_bar=False).fit(X, y)
+    assert seen.value.args == (default,)

@@ -228,7 +228,7 @@ class _GPBase(BayesianEstimatorMixin, BaseEstimator):
             model,
             model_kwargs=model_kwargs,
             rng_key=self._seed(),
-            num_warmup=500 if self.num_warmup == "auto" else self.num_warmup,
+            num_warmup=self.AUTO_WARMUP if self.num_warmup == "auto" else self.num_warmup,
             num_samples=self.num_samples,
             num_chains=self.num_chains,
             chain_method=self.chain_method if self.chain_method is not None else chain_method,
@@ -515,8 +515,10 @@ class GPRegressor(JointPredictiveMixin, PredictiveRegressorMixin, RegressorMixin
         self.chunk_size = chunk_size
 
     #: ``num_samples="auto"`` (the default): blocks of draws until converged
-    #: (:func:`bayeskern.inference.run_nuts`); ``num_warmup="auto"`` is 500
+    #: (:func:`bayeskern.inference.run_nuts`)
     _AUTO_COUNTS = True
+    #: the warm-up that ``num_warmup="auto"`` means: the default's
+    AUTO_WARMUP = 200
 
     @limit_blas
     def fit(self, X, y):
@@ -1202,8 +1204,10 @@ class GPClassifier(ClassifierMixin, _GPBase):  # noqa: D101 (__doc__ is an f-str
         self.inference = inference
 
     #: ``num_samples="auto"``: blocks of draws until converged
-    #: (:func:`bayeskern.inference.run_nuts`); ``num_warmup="auto"`` is 500
+    #: (:func:`bayeskern.inference.run_nuts`)
     _AUTO_COUNTS = True
+    #: the warm-up that ``num_warmup="auto"`` means: the default's
+    AUTO_WARMUP = 500
 
     @limit_blas
     def fit(self, X, y):
