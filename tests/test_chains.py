@@ -6,10 +6,10 @@ import numpy as np
 import numpyro
 import numpyro.distributions as dist
 import pytest
-from numpyro.infer import MCMC, init_to_uniform
+from numpyro.infer import MCMC, hmc_util, init_to_uniform
 
 from bayeskern.inference import AUTO_BLOCK, run_nuts
-from bayeskern.inference.chains import Chains
+from bayeskern.inference.chains import Chains, _one_step_size_window
 from bayeskern.inference.nuts import _DataArgumentNUTS
 from bayeskern.inference.start import model_functions
 
@@ -71,6 +71,53 @@ def test_chains_are_numpyros_chains(method):
     assert stats["diverging"].dtype == bool and stats["accept_prob"].shape == (2, 10)
     with pytest.raises(ValueError, match="count must be in 1..10"):
         chains.advance(state, 11)
+
+
+def test_a_fixed_mass_adapts_the_step_size_over_the_whole_warmup():
+    """With the mass matrix fixed (``adapt_mass_matrix=False``) the chains are NumPyro's with
+    one adaptation window: the step size's dual averaging runs over all 160 warm-up
+    iterations. NumPyro's own schedule (Stan's windows) would restart it at the ends of its
+    mass-matrix windows and keep the average of the last 50 iterations: other chains."""
+    num_chains, num_warmup, num_samples = 2, 160, 10
+    key = jax.random.PRNGKey(6)
+    fns = model_functions(_model, {"y": Y}, jax.random.split(key, num_chains), init_to_uniform)
+
+    def kernel():
+        return _DataArgumentNUTS(fns.potential_gen, fns.postprocess_gen, adapt_mass_matrix=False)
+
+    def numpyro_step_sizes():
+        mcmc = MCMC(
+            kernel(),
+            num_warmup=num_warmup,
+            num_samples=num_samples,
+            num_chains=num_chains,
+            chain_method="sequential",
+            jit_model_args=True,
+            progress_bar=False,
+        )
+        mcmc.run(key, fns.data, init_params=fns.starts, extra_fields=("adapt_state.step_size",))
+        return mcmc.get_extra_fields(group_by_chain=True)["adapt_state.step_size"]
+
+    stan_windows = numpyro_step_sizes()
+    with _one_step_size_window(True):
+        one_window = numpyro_step_sizes()
+    assert len(hmc_util.build_adaptation_schedule(num_warmup)) > 2  # NumPyro's own again
+
+    chains = Chains(
+        kernel(),
+        fns.postprocess_gen,
+        fns.data,
+        num_chains=num_chains,
+        method="sequential",
+        num_warmup=num_warmup,
+        length=num_warmup,
+    )
+    state = chains.init(jax.random.split(key, num_chains), fns.starts)
+    state, _, _ = chains.advance(state, num_warmup, collect=False)
+    _, _, stats = chains.advance(state, num_samples)
+    ours = stats["adapt_state.step_size"]
+    np.testing.assert_allclose(ours, one_window, rtol=1e-9)
+    assert np.all(np.abs(ours[:, 0] / stan_windows[:, 0] - 1) > 1e-3)
 
 
 def _count_transitions_traced(monkeypatch):

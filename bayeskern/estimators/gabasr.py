@@ -145,9 +145,10 @@ class GaBaSRRegressor(  # noqa: D101 (__doc__ is an f-string)
     {PARAMS_DOC}
     num_warmup, num_samples : int or "auto", default "auto"
         ``"auto"``: exact model, a warm-up of :attr:`EXACT_WARMUP` iterations from the
-        Laplace approximation at the mode (step size adapted, the inverse Hessian there kept
-        as the mass matrix; an explicit ``num_warmup`` of 500 or more adapts the mass
-        matrix too), then blocks of 100 draws per chain until R-hat ≤ 1.01 and bulk and tail
+        Laplace approximation at the mode (the inverse Hessian there kept as the mass matrix,
+        the step size adapted by dual averaging over the whole warm-up in one window; an
+        explicit ``num_warmup`` of 500 or more adapts the mass matrix too, in Stan's
+        windows), then blocks of 100 draws per chain until R-hat ≤ 1.01 and bulk and tail
         ESS ≥ 100 per chain on the judged quantities (at most 2000 per chain,
         :func:`bayeskern.inference.run_nuts`); the other models 500 and 500. The counts used
         are ``num_warmup_`` and ``num_samples_``.
@@ -289,16 +290,16 @@ class GaBaSRRegressor(  # noqa: D101 (__doc__ is an f-string)
 
     _AUTO_COUNTS = True
     #: warm-up of the exact model for ``num_warmup="auto"`` (other models: 500)
-    EXACT_WARMUP = 200
+    EXACT_WARMUP = 100
 
     def _resolve_counts(self):
         """Set ``num_warmup_`` and ``num_samples_`` (``"auto"`` resolved for the model fitted).
 
         The exact model's chains start at draws of the Laplace approximation around the
         posterior mode, with the inverse Hessian there as the mass matrix; a warm-up of
-        :attr:`EXACT_WARMUP` iterations adapts the step size only (NumPyro's windowed
-        adaptation of a dense mass matrix from a few hundred draws is noisier than that
-        Hessian). Its ``num_samples="auto"`` draws blocks until the convergence criteria
+        :attr:`EXACT_WARMUP` iterations adapts the step size only, in one dual-averaging
+        window (:class:`bayeskern.inference.chains.Chains`; NumPyro's windowed adaptation of
+        a dense mass matrix from a few hundred draws is noisier than that Hessian). Its ``num_samples="auto"`` draws blocks until the convergence criteria
         hold (:func:`bayeskern.inference.run_nuts`); the other models take 500.
         """
         exact = self._spectral_gp

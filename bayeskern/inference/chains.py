@@ -11,8 +11,9 @@ block. Here every chain of a fit goes through three programs compiled once for t
 * ``advance``: ``count`` NUTS transitions of each chain (``count`` a run-time argument, at most
   ``length``), collecting the unconstrained draws and the sampler statistics. Warm-up is the
   same transition: NumPyro's kernel adapts the step size and mass matrix while its iteration
-  counter is below ``num_warmup`` (Stan's windows, Hoffman & Gelman 2014, section 3.2) and
-  freezes them after, so the warm-up and every later block run the same program;
+  counter is below ``num_warmup`` (Stan's windows, Hoffman & Gelman 2014, section 3.2; with
+  the mass matrix fixed, one step-size window over the whole warm-up) and freezes them
+  after, so the warm-up and every later block run the same program;
 * ``constrain``: the model's constrained and deterministic values of a block of draws.
 
 The chains map over devices as in NumPyro: ``"parallel"`` one chain per device (``jax.jit``
@@ -24,6 +25,7 @@ key and start NumPyro's ``MCMC.run`` would give it, so the draws are those of th
 
 from __future__ import annotations
 
+import contextlib
 from collections.abc import Callable
 from operator import attrgetter
 from typing import Any
@@ -32,6 +34,7 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 from jax import lax
+from numpyro.infer import hmc_util
 
 from ..programs import shared_jit
 
@@ -46,6 +49,30 @@ STATS = (
     "potential_energy",
     "adapt_state.step_size",
 )
+
+
+@contextlib.contextmanager
+def _one_step_size_window(enabled: bool):
+    """NumPyro's warm-up adapter built with one adaptation window, while ``enabled``.
+
+    Stan's schedule (Hoffman & Gelman 2014; Stan Reference Manual, "HMC algorithm
+    parameters") splits warm-up into windows that end with a new mass matrix, and restarts the
+    step size's dual averaging at each of them, so the step size kept for sampling is the
+    average over the last window only (50 of 200 iterations; 10 of 100). With the mass matrix
+    fixed there is nothing to restart for: one window averages the step size over the whole
+    warm-up. NumPyro builds its schedule with ``hmc_util.build_adaptation_schedule`` when the
+    warm-up adapter is made (inside ``HMC.init``); this swaps in a one-window schedule for
+    that call, the one-window schedule NumPyro itself uses below 20 warm-up iterations.
+    """
+    if not enabled:
+        yield
+        return
+    stan = hmc_util.build_adaptation_schedule
+    hmc_util.build_adaptation_schedule = lambda n: [hmc_util.AdaptWindow(0, n - 1)]
+    try:
+        yield
+    finally:
+        hmc_util.build_adaptation_schedule = stan
 
 
 def _stats(state) -> dict:
@@ -105,13 +132,18 @@ class Chains:
         self.data = data
         self.length = length
         self._inverse_mass = kernel._inverse_mass_matrix
+        # a fixed mass matrix: the step size adapts over the whole warm-up in one window
+        one_window = not kernel._adapt_mass_matrix
 
         def init(chain, shared):
             (key, params), (data, inverse_mass) = chain, shared
             # the starting inverse mass matrix is an input too, not a constant of the program
             fixed, kernel._inverse_mass_matrix = kernel._inverse_mass_matrix, inverse_mass
             try:
-                return kernel.init(key, num_warmup, params, model_args=(data,), model_kwargs={})
+                with _one_step_size_window(one_window):
+                    return kernel.init(
+                        key, num_warmup, params, model_args=(data,), model_kwargs={}
+                    )
             finally:
                 kernel._inverse_mass_matrix = fixed
 

@@ -1,4 +1,4 @@
-"""The GP estimators' warm-up length: the same fit with 200 and 500 warm-up iterations.
+"""The warm-up length of the GP estimators and GaBaSR's: the same fit with several warm-ups.
 
 Each case is fitted once per warm-up length, one after another in this process, everything
 else at its default (``num_samples="auto"``: blocks of draws until the convergence criteria
@@ -13,10 +13,14 @@ hold). Cases:
 * ``breast_cancer:SEED``, ``iris:SEED``, ``wine:SEED``, ``pima:SEED``: ``GPClassifier()``
   (embedded Laplace; softmax for iris and wine), stratified 80/20 split.
 
+``--estimator gabasr`` fits ``GaBaSRRegressor()`` (its own default kernel) on the regression
+cases instead of ``GPRegressor``.
+
 The first fit of a case in a process compiles its programs: compare fit times of the second
 and later warm-up lengths, or the draws and leapfrog steps, which do not depend on it.
 
 Run:  .venv/bin/python benchmarks/defaults/gp_warmup.py co2:0 Nile:0 ... [--warmup 500 200]
+      [--estimator gp|gabasr]
 Prints one JSON line per fit, with the 1-minute load average before and after.
 """
 
@@ -73,7 +77,7 @@ def _timed_fit(est, X, y) -> tuple:
     return est, time.perf_counter() - t, [round(load0, 2), round(os.getloadavg()[0], 2)]
 
 
-def fit(name: str, seed: int, warmup: int) -> dict:
+def fit(name: str, seed: int, warmup: int, estimator: str = "gp") -> dict:
     """One fit of a case with ``warmup`` iterations: time, sampler statistics, test metrics."""
     common = dict(num_warmup=warmup, random_state=seed, progress_bar=False)
     if name in CLASSIFICATION:
@@ -87,12 +91,17 @@ def fit(name: str, seed: int, warmup: int) -> dict:
         )
     else:
         Xtr, ytr, Xte, yte, kernel = case(name, seed)
-        est, wall, load = _timed_fit(bk.GPRegressor(kernel=kernel, **common), Xtr, ytr)
+        if estimator == "gabasr":
+            est = bk.GaBaSRRegressor(**common)
+        else:
+            est = bk.GPRegressor(kernel=kernel, **common)
+        est, wall, load = _timed_fit(est, Xtr, ytr)
         m = bk.diagnostics.regression_metrics(yte, est.predictive(Xte))
         metrics = {k: round(m[k], 3) for k in ("rmse", "coverage_95", "nlpd")}
     c = est.convergence_
     return dict(
         case=f"{name}:{seed}",
+        estimator=type(est).__name__,
         warmup=warmup,
         fit_s=round(wall, 1),
         draws_per_chain=int(est.idata_.posterior.sizes["draw"]),
@@ -110,11 +119,12 @@ def main(argv=None):
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("cases", nargs="+", help="NAME:SEED, e.g. co2:0 lynx:2")
     ap.add_argument("--warmup", type=int, nargs="+", default=[500, 200])
+    ap.add_argument("--estimator", choices=["gp", "gabasr"], default="gp")
     args = ap.parse_args(argv)
     for spec in args.cases:
         name, seed = spec.split(":")
         for w in args.warmup:
-            print(json.dumps(fit(name, int(seed), w)), flush=True)
+            print(json.dumps(fit(name, int(seed), w, args.estimator)), flush=True)
 
 
 if __name__ == "__main__":
