@@ -299,8 +299,9 @@ class GaBaSRRegressor(  # noqa: D101 (__doc__ is an f-string)
         posterior mode, with the inverse Hessian there as the mass matrix; a warm-up of
         :attr:`EXACT_WARMUP` iterations adapts the step size only, in one dual-averaging
         window (:class:`bayeskern.inference.chains.Chains`; NumPyro's windowed adaptation of
-        a dense mass matrix from a few hundred draws is noisier than that Hessian). Its ``num_samples="auto"`` draws blocks until the convergence criteria
-        hold (:func:`bayeskern.inference.run_nuts`); the other models take 500.
+        a dense mass matrix from a few hundred draws is noisier than that Hessian). Its
+        ``num_samples="auto"`` draws blocks until the convergence criteria hold
+        (:func:`bayeskern.inference.run_nuts`); the other models take 500.
         """
         exact = self._spectral_gp
         self.num_warmup_ = (
