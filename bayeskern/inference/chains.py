@@ -141,9 +141,7 @@ class Chains:
             fixed, kernel._inverse_mass_matrix = kernel._inverse_mass_matrix, inverse_mass
             try:
                 with _one_step_size_window(one_window):
-                    return kernel.init(
-                        key, num_warmup, params, model_args=(data,), model_kwargs={}
-                    )
+                    return kernel.init(key, num_warmup, params, model_args=(data,), model_kwargs={})
             finally:
                 kernel._inverse_mass_matrix = fixed
 
