@@ -26,6 +26,7 @@ key and start NumPyro's ``MCMC.run`` would give it, so the draws are those of th
 from __future__ import annotations
 
 import contextlib
+import threading
 from collections.abc import Callable
 from operator import attrgetter
 from typing import Any
@@ -51,6 +52,9 @@ STATS = (
 )
 
 
+_SCHEDULE_LOCK = threading.Lock()
+
+
 @contextlib.contextmanager
 def _one_step_size_window(enabled: bool):
     """NumPyro's warm-up adapter built with one adaptation window, while ``enabled``.
@@ -63,16 +67,19 @@ def _one_step_size_window(enabled: bool):
     warm-up. NumPyro builds its schedule with ``hmc_util.build_adaptation_schedule`` when the
     warm-up adapter is made (inside ``HMC.init``); this swaps in a one-window schedule for
     that call, the one-window schedule NumPyro itself uses below 20 warm-up iterations.
+    Adapters are built under a lock either way, so that a fit in another thread (a grid
+    search's thread pool) never builds its adapter while the schedule is swapped.
     """
-    if not enabled:
-        yield
-        return
-    stan = hmc_util.build_adaptation_schedule
-    hmc_util.build_adaptation_schedule = lambda n: [hmc_util.AdaptWindow(0, n - 1)]
-    try:
-        yield
-    finally:
-        hmc_util.build_adaptation_schedule = stan
+    with _SCHEDULE_LOCK:
+        if not enabled:
+            yield
+            return
+        stan = hmc_util.build_adaptation_schedule
+        hmc_util.build_adaptation_schedule = lambda n: [hmc_util.AdaptWindow(0, n - 1)]
+        try:
+            yield
+        finally:
+            hmc_util.build_adaptation_schedule = stan
 
 
 def _stats(state) -> dict:
