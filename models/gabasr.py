@@ -83,7 +83,14 @@ from bayeskern.blr import (
 )
 from bayeskern.features import locally_stationary_features, rff_features
 from bayeskern.kernels.spectral import periodogram_peaks  # noqa: F401  (re-exported)
-from bayeskern.linalg import DistinctPairs, distinct_pairs, expand_pairs
+from bayeskern.linalg import (
+    DistinctPairs,
+    cholesky,
+    distinct_pairs,
+    expand_pairs,
+    gaussian_conditional,
+    triangular_inverse,
+)
 
 __all__ = [
     "SpectralSpec",
@@ -923,8 +930,6 @@ def exact_cross(params: dict, X, B, Xnew, Bnew):
 
 def exact_factors(params: dict, prepared: ExactPrepared, y):
     r""":math:`L^{-1}` and :math:`\alpha = K_y^{-1}y` of one draw (R&W Algorithm 2.1)."""
-    from bayeskern.linalg import cholesky, triangular_inverse
-
     Linv = triangular_inverse(cholesky(exact_covariance(params, prepared)))
     return Linv, Linv.T @ (Linv @ y)
 
@@ -935,8 +940,6 @@ def exact_predictive(params: dict, prepared: ExactPrepared, X, B, y, Xnew, Bnew)
     :math:`\mu_* = K_*^\top\alpha`, :math:`s_*^2 = k_{**} - \|L^{-1}K_*\|^2 + \sigma_n^2`
     (Rasmussen & Williams 2006, eqs. 2.25-2.26).
     """
-    from bayeskern.linalg import cholesky, gaussian_conditional
-
     L = cholesky(exact_covariance(params, prepared))
     mean, var = gaussian_conditional(L, *exact_cross(params, X, B, Xnew, Bnew), y)
     return mean, jnp.sqrt(var + params["noise"] ** 2)
