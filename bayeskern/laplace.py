@@ -335,7 +335,7 @@ def _softmax_factors(K, f):
 
     # one class after another (lax.map), not C independent factorizations: XLA:CPU runs
     # independent ones at once, and each holds a thread of the pool that jaxlib 0.10's LAPACK
-    # kernels wait on (the hang that bayeskern.estimators.gp._laplace_chain_method avoids)
+    # kernels wait on (the hang that bayeskern.estimators.gp.GPClassifier._laplace_chains avoids)
     E, half_logdets = jax.lax.map(per_class, (K, sd))
     M = cholesky(jnp.sum(E, axis=0))
     half_logdet = jnp.sum(half_logdets) + jnp.sum(jnp.log(jnp.diagonal(M)))

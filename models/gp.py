@@ -64,6 +64,7 @@ __all__ = [
     "PackedGram",
     "kernel_matrix",
     "ZeroMeanGaussian",
+    "SoftplusHalfNormal",
     "gp_regression",
     "gp_classification",
     "gp_classification_laplace",
@@ -247,10 +248,26 @@ def kernel_diag(kernel: Kernel, theta: dict, amplitude, X) -> jax.Array:
     return sum(a**2 * t.diag(theta, X) for a, t in zip(amplitude, kernel.terms(), strict=True))
 
 
-def _hyper(kernel: Kernel, x_scale):
+class SoftplusHalfNormal(dist.HalfNormal):
+    r"""``HalfNormal(scale)`` whose sampler works on the softplus scale.
+
+    The same distribution as :class:`numpyro.distributions.HalfNormal`; only the map to the
+    unconstrained space NUTS moves in differs: :math:`a = \log(1 + e^u)` instead of
+    :math:`a = e^u`. The classifiers' amplitudes need it: with well-separated classes the
+    likelihood keeps rising with the amplitude and the posterior is the prior's Gaussian tail
+    tilted upward, near-Gaussian in :math:`a`. Its log has a sharp right edge
+    (:math:`-e^{2u}/2\sigma^2`) and a long left tail, which NUTS crosses with small steps
+    and the tail quantiles mix slowly. Softplus is linear for large :math:`a` (the
+    posterior stays near-Gaussian) and logarithmic near zero (as the exponential).
+    """
+
+    support = constraints.softplus_positive
+
+
+def _hyper(kernel: Kernel, x_scale, amplitude_prior=dist.HalfNormal):
     theta = sample_kernel_hyperparameters(kernel, x_scale)
     n_terms = len(kernel.terms())
-    amplitude = numpyro.sample("amplitude", dist.HalfNormal(1.0).expand([n_terms]).to_event(1))
+    amplitude = numpyro.sample("amplitude", amplitude_prior(1.0).expand([n_terms]).to_event(1))
     return theta, amplitude
 
 
@@ -280,7 +297,7 @@ def gp_classification(X, y=None, *, kernel: Kernel, x_scale, prepared=None):
     \\mathrm{Bernoulli}(\\sigma(f_i))`. The whitened form decouples :math:`\\eta` from the
     kernel hyper-parameters, which removes the funnel of the centred form (Murray & Adams 2010).
     """
-    theta, amplitude = _hyper(kernel, x_scale)
+    theta, amplitude = _hyper(kernel, x_scale, SoftplusHalfNormal)
     bias = numpyro.sample("bias", dist.Normal(0.0, BIAS_SD))
     n = X.shape[0]
     K = kernel_matrix(kernel, theta, amplitude, X, X, prepared=prepared) + JITTER * jnp.eye(n)
@@ -353,7 +370,7 @@ def gp_classification_laplace(
     posterior mode of the hyper-parameters, so that each search near it takes fewer Newton
     steps.
     """
-    theta, amplitude = _hyper(kernel, x_scale)
+    theta, amplitude = _hyper(kernel, x_scale, SoftplusHalfNormal)
     n = X.shape[0]
     K = classification_covariance(kernel, theta, amplitude, X, X, prepared=prepared)
     K = K + JITTER * jnp.eye(n)
@@ -588,7 +605,8 @@ def gp_classification_softmax(
     """
     theta = sample_kernel_hyperparameters(kernel, x_scale)
     amplitude = numpyro.sample(
-        "amplitude", dist.HalfNormal(1.0).expand([n_classes, len(kernel.terms())]).to_event(2)
+        "amplitude",
+        SoftplusHalfNormal(1.0).expand([n_classes, len(kernel.terms())]).to_event(2),
     )
     n = X.shape[0]
     K = softmax_covariances(kernel, theta, amplitude, X, X, prepared=prepared)

@@ -291,18 +291,6 @@ def test_import_gives_one_cpu_device_per_chain_and_says_so():
     assert late["n"] == 1 and "initialized before bayeskern" in late["status"]
 
 
-def test_laplace_classifier_chains_run_one_after_another_on_a_cpu(monkeypatch):
-    """With ``chain_method=None``, the Laplace classifier's chains do not share the CPU devices."""
-    import jax
-
-    from bayeskern.estimators.gp import _laplace_chain_method
-
-    monkeypatch.setattr(jax, "default_backend", lambda: "cpu")
-    assert _laplace_chain_method() == "sequential"
-    monkeypatch.setattr(jax, "default_backend", lambda: "gpu")
-    assert _laplace_chain_method() is None  # the default rule: batched on one GPU
-
-
 def test_parallel_laplace_chains_do_not_hang():
     """A default 4-chain 3-class ``GPClassifier`` fit on the CPU finishes.
 

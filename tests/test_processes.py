@@ -71,6 +71,64 @@ def test_processes_is_refused_for_nuts():
         bk.GaBaSRRegressor(chain_method="processes").fit(np.arange(10.0)[:, None], np.arange(10.0))
 
 
+@pytest.mark.parametrize("n_classes", [2, 3])
+def test_laplace_classifier_chains_in_processes_are_the_sequential_chains(n_classes):
+    """``GPClassifier``'s NUTS chains shared out to processes (the model rebuilt there from
+    JSON and arrays): the draws and sampler statistics of the sequential chains."""
+    import bayeskern as bk
+
+    r = np.random.default_rng(0)
+    X = r.normal(size=(30, 2))
+    y = np.digitize(X[:, 0] + 0.5 * r.normal(size=30), [-0.4, 0.4][: n_classes - 1])
+    kw = dict(num_warmup=15, num_samples=10, num_chains=2, random_state=0, progress_bar=False)
+    seq = bk.GPClassifier(chain_method="sequential", **kw).fit(X, y)
+    par = bk.GPClassifier(chain_method="processes", **kw).fit(X, y)
+    assert par.idata_.posterior.attrs["chain_method"] == "processes"
+    assert set(par.idata_.posterior.data_vars) == set(seq.idata_.posterior.data_vars)
+    for name in seq.idata_.posterior.data_vars:
+        np.testing.assert_allclose(
+            par.idata_.posterior[name], seq.idata_.posterior[name], rtol=1e-9, err_msg=name
+        )
+    for name in ("n_steps", "diverging", "step_size"):
+        np.testing.assert_array_equal(par.idata_.sample_stats[name], seq.idata_.sample_stats[name])
+    np.testing.assert_allclose(par.predict_proba(X), seq.predict_proba(X), rtol=1e-9)
+
+
+def test_laplace_classifier_goes_to_processes_only_for_long_fits(monkeypatch):
+    import bayeskern as bk
+    from bayeskern.estimators import gp as gp_module
+    from bayeskern.estimators.base import Standardizer
+    from bayeskern.kernels import name_leaves
+
+    monkeypatch.setattr(gp_module, "can_start_processes", lambda: True)
+
+    def method(n, n_classes, **params):
+        est = bk.GPClassifier(**params)
+        est.kernel_ = name_leaves(bk.kernels.RBF())
+        est.x_std_ = Standardizer(np.zeros(4), np.ones(4))
+        return est._laplace_chains(np.zeros((n, 4)), np.zeros(n, int), n_classes)["chain_method"]
+
+    assert method(105, 3) == "processes"  # iris: 4 chains x 1 000 iterations
+    assert method(455, 2) == "processes"  # breast_cancer
+    assert method(75, 3, num_warmup=20, num_samples=20) == "sequential"  # seconds of work
+    assert method(455, 2, num_chains=1) == "sequential"
+    assert method(455, 2, num_samples="auto") == "sequential"  # blocks judged across chains
+    monkeypatch.setattr(gp_module, "can_start_processes", lambda: False)
+    assert method(455, 2) == "sequential"
+    monkeypatch.setattr(gp_module.jax, "default_backend", lambda: "gpu")
+    assert method(455, 2) is None  # JAX's rule: batched on the accelerator
+
+
+def test_nuts_in_processes_needs_a_rebuild_and_a_whole_number_of_draws():
+    import bayeskern as bk
+
+    X, y = np.arange(10.0)[:, None], np.arange(10) % 2
+    with pytest.raises(ValueError, match="chain_method='processes' needs"):
+        bk.GPRegressor(chain_method="processes").fit(X, y.astype(float))
+    with pytest.raises(ValueError, match="chain_method='processes' needs"):
+        bk.GPClassifier(chain_method="processes", num_samples="auto").fit(X, y)
+
+
 INTERRUPTED = """
 import time
 from bayeskern.inference.processes import map_in_processes

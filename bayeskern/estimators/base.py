@@ -204,6 +204,48 @@ def map_draws(fn, draws: dict, *args, batch_size: int = 1):
     return jax.tree_util.tree_map(lambda a: a[:n], mapped(padded, *args))
 
 
+def kernel_state(kernel) -> dict[str, np.ndarray]:
+    """Fitted arrays of every node of a kernel tree, keyed for :func:`restore_kernel`.
+
+    Leaves by name (``kernel/<leaf name>/<attribute>``); fitted nodes that are not leaves
+    (Conformal: its coefficients and expansion points) by tree path (``kernel@<path>/...``).
+    The constructor arguments travel separately, as :meth:`Kernel.get_config`.
+    """
+    from bayeskern.kernels.base import kernel_nodes
+
+    arrays = {}
+    for leaf in kernel.leaves():
+        for k, v in leaf.get_state().items():
+            arrays[f"kernel/{leaf.name_}/{k}"] = v
+    leaves = {id(leaf) for leaf in kernel.leaves()}
+    for path, node in kernel_nodes(kernel):
+        if id(node) not in leaves:
+            for k, v in node.get_state().items():
+                arrays[f"kernel@{path}/{k}"] = v
+    return arrays
+
+
+def restore_kernel(config: dict, arrays: dict):
+    """Inverse of :meth:`Kernel.get_config` and :func:`kernel_state`: the named, fitted kernel.
+
+    ``arrays`` may hold other entries; only the ``kernel/`` and ``kernel@`` ones are read.
+    """
+    from bayeskern.kernels.base import kernel_from_config, kernel_nodes, name_leaves
+
+    kernel = name_leaves(kernel_from_config(config))
+    for leaf in kernel.leaves():
+        prefix = f"kernel/{leaf.name_}/"
+        for k, v in arrays.items():
+            if k.startswith(prefix):
+                setattr(leaf, k[len(prefix) :], v)
+    for path, node in kernel_nodes(kernel):
+        prefix = f"kernel@{path}/"
+        for k, v in arrays.items():
+            if k.startswith(prefix):
+                setattr(node, k[len(prefix) :], v)
+    return kernel
+
+
 def validate_classes(y) -> tuple[np.ndarray, np.ndarray]:
     """Encode class labels as ``0 .. C-1`` (sorted classes); at least two classes."""
     classes, codes = np.unique(y, return_inverse=True)
@@ -548,24 +590,12 @@ class BayesianEstimatorMixin:
             arrays["classes"] = np.asarray(self.classes_)
         if hasattr(self, "feature_names_in_"):
             meta["feature_names_in"] = [str(c) for c in self.feature_names_in_]
-        for leaf in getattr(self, "kernel_", None).leaves() if hasattr(self, "kernel_") else []:
-            for k, v in leaf.get_state().items():
-                arrays[f"kernel/{leaf.name_}/{k}"] = v
-        # fitted nodes that are not leaves (Conformal: alpha, expansion points), by tree path
         if hasattr(self, "kernel_"):
-            from bayeskern.kernels.base import kernel_nodes
-
-            leaves = {id(leaf) for leaf in self.kernel_.leaves()}
-            for path, node in kernel_nodes(self.kernel_):
-                if id(node) not in leaves:
-                    for k, v in node.get_state().items():
-                        arrays[f"kernel@{path}/{k}"] = v
+            arrays.update(kernel_state(self.kernel_))
         return meta, arrays
 
     def _load_state(self, meta: dict, arrays: dict) -> None:
         """Inverse of :meth:`_save_state`."""
-        from bayeskern.kernels.base import kernel_from_config, name_leaves
-
         self.n_features_in_ = meta["n_features_in"]
         if "feature_names_in" in meta:
             self.feature_names_in_ = np.asarray(meta["feature_names_in"], dtype=object)
@@ -575,19 +605,7 @@ class BayesianEstimatorMixin:
         if "classes" in arrays:
             self.classes_ = arrays["classes"]
         if meta.get("kernel") is not None:
-            self.kernel_ = name_leaves(kernel_from_config(meta["kernel"]))
-            for leaf in self.kernel_.leaves():
-                prefix = f"kernel/{leaf.name_}/"
-                for k, v in arrays.items():
-                    if k.startswith(prefix):
-                        setattr(leaf, k[len(prefix) :], v)
-            from bayeskern.kernels.base import kernel_nodes
-
-            for path, node in kernel_nodes(self.kernel_):
-                prefix = f"kernel@{path}/"
-                for k, v in arrays.items():
-                    if k.startswith(prefix):
-                        setattr(node, k[len(prefix) :], v)
+            self.kernel_ = restore_kernel(meta["kernel"], arrays)
         self.convergence_ = diagnostics.convergence_report(self.idata_, warn=False)
 
     def save(self, path) -> None:

@@ -35,8 +35,10 @@ from bayeskern.estimators.base import (
     check_numeric,
     data_unit_variables,
     flat_draws,
+    kernel_state,
     map_draws,
     proba_interval,
+    restore_kernel,
     validate_classes,
 )
 from bayeskern.hsgp import (
@@ -51,6 +53,7 @@ from bayeskern.hsgp import (
     lengthscale_bounds,
 )
 from bayeskern.inference import find_map, run_nuts
+from bayeskern.inference.processes import can_start_processes
 from bayeskern.kernels import RBF, get_kernel, name_leaves, term_name
 from bayeskern.laplace import SOFTMAX_MC_DRAWS, probit_logit
 from bayeskern.linalg import cholesky, triangular_inverse
@@ -93,9 +96,12 @@ _SAMPLER_DOC = """
         (``GPRegressor``'s default; ``GPClassifier``'s is 500) draws blocks of 100 per chain
         until R-hat ≤ 1.01 and bulk and tail ESS ≥ 100 per chain (at most 2000 per chain;
         :func:`bayeskern.inference.run_nuts`); ``num_samples_`` is what was drawn.
-    chain_method : {None, "parallel", "sequential", "vectorized"}
+    chain_method : {None, "parallel", "sequential", "vectorized", "processes"}
         ``None``: parallel when there is one device per chain, else vectorized on a GPU and
-        sequential on a CPU (:func:`bayeskern.inference.choose_chain_method`).
+        sequential on a CPU (:func:`bayeskern.inference.choose_chain_method`); for the
+        classifiers' Laplace route on a CPU, sequential or, for long fits, ``"processes"``:
+        the chains one after another in one Python process per core (``GPClassifier``
+        only).
     target_accept_prob : float
         NUTS target acceptance; raise to 0.9-0.99 when divergences are reported.
     init : {"map", "prior"}
@@ -213,11 +219,12 @@ class _GPBase(BayesianEstimatorMixin, BaseEstimator):
         model_kwargs=None,
         data_at_mode=None,
         chain_method=None,
+        rebuild=None,
     ):
         """Run NUTS on ``model``; ``model_kwargs`` default to :meth:`_gp_kwargs`.
 
-        ``data_at_mode``: as :func:`bayeskern.inference.run_nuts`; ``chain_method`` replaces
-        the estimator's ``None`` (the estimator's own choice stands).
+        ``data_at_mode``, ``rebuild``: as :func:`bayeskern.inference.run_nuts`;
+        ``chain_method`` replaces the estimator's ``None`` (the estimator's own choice stands).
         """
         coords = self._coords(len(Xs))
         coords["term"] = [term_name(t) for t in self.kernel_.terms()]
@@ -241,6 +248,7 @@ class _GPBase(BayesianEstimatorMixin, BaseEstimator):
             coords=coords,
             observed={"y": y_observed},
             data_at_mode=data_at_mode,
+            rebuild=rebuild,
         )
         diagnostics.add_group(
             self.idata_, "constant_data", {"X": X}, dims=dims, coords=coords, sample_dims=False
@@ -1117,16 +1125,33 @@ class GPRegressor(JointPredictiveMixin, PredictiveRegressorMixin, RegressorMixin
         return MixturePredictive(loc, scale)
 
 
-def _laplace_chain_method() -> str | None:
-    """Return the chain method of the embedded-Laplace classifiers when the user chose none.
+#: the chains' sequential work (``chains * iterations * classes * n**3``; one class for two)
+#: from which the embedded-Laplace classifiers run their chains in processes on a CPU
+LAPLACE_PROCESS_WORK = 2e9
 
-    On the CPU, ``"sequential"``: with the chains on several CPU devices at once, jaxlib 0.10's
-    Cholesky kernel (it hands its work to XLA:CPU's thread pool, one thread per device, and
-    waits for it) can leave every pool thread waiting inside the Newton searches, and the fit
-    then blocks forever. Elsewhere the default rule
-    (:func:`bayeskern.inference.choose_chain_method`).
+
+def _laplace_model(config: str, arrays: dict):
+    """Rebuild the embedded-Laplace classifier's model and arguments in a worker process.
+
+    The builder of :func:`bayeskern.inference.run_nuts`'s ``rebuild``: ``config`` holds the
+    fitted kernel's :meth:`~bayeskern.kernels.Kernel.get_config` and the number of classes,
+    ``arrays`` the standardized inputs ``X``, labels ``y``, column scales ``x_scale`` and the
+    kernel's fitted arrays (:func:`bayeskern.estimators.base.kernel_state`).
     """
-    return "sequential" if jax.default_backend() == "cpu" else None
+    c = json.loads(config)
+    kernel = restore_kernel(c["kernel"], arrays)
+    X, x_scale = jnp.asarray(arrays["X"]), np.asarray(arrays["x_scale"])
+    kwargs = dict(
+        X=X,
+        y=jnp.asarray(arrays["y"]),
+        kernel=kernel,
+        x_scale=x_scale,
+        prepared=prepare_kernel(kernel, X, X, x_scale),
+        newton_start=jnp.asarray(arrays["newton_start"]),
+    )
+    if c["n_classes"] > 2:
+        return gp_classification_softmax, kwargs | dict(n_classes=c["n_classes"])
+    return gp_classification_laplace, kwargs
 
 
 @register_estimator
@@ -1167,8 +1192,9 @@ class GPClassifier(ClassifierMixin, _GPBase):  # noqa: D101 (__doc__ is an f-str
         NUTS also samples the :math:`n` latent values in the whitened parameterization
         :math:`f = b + L\\eta` (exact, much slower; two classes only). Both are the same model.
         With ``chain_method=None`` on a CPU, the Laplace route runs its chains one after
-        another: on several CPU devices at once, jaxlib 0.10's Cholesky kernel can leave every
-        thread of XLA:CPU's pool waiting, and the fit never ends.
+        another, in one process per core when the fit is long enough to pay for starting
+        them (on several CPU devices at once, jaxlib 0.10's Cholesky kernel can leave every
+        thread of XLA:CPU's pool waiting, and the fit never ends).
     {_SAMPLER_DOC}
     """
 
@@ -1246,7 +1272,7 @@ class GPClassifier(ClassifierMixin, _GPBase):  # noqa: D101 (__doc__ is an f-str
                 model_kwargs=self._gp_kwargs(Xs, y01) | dict(newton_start=jnp.zeros(len(y01))),
                 # each draw's mode search starts at the latent mode of the posterior mode
                 data_at_mode=lambda v: dict(newton_start=v["f"]),
-                chain_method=_laplace_chain_method(),
+                **self._laplace_chains(Xs, y01, 2),
             )
             ll = np.asarray(
                 map_draws(
@@ -1266,6 +1292,50 @@ class GPClassifier(ClassifierMixin, _GPBase):  # noqa: D101 (__doc__ is an f-str
 
     def _multiclass(self) -> bool:
         return len(self.classes_) > 2
+
+    def _laplace_chains(self, Xs, y, n_classes: int) -> dict:
+        """How the Laplace route's chains run when the user chose no ``chain_method``.
+
+        On a CPU not one per device: jaxlib 0.10's LAPACK kernels hand their work to XLA:CPU's
+        thread pool and wait for it, the pool's threads also run the devices' programs, and
+        with chains on several devices at once every thread can end up waiting (the fit
+        then blocks forever; so did two chains on two of four devices). So the chains run
+        one after another, in one process per core (``"processes"``) when their work
+        (:data:`LAPLACE_PROCESS_WORK`) pays for starting the processes, else in this one.
+        Elsewhere JAX's default rule (:func:`bayeskern.inference.choose_chain_method`).
+        Returns ``chain_method`` and ``rebuild`` for :meth:`_sample`.
+        """
+        try:
+            config = json.dumps(dict(kernel=self.kernel_.get_config(), n_classes=n_classes))
+        except TypeError:  # a kernel with a Python callable: not rebuilt in another process
+            config = None
+        rebuild = None
+        if config is not None:
+            arrays = dict(
+                X=np.asarray(Xs),
+                y=np.asarray(y),
+                x_scale=np.asarray(self.x_std_.scale),
+                newton_start=np.zeros((n_classes, len(y)) if n_classes > 2 else len(y)),
+                **kernel_state(self.kernel_),
+            )
+            rebuild = ("bayeskern.estimators.gp:_laplace_model", config, arrays)
+        if jax.default_backend() != "cpu":
+            return dict(chain_method=None, rebuild=rebuild)
+        warmup = self.AUTO_WARMUP if self.num_warmup == "auto" else self.num_warmup
+        work = (
+            self.num_chains
+            * (warmup + (0 if isinstance(self.num_samples, str) else self.num_samples))
+            * (n_classes if n_classes > 2 else 1)
+            * float(len(y)) ** 3
+        )
+        processes = (
+            rebuild is not None
+            and self.num_chains > 1
+            and not isinstance(self.num_samples, str)
+            and work >= LAPLACE_PROCESS_WORK
+            and can_start_processes()
+        )
+        return dict(chain_method="processes" if processes else "sequential", rebuild=rebuild)
 
     def _dims(self):
         dims = super()._dims()
@@ -1289,7 +1359,7 @@ class GPClassifier(ClassifierMixin, _GPBase):  # noqa: D101 (__doc__ is an f-str
             ),
             # each draw's mode search starts at the latent mode of the posterior mode
             data_at_mode=lambda v: dict(newton_start=v["f"]),
-            chain_method=_laplace_chain_method(),
+            **self._laplace_chains(Xs, y, len(self.classes_)),
         )
         ll = np.asarray(
             map_draws(

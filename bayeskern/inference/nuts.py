@@ -19,6 +19,8 @@ What makes the GP fits fast is done here, once per fit:
 
 from __future__ import annotations
 
+import importlib
+import json
 from collections.abc import Callable
 from typing import Any
 
@@ -31,6 +33,7 @@ from tqdm.auto import tqdm
 
 from bayeskern import diagnostics
 from bayeskern.inference.chains import Chains
+from bayeskern.inference.processes import map_in_processes, process_count
 from bayeskern.inference.start import (
     as_key,
     find_map,
@@ -89,18 +92,19 @@ def choose_chain_method(num_chains: int, chain_method: str | None = None) -> str
     ----------
     num_chains : int
         Number of chains of the run.
-    chain_method : {None, "parallel", "sequential", "vectorized"}
+    chain_method : {None, "parallel", "sequential", "vectorized", "processes"}
         The user's choice, returned unchanged (after validation) when given.
 
     Returns
     -------
     str
-        ``"parallel"``, ``"vectorized"`` or ``"sequential"``.
+        ``"parallel"``, ``"vectorized"`` or ``"sequential"`` (or the user's
+        ``"processes"``).
     """
     if chain_method is not None:
-        if chain_method not in ("parallel", "sequential", "vectorized"):
+        if chain_method not in ("parallel", "sequential", "vectorized", "processes"):
             raise ValueError(
-                "chain_method must be 'parallel', 'sequential' or 'vectorized', "
+                "chain_method must be 'parallel', 'sequential', 'vectorized' or 'processes', "
                 f"got {chain_method!r}"
             )
         return chain_method
@@ -135,6 +139,7 @@ def run_nuts(
     judged: list[str] | None = None,
     max_samples: int = AUTO_MAX_SAMPLES,
     data_at_mode: Callable[[dict], dict] | None = None,
+    rebuild: tuple[str, str, dict] | None = None,
 ):
     """Run NUTS on a NumPyro model and return its draws as ``InferenceData``.
 
@@ -166,6 +171,11 @@ def run_nuts(
         (``vmap``). For the same ``rng_key`` all three give the same draws: each chain gets the
         same split key and the same start; only XLA's floating-point fusion differs
         (measured differences ~1e-12, tested to 1e-8 in ``tests/test_parallel.py``).
+        ``"processes"`` (needs ``rebuild`` and a whole number of draws): the chains of
+        ``"sequential"`` shared out to one Python process per core
+        (:func:`bayeskern.inference.processes.map_in_processes`), for models whose chains
+        cannot share XLA:CPU's devices; the mode search and the chains' starts are computed
+        here once.
     progress_bar
         NumPyro's progress bar; ``False`` for quiet runs.
     init
@@ -195,6 +205,11 @@ def run_nuts(
         For arguments that change how the log density is computed, not its value: the
         classifiers start each draw's inner Newton iterations of the Laplace approximation
         from the latent mode at the posterior mode (``newton_start``).
+    rebuild
+        With ``chain_method="processes"``: ``(builder, config, arrays)``, where ``builder``
+        names (``"module:function"``) a module-level function and ``builder(config, arrays)``
+        returns ``(model, model_kwargs)`` equal to this call's, from a JSON string and a dict
+        of NumPy arrays (what a worker process receives: no pickle).
 
     Returns
     -------
@@ -220,8 +235,14 @@ def run_nuts(
     if init not in ("map", "prior"):
         raise ValueError(f"init must be 'map' or 'prior', got {init!r}")
     method = choose_chain_method(num_chains, chain_method)
+    if method == "processes" and (rebuild is None or auto):
+        raise ValueError(
+            "chain_method='processes' needs a whole number of draws (num_samples='auto' "
+            "decides after each block, across all chains) and a model that can be rebuilt "
+            "in another process (rebuild)"
+        )
     key, k_start, k_map, k_init = jax.random.split(as_key(rng_key), 4)
-    map_info = {}
+    map_info, overrides = {}, {}
     inverse_mass = None
     if init == "map":
         functions = model_functions(
@@ -233,7 +254,8 @@ def run_nuts(
         if data_at_mode is not None:
             post = shared_jit(lambda z, data: functions.postprocess_gen(data)(z))
             at_mode = post(mode.z, functions.data)
-            data, _ = split_data({**model_kwargs, **data_at_mode(at_mode)})
+            overrides = data_at_mode(at_mode)
+            data, _ = split_data({**model_kwargs, **overrides})
             functions = functions._replace(
                 data=data,
                 potential_fn=functions.potential_gen(data),
@@ -248,60 +270,78 @@ def run_nuts(
             model, model_kwargs, jax.random.split(k_start, num_chains), init_strategy
         )
         init_params = functions.starts
-    kernel = _DataArgumentNUTS(
-        functions.potential_gen,
-        functions.postprocess_gen,
+    settings = dict(
         target_accept_prob=target_accept_prob,
         max_tree_depth=max_tree_depth,
         dense_mass=dense_mass,
-        inverse_mass_matrix=None if inverse_mass is None else jnp.asarray(inverse_mass),
         adapt_mass_matrix=adapt_mass_matrix,
-    )
-    # one program advances the chains through warm-up and every block of draws; with a
-    # progress bar it returns every tenth of that, so that the bar moves and Ctrl-C lands
-    length = max(1, min(AUTO_BLOCK, max(num_warmup, block)))
-    step = max(1, length // 10) if progress_bar else length
-    chains = Chains(
-        kernel,
-        functions.postprocess_gen,
-        functions.data,
-        num_chains=num_chains,
-        method=method,
-        num_warmup=num_warmup,
-        length=length,
     )
     # each chain's key as NumPyro's MCMC.run splits them
     keys = jax.random.split(key, num_chains) if num_chains > 1 else key[None]
     init_params = jax.tree.map(lambda a: jnp.asarray(a, jnp.result_type(a)), init_params)
-    bar = tqdm(total=num_warmup + block, desc="warmup", disable=not progress_bar, leave=False)
-    with bar:
-        state = chains.init(keys, init_params)
-        for count in _blocks(num_warmup, step):
-            state, _, _ = chains.advance(state, count, collect=False)
-            bar.update(count)
-        bar.set_description("sample")
-        blocks, taken, target = [], 0, block
-        while True:
-            for count in _blocks(target - taken, step):
-                state, new, new_stats = chains.advance(state, count)
-                blocks.append((new, new_stats))
-                taken += count
+    if method == "processes":
+        samples, stats = _run_in_processes(
+            rebuild,
+            overrides,
+            settings,
+            keys,
+            init_params,
+            inverse_mass,
+            num_warmup,
+            num_samples,
+            progress_bar,
+        )
+        taken = num_samples
+        idata = diagnostics.from_mcmc(samples, stats, dims=dims, coords=coords, observed=observed)
+    else:
+        kernel = _DataArgumentNUTS(
+            functions.potential_gen,
+            functions.postprocess_gen,
+            inverse_mass_matrix=None if inverse_mass is None else jnp.asarray(inverse_mass),
+            **settings,
+        )
+        # one program advances the chains through warm-up and every block of draws; with a
+        # progress bar it returns every tenth of that, so that the bar moves and Ctrl-C lands
+        length = max(1, min(AUTO_BLOCK, max(num_warmup, block)))
+        step = max(1, length // 10) if progress_bar else length
+        chains = Chains(
+            kernel,
+            functions.postprocess_gen,
+            functions.data,
+            num_chains=num_chains,
+            method=method,
+            num_warmup=num_warmup,
+            length=length,
+        )
+        bar = tqdm(total=num_warmup + block, desc="warmup", disable=not progress_bar, leave=False)
+        with bar:
+            state = chains.init(keys, init_params)
+            for count in _blocks(num_warmup, step):
+                state, _, _ = chains.advance(state, count, collect=False)
                 bar.update(count)
-            # the draws so far, concatenated along the draw axis
-            samples, stats = jax.tree.map(lambda *b: np.concatenate(b, axis=1), *blocks)
-            blocks = [(samples, stats)]
-            idata = diagnostics.from_mcmc(
-                samples, stats, dims=dims, coords=coords, observed=observed
-            )
-            if not auto or taken >= max_samples:
-                break
-            if judged is not None:  # a model may leave a site out (e.g. no periodic component)
-                judged = [v for v in judged if v in idata.posterior]
-            if diagnostics.convergence_report(idata, var_names=judged, warn=False).mixed:
-                break
-            target = min(taken + block, max_samples)  # every chain goes on, adaptation frozen
-            bar.total = num_warmup + target
-            bar.refresh()
+            bar.set_description("sample")
+            blocks, taken, target = [], 0, block
+            while True:
+                for count in _blocks(target - taken, step):
+                    state, new, new_stats = chains.advance(state, count)
+                    blocks.append((new, new_stats))
+                    taken += count
+                    bar.update(count)
+                # the draws so far, concatenated along the draw axis
+                samples, stats = jax.tree.map(lambda *b: np.concatenate(b, axis=1), *blocks)
+                blocks = [(samples, stats)]
+                idata = diagnostics.from_mcmc(
+                    samples, stats, dims=dims, coords=coords, observed=observed
+                )
+                if not auto or taken >= max_samples:
+                    break
+                if judged is not None:  # a model may leave a site out (e.g. no periodic component)
+                    judged = [v for v in judged if v in idata.posterior]
+                if diagnostics.convergence_report(idata, var_names=judged, warn=False).mixed:
+                    break
+                target = min(taken + block, max_samples)  # every chain goes on, adaptation frozen
+                bar.total = num_warmup + target
+                bar.refresh()
     diagnostics.set_attrs(
         idata,
         sampler="NUTS",
@@ -320,6 +360,104 @@ def run_nuts(
         **map_info,
     )
     return idata
+
+
+def _run_in_processes(
+    rebuild,
+    overrides,
+    settings,
+    keys,
+    init_params,
+    inverse_mass,
+    num_warmup,
+    num_samples,
+    progress_bar,
+):
+    """Run the chains of ``"sequential"``, shared out to :func:`process_count` processes.
+
+    Every worker gets its chains' keys and starts, the inverse mass matrix and the data the
+    chains run on (``overrides``: the arrays ``data_at_mode`` replaced); the draws and
+    statistics come back chains first, in chain order.
+    """
+    builder, config, arrays = rebuild
+    spec = json.dumps(
+        dict(
+            builder=builder,
+            config=config,
+            settings=settings,
+            num_warmup=num_warmup,
+            num_samples=num_samples,
+        )
+    )
+    keys = np.asarray(keys)
+    named = {
+        **{f"data/{k}": np.asarray(v) for k, v in arrays.items()},
+        **{f"override/{k}": np.asarray(v) for k, v in overrides.items()},
+    }
+    if inverse_mass is not None:
+        named["inverse_mass"] = np.asarray(inverse_mass)
+    jobs = []
+    for chains in np.array_split(np.arange(len(keys)), process_count(len(keys))):
+        mine = {
+            **named,
+            "keys": keys[chains],
+            **{f"init/{k}": np.asarray(v)[chains] for k, v in init_params.items()},
+        }
+        jobs.append((spec, json.dumps(list(mine)), *mine.values()))
+    bar = tqdm(total=len(keys), desc="chains", disable=not progress_bar, leave=False)
+    with bar:
+        outs = map_in_processes(
+            _chains_in_process, jobs, on_done=lambda: bar.update(len(keys) // len(jobs))
+        )
+    merged = {k: np.concatenate([o[k] for o in outs], axis=0) for k in outs[0]}
+    part = lambda prefix: {k[len(prefix) :]: v for k, v in merged.items() if k.startswith(prefix)}  # noqa: E731
+    return part("draws/"), part("stats/")
+
+
+def _chains_in_process(spec: str, names: str, *arrays):
+    """Run the chains of ``keys`` one after another: a worker of ``chain_method="processes"``.
+
+    The chains of ``"sequential"`` (same keys, starts and mass matrix; the model rebuilt by
+    ``rebuild``'s builder). Returns ``draws/<site>`` and ``stats/<name>`` arrays, chains first.
+    """
+    s = json.loads(spec)
+    named = dict(zip(json.loads(names), arrays, strict=True))
+    part = lambda prefix: {k[len(prefix) :]: v for k, v in named.items() if k.startswith(prefix)}  # noqa: E731
+    module, name = s["builder"].split(":")
+    model, model_kwargs = getattr(importlib.import_module(module), name)(s["config"], part("data/"))
+    model_kwargs = {**model_kwargs, **{k: jnp.asarray(v) for k, v in part("override/").items()}}
+    keys = jnp.asarray(named["keys"])
+    functions = model_functions(model, model_kwargs, keys[:1], init_to_median(num_samples=15))
+    inverse_mass = named.get("inverse_mass")
+    kernel = _DataArgumentNUTS(
+        functions.potential_gen,
+        functions.postprocess_gen,
+        inverse_mass_matrix=None if inverse_mass is None else jnp.asarray(inverse_mass),
+        **s["settings"],
+    )
+    num_warmup, num_samples = s["num_warmup"], s["num_samples"]
+    length = max(1, min(AUTO_BLOCK, max(num_warmup, num_samples)))
+    chains = Chains(
+        kernel,
+        functions.postprocess_gen,
+        functions.data,
+        num_chains=len(keys),
+        method="sequential",
+        num_warmup=num_warmup,
+        length=length,
+    )
+    state = chains.init(keys, {k: jnp.asarray(v) for k, v in part("init/").items()})
+    for count in _blocks(num_warmup, length):
+        state, _, _ = chains.advance(state, count, collect=False)
+    blocks = []
+    for count in _blocks(num_samples, length):
+        state, draws, stats = chains.advance(state, count)
+        blocks.append((draws, stats))
+    draws, stats = jax.tree.map(lambda *b: np.concatenate(b, axis=1), *blocks)
+    return {
+        **{f"draws/{k}": v for k, v in draws.items()},
+        **{f"stats/{k}": v for k, v in stats.items()},
+    }
 
 
 class _DataArgumentNUTS(NUTS):

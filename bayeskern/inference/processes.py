@@ -28,7 +28,7 @@ from pathlib import Path
 
 import numpy as np
 
-from bayeskern.devices import available_cores
+from bayeskern.devices import available_cores, limit_blas
 
 __all__ = ["PROCESS_WORK", "can_start_processes", "map_in_processes", "process_count"]
 
@@ -135,7 +135,9 @@ def _serve() -> None:
     target, folder = sys.argv[1], Path(sys.argv[2])
     module, name = target.split(":")
     try:
-        result = getattr(importlib.import_module(module), name)(*_read_args(folder))
+        # BLAS limited as in the caller's fit (bayeskern.devices.limit_blas): several
+        # worker processes with multi-threaded OpenBLAS spin-waiting would share the cores
+        result = limit_blas(getattr(importlib.import_module(module), name))(*_read_args(folder))
         arrays = result if isinstance(result, dict) else {"__array__": result}
         np.savez(folder / "result.tmp.npz", **{k: np.asarray(v) for k, v in arrays.items()})
         (folder / "result.tmp.npz").replace(folder / "result.npz")
