@@ -329,3 +329,42 @@ print("ok", est.idata_.log_likelihood["y"].shape)
 """
     r = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=600)
     assert r.returncode == 0 and "ok" in r.stdout, r.stderr[-2000:]
+
+
+def test_classifier_amplitudes_are_half_normal_sampled_on_the_softplus_scale():
+    """``SoftplusHalfNormal`` is HalfNormal's density with softplus as its map from the
+    unconstrained space; the classifiers' models use it for their amplitudes, the
+    regression model keeps the exponential."""
+    from bayeskern.models.gp import (
+        SoftplusHalfNormal,
+        gp_classification_laplace,
+        gp_classification_softmax,
+    )
+    from numpyro import handlers
+    from numpyro.distributions import biject_to, transforms
+
+    a = jnp.array([1e-3, 0.4, 2.0, 6.0])
+    np.testing.assert_allclose(
+        SoftplusHalfNormal(1.3).log_prob(a), dist.HalfNormal(1.3).log_prob(a), rtol=1e-14
+    )
+    to_a = biject_to(SoftplusHalfNormal(1.3).support)
+    assert isinstance(to_a, transforms.SoftplusTransform)
+    u = jnp.array([-4.0, 0.0, 5.0])
+    np.testing.assert_allclose(to_a(u), jnp.log1p(jnp.exp(u)), rtol=1e-14)
+
+    kernel = name_leaves(bk.kernels.RBF())
+    X = jnp.asarray(np.random.default_rng(0).normal(size=(6, 2)))
+    common = dict(kernel=kernel, x_scale=np.ones(2))
+
+    def amplitude_transform(model, **kw):
+        tr = handlers.trace(handlers.seed(model, 0)).get_trace(X, None, **common, **kw)
+        t = biject_to(tr["amplitude"]["fn"].support)
+        while isinstance(t, transforms.IndependentTransform):  # the vector's event dims
+            t = t.base_transform
+        return t
+
+    assert isinstance(amplitude_transform(gp_classification_laplace), transforms.SoftplusTransform)
+    assert isinstance(
+        amplitude_transform(gp_classification_softmax, n_classes=3), transforms.SoftplusTransform
+    )
+    assert isinstance(amplitude_transform(gp_regression), transforms.ExpTransform)
