@@ -108,7 +108,6 @@ import numpy as np
 from jax import lax
 from numpyro.infer import MCMC
 from numpyro.infer.mcmc import MCMCKernel
-from tqdm.auto import tqdm
 
 from bayeskern.devices import release_pmap_programs
 from bayeskern.inference.gibbs_dp import DPState, crp_log_weights, escobar_west_alpha
@@ -130,7 +129,8 @@ from bayeskern.inference.gibbs_sweep import (
 from bayeskern.inference.processes import (
     PROCESS_WORK,
     can_start_processes,
-    map_in_processes,
+    chain_outputs,
+    map_chain_groups,
     process_count,
 )
 from bayeskern.models.gabasr import GibbsPrior
@@ -418,11 +418,7 @@ def _chains_in_process(config: str, num_warmup: int, num_samples: int, keys, X, 
     }
     run = _compiled_chain(kernel, num_warmup, num_samples, False)
     per_chain = [run(kernel.init(jnp.asarray(k), num_warmup, None, (), data))[1:] for k in keys]
-    draws, stats = jax.tree.map(lambda *a: np.stack(a), *per_chain)
-    return {
-        **{f"draws/{k}": v for k, v in draws.items()},
-        **{f"stats/{k}": v for k, v in stats.items()},
-    }
+    return chain_outputs(*jax.tree.map(lambda *a: np.stack(a), *per_chain))
 
 
 def _config_json(config: SweepConfig) -> str:
@@ -454,16 +450,12 @@ def _run_in_processes(kernel, key, data, num_warmup, num_samples, num_chains, pr
     X, y, B = (None if data[k] is None else np.asarray(data[k]) for k in ("X", "y", "mean_basis"))
     config = _config_json(kernel.config)
     groups = np.array_split(keys, process_count(num_chains))
-    bar = tqdm(total=num_chains, desc="chains", disable=not progress_bar)
-    with bar:
-        outs = map_in_processes(
-            _chains_in_process,
-            [(config, num_warmup, num_samples, g, X, y, B) for g in groups],
-            on_done=lambda: bar.update(num_chains // len(groups)),
-        )
-    joined = {k: np.concatenate([o[k] for o in outs]) for k in outs[0]}
-    samples = {k.split("/", 1)[1]: v for k, v in joined.items() if k.startswith("draws/")}
-    stats = {k.split("/", 1)[1]: v for k, v in joined.items() if k.startswith("stats/")}
+    samples, stats = map_chain_groups(
+        _chains_in_process,
+        [(config, num_warmup, num_samples, g, X, y, B) for g in groups],
+        num_chains,
+        progress_bar,
+    )
     return samples, stats, None
 
 

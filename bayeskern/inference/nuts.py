@@ -33,7 +33,7 @@ from tqdm.auto import tqdm
 
 from bayeskern import diagnostics
 from bayeskern.inference.chains import Chains
-from bayeskern.inference.processes import map_in_processes, process_count
+from bayeskern.inference.processes import chain_outputs, map_chain_groups, process_count
 from bayeskern.inference.start import (
     as_key,
     find_map,
@@ -294,20 +294,14 @@ def run_nuts(
         taken = num_samples
         idata = diagnostics.from_mcmc(samples, stats, dims=dims, coords=coords, observed=observed)
     else:
-        kernel = _DataArgumentNUTS(
-            functions.potential_gen,
-            functions.postprocess_gen,
-            inverse_mass_matrix=None if inverse_mass is None else jnp.asarray(inverse_mass),
-            **settings,
-        )
         # one program advances the chains through warm-up and every block of draws; with a
         # progress bar it returns every tenth of that, so that the bar moves and Ctrl-C lands
         length = max(1, min(AUTO_BLOCK, max(num_warmup, block)))
         step = max(1, length // 10) if progress_bar else length
-        chains = Chains(
-            kernel,
-            functions.postprocess_gen,
-            functions.data,
+        chains = _nuts_chains(
+            functions,
+            settings,
+            inverse_mass,
             num_chains=num_chains,
             method=method,
             num_warmup=num_warmup,
@@ -362,6 +356,21 @@ def run_nuts(
     return idata
 
 
+def _nuts_chains(functions, settings: dict, inverse_mass, **chains) -> Chains:
+    """Build the :class:`Chains` of NumPyro's NUTS with ``settings`` on the model ``functions``.
+
+    ``inverse_mass``: the starting inverse mass matrix (``None``: NumPyro's identity);
+    ``chains``: :class:`Chains`' keyword arguments.
+    """
+    kernel = _DataArgumentNUTS(
+        functions.potential_gen,
+        functions.postprocess_gen,
+        inverse_mass_matrix=None if inverse_mass is None else jnp.asarray(inverse_mass),
+        **settings,
+    )
+    return Chains(kernel, functions.postprocess_gen, functions.data, **chains)
+
+
 def _run_in_processes(
     rebuild,
     overrides,
@@ -404,14 +413,7 @@ def _run_in_processes(
             **{f"init/{k}": np.asarray(v)[chains] for k, v in init_params.items()},
         }
         jobs.append((spec, json.dumps(list(mine)), *mine.values()))
-    bar = tqdm(total=len(keys), desc="chains", disable=not progress_bar, leave=False)
-    with bar:
-        outs = map_in_processes(
-            _chains_in_process, jobs, on_done=lambda: bar.update(len(keys) // len(jobs))
-        )
-    merged = {k: np.concatenate([o[k] for o in outs], axis=0) for k in outs[0]}
-    part = lambda prefix: {k[len(prefix) :]: v for k, v in merged.items() if k.startswith(prefix)}  # noqa: E731
-    return part("draws/"), part("stats/")
+    return map_chain_groups(_chains_in_process, jobs, len(keys), progress_bar)
 
 
 def _chains_in_process(spec: str, names: str, *arrays):
@@ -428,19 +430,12 @@ def _chains_in_process(spec: str, names: str, *arrays):
     model_kwargs = {**model_kwargs, **{k: jnp.asarray(v) for k, v in part("override/").items()}}
     keys = jnp.asarray(named["keys"])
     functions = model_functions(model, model_kwargs, keys[:1], init_to_median(num_samples=15))
-    inverse_mass = named.get("inverse_mass")
-    kernel = _DataArgumentNUTS(
-        functions.potential_gen,
-        functions.postprocess_gen,
-        inverse_mass_matrix=None if inverse_mass is None else jnp.asarray(inverse_mass),
-        **s["settings"],
-    )
     num_warmup, num_samples = s["num_warmup"], s["num_samples"]
     length = max(1, min(AUTO_BLOCK, max(num_warmup, num_samples)))
-    chains = Chains(
-        kernel,
-        functions.postprocess_gen,
-        functions.data,
+    chains = _nuts_chains(
+        functions,
+        s["settings"],
+        named.get("inverse_mass"),
         num_chains=len(keys),
         method="sequential",
         num_warmup=num_warmup,
@@ -453,11 +448,7 @@ def _chains_in_process(spec: str, names: str, *arrays):
     for count in _blocks(num_samples, length):
         state, draws, stats = chains.advance(state, count)
         blocks.append((draws, stats))
-    draws, stats = jax.tree.map(lambda *b: np.concatenate(b, axis=1), *blocks)
-    return {
-        **{f"draws/{k}": v for k, v in draws.items()},
-        **{f"stats/{k}": v for k, v in stats.items()},
-    }
+    return chain_outputs(*jax.tree.map(lambda *b: np.concatenate(b, axis=1), *blocks))
 
 
 class _DataArgumentNUTS(NUTS):

@@ -27,10 +27,18 @@ from collections.abc import Callable, Sequence
 from pathlib import Path
 
 import numpy as np
+from tqdm.auto import tqdm
 
 from bayeskern.devices import available_cores, limit_blas
 
-__all__ = ["PROCESS_WORK", "can_start_processes", "map_in_processes", "process_count"]
+__all__ = [
+    "PROCESS_WORK",
+    "can_start_processes",
+    "chain_outputs",
+    "map_chain_groups",
+    "map_in_processes",
+    "process_count",
+]
 
 #: the chains' sequential work (a sampler's own units: the Gibbs sampler's
 #: ``chains * sweeps * n * P**2``) from which they go to processes: starting one (importing
@@ -93,6 +101,34 @@ def map_in_processes(fn: Callable, args: Sequence[tuple], on_done: Callable | No
                 if worker.poll() is None:
                     worker.kill()
                     worker.wait()
+
+
+def chain_outputs(draws: dict, stats: dict) -> dict:
+    """Return a worker's result for :func:`map_chain_groups`: ``draws/``, ``stats/`` arrays."""
+    return {
+        **{f"draws/{k}": v for k, v in draws.items()},
+        **{f"stats/{k}": v for k, v in stats.items()},
+    }
+
+
+def map_chain_groups(
+    fn: Callable, jobs: Sequence[tuple], num_chains: int, progress_bar: bool = False
+) -> tuple[dict, dict]:
+    """Run a sampler's groups of chains, one :func:`map_in_processes` call each.
+
+    ``fn(*job)`` runs one group (every group the same number of chains) and returns
+    :func:`chain_outputs`, chains first. Returns the draws and the statistics of all groups
+    joined along the chain axis, in the order of ``jobs``; the progress bar counts chains.
+    """
+    bar = tqdm(total=num_chains, desc="chains", disable=not progress_bar)
+    with bar:
+        outs = map_in_processes(fn, jobs, on_done=lambda: bar.update(num_chains // len(jobs)))
+    joined = {k: np.concatenate([o[k] for o in outs]) for k in outs[0]}
+    draws, stats = (
+        {k.split("/", 1)[1]: v for k, v in joined.items() if k.startswith(part)}
+        for part in ("draws/", "stats/")
+    )
+    return draws, stats
 
 
 def _write_args(folder: Path, args: tuple) -> None:
