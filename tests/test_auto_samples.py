@@ -125,26 +125,50 @@ def test_gp_classifier_takes_auto_samples():
         bk.GPClassifier(num_samples="many").fit(X, y)
 
 
-@pytest.mark.parametrize(
-    ("cls", "default"), [(bk.GPRegressor, 200), (bk.GPClassifier, 500)], ids=["reg", "clf"]
-)
-def test_auto_warmup_is_the_default_warmup(cls, default, monkeypatch):
-    """``num_warmup="auto"`` runs the warm-up of the default arguments, whatever class."""
-    import inspect
-
+def _run_nuts_argument(monkeypatch, est, name):
+    """The value of ``run_nuts``'s argument ``name`` when ``est`` fits (nothing is sampled)."""
     import bayeskern.estimators.gp as gp_module
-
-    assert inspect.signature(cls).parameters["num_warmup"].default == default
 
     class Seen(Exception):
         pass
 
     def record(model, **kw):
-        raise Seen(kw["num_warmup"])
+        raise Seen(kw[name])
 
     monkeypatch.setattr(gp_module, "run_nuts", record)
     X = np.linspace(0, 1, 12)[:, None]
     y = (X[:, 0] > 0.5).astype(int)
     with pytest.raises(Seen) as seen:
-        cls(num_warmup="auto", progress_bar=False).fit(X, y)
-    assert seen.value.args == (default,)
+        est.set_params(progress_bar=False).fit(X, y)
+    return seen.value.args[0]
+
+
+@pytest.mark.parametrize(
+    ("cls", "default"), [(bk.GPRegressor, 200), (bk.GPClassifier, 200)], ids=["reg", "clf"]
+)
+def test_auto_warmup_is_the_default_warmup(cls, default, monkeypatch):
+    """``num_warmup="auto"`` runs the warm-up of the default arguments, whatever class."""
+    import inspect
+
+    assert inspect.signature(cls).parameters["num_warmup"].default == default
+    assert _run_nuts_argument(monkeypatch, cls(num_warmup="auto"), "num_warmup") == default
+
+
+@pytest.mark.parametrize(
+    ("make", "adapts"),
+    [
+        (lambda: bk.GPRegressor(), True),
+        (lambda: bk.GPClassifier(), False),
+        (lambda: bk.GPClassifier(inference="latent"), True),
+        (lambda: bk.GPClassifier(adapt_mass_matrix=True), True),
+        (lambda: bk.GPClassifier(inference="latent", adapt_mass_matrix=False), False),
+        (lambda: bk.GPRegressor(adapt_mass_matrix=False), False),
+        (lambda: bk.GPClassifier(init="prior"), True),
+    ],
+    ids=["reg", "clf", "clf-latent", "clf-asked", "latent-asked", "reg-asked", "clf-prior"],
+)
+def test_which_fits_adapt_the_mass_matrix(make, adapts, monkeypatch):
+    """The classifier's Laplace route keeps the inverse Hessian at the mode by default; the
+    regressor and the latent route adapt the mass; a value the user passes is what runs
+    (``init="prior"`` has no Hessian to keep: always adapted)."""
+    assert _run_nuts_argument(monkeypatch, make(), "adapt_mass_matrix") is adapts

@@ -71,17 +71,27 @@ def test_processes_is_refused_for_nuts():
         bk.GaBaSRRegressor(chain_method="processes").fit(np.arange(10.0)[:, None], np.arange(10.0))
 
 
-@pytest.mark.parametrize("n_classes", [2, 3])
-def test_laplace_classifier_chains_in_processes_are_the_sequential_chains(n_classes):
+@pytest.mark.parametrize(("n_classes", "num_samples"), [(2, 10), (3, 10), (2, "auto")])
+def test_laplace_classifier_chains_in_processes_are_the_sequential_chains(
+    n_classes, num_samples, monkeypatch
+):
     """``GPClassifier``'s NUTS chains shared out to processes (the model rebuilt there from
-    JSON and arrays): the draws and sampler statistics of the sequential chains."""
+    JSON and arrays): the draws and sampler statistics of the sequential chains. With
+    ``num_samples="auto"`` (blocks of 10 here, a stop rule met at 30 draws) the workers hand
+    over each block and this process stops them at the same draw as the sequential run."""
     import bayeskern as bk
+    from bayeskern.inference import nuts
 
+    monkeypatch.setattr(nuts, "AUTO_BLOCK", 10)  # read here; the workers get it as an argument
+    monkeypatch.setattr(nuts, "_mixed", lambda idata, judged: idata.posterior.sizes["draw"] >= 30)
     r = np.random.default_rng(0)
     X = r.normal(size=(30, 2))
     y = np.digitize(X[:, 0] + 0.5 * r.normal(size=30), [-0.4, 0.4][: n_classes - 1])
-    kw = dict(num_warmup=15, num_samples=10, num_chains=2, random_state=0, progress_bar=False)
+    kw = dict(
+        num_warmup=15, num_samples=num_samples, num_chains=2, random_state=0, progress_bar=False
+    )
     seq = bk.GPClassifier(chain_method="sequential", **kw).fit(X, y)
+    assert seq.num_samples_ == (30 if num_samples == "auto" else 10)
     par = bk.GPClassifier(chain_method="processes", **kw).fit(X, y)
     assert par.idata_.posterior.attrs["chain_method"] == "processes"
     assert set(par.idata_.posterior.data_vars) == set(seq.idata_.posterior.data_vars)
@@ -112,21 +122,20 @@ def test_laplace_classifier_goes_to_processes_only_for_long_fits(monkeypatch):
     assert method(455, 2) == "processes"  # breast_cancer
     assert method(75, 3, num_warmup=20, num_samples=20) == "sequential"  # seconds of work
     assert method(455, 2, num_chains=1) == "sequential"
-    assert method(455, 2, num_samples="auto") == "sequential"  # blocks judged across chains
+    assert method(455, 2, num_samples="auto") == "processes"  # blocks judged here
+    assert method(75, 3, num_warmup=20, num_samples="auto") == "sequential"
     monkeypatch.setattr(gp_module, "can_start_processes", lambda: False)
     assert method(455, 2) == "sequential"
     monkeypatch.setattr(gp_module.jax, "default_backend", lambda: "gpu")
     assert method(455, 2) is None  # JAX's rule: batched on the accelerator
 
 
-def test_nuts_in_processes_needs_a_rebuild_and_a_whole_number_of_draws():
+def test_nuts_in_processes_needs_a_model_it_can_rebuild():
     import bayeskern as bk
 
-    X, y = np.arange(10.0)[:, None], np.arange(10) % 2
-    with pytest.raises(ValueError, match="chain_method='processes' needs"):
-        bk.GPRegressor(chain_method="processes").fit(X, y.astype(float))
-    with pytest.raises(ValueError, match="chain_method='processes' needs"):
-        bk.GPClassifier(chain_method="processes", num_samples="auto").fit(X, y)
+    X, y = np.arange(10.0)[:, None], np.arange(10.0)
+    with pytest.raises(ValueError, match="chain_method='processes' needs a model that can be"):
+        bk.GPRegressor(chain_method="processes").fit(X, y)
 
 
 INTERRUPTED = """

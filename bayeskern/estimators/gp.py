@@ -52,7 +52,7 @@ from bayeskern.hsgp import (
     kernel_family,
     lengthscale_bounds,
 )
-from bayeskern.inference import find_map, run_nuts
+from bayeskern.inference import AUTO_BLOCK, find_map, run_nuts
 from bayeskern.inference.processes import can_start_processes
 from bayeskern.kernels import RBF, get_kernel, name_leaves, term_name
 from bayeskern.laplace import SOFTMAX_MC_DRAWS, probit_logit
@@ -90,9 +90,10 @@ __all__ = ["GPRegressor", "GPClassifier"]
 
 _SAMPLER_DOC = """
     num_warmup, num_samples, num_chains : int
-        NUTS settings (warm-up draws, kept draws per chain, chains). Warm-up: 200 for
-        ``GPRegressor`` (the chains start near the posterior mode and adapt the step size and
-        a diagonal mass in Stan's windows), 500 for ``GPClassifier``. ``num_samples="auto"``
+        NUTS settings (warm-up draws, kept draws per chain, chains). Warm-up: 200 (the
+        chains start near the posterior mode; ``GPRegressor`` adapts the step size and the
+        mass in Stan's windows, ``GPClassifier`` the step size alone, see
+        ``adapt_mass_matrix``). ``num_samples="auto"``
         (``GPRegressor``'s default; ``GPClassifier``'s is 500) draws blocks of 100 per chain
         until R-hat ≤ 1.01 and bulk and tail ESS ≥ 100 per chain (at most 2000 per chain;
         :func:`bayeskern.inference.run_nuts`); ``num_samples_`` is what was drawn.
@@ -111,12 +112,14 @@ _SAMPLER_DOC = """
         ``"prior"``: NumPyro's start at the prior median with an adapted mass matrix.
     dense_mass : bool
         With ``init="prior"``: adapt a dense mass matrix (helps correlated hyper-parameters).
-    adapt_mass_matrix : bool
+    adapt_mass_matrix : bool or None
         With ``init="map"``: keep adapting the (dense) mass matrix in Stan's warm-up windows,
-        starting from the inverse Hessian (default ``True``). Measured on CO2, seeds 0-2:
-        6.4-6.9 leapfrog steps per draw and converged on every seed with adaptation; the
-        inverse Hessian kept fixed needed 14-15 steps on two of the three seeds (the mode
-        found was not where most of the posterior mass is).
+        starting from the inverse Hessian, or keep the inverse Hessian and adapt the step
+        size alone, over the whole warm-up. ``GPRegressor``'s default ``True``: a regression
+        posterior's mode can lie away from most of its mass, and the inverse Hessian there
+        then misjudges its scales. ``GPClassifier``'s default ``None``: ``False`` for the
+        Laplace route, whose hyper-parameters (amplitudes on the softplus scale) the Laplace
+        approximation at the mode describes well, ``True`` with ``inference="latent"``.
     progress_bar : bool
         Show NumPyro's progress bar.
     random_state : int, numpy Generator or None
@@ -153,6 +156,10 @@ class _GPBase(BayesianEstimatorMixin, BaseEstimator):
         self.random_state = random_state
 
     # ---------------------------------------------------------------- shared fitting
+    def _adapts_mass(self) -> bool:
+        """Whether the warm-up adapts the mass matrix (``adapt_mass_matrix``)."""
+        return bool(self.adapt_mass_matrix)
+
     def _fit_kernel(self, Xs, y_for_kernel):
         kernel = get_kernel(self.kernel if self.kernel is not None else RBF())
         if not kernel.symmetric:
@@ -243,7 +250,7 @@ class _GPBase(BayesianEstimatorMixin, BaseEstimator):
             target_accept_prob=self.target_accept_prob,
             init=self.init,
             dense_mass=self.dense_mass,
-            adapt_mass_matrix=self.adapt_mass_matrix or self.init != "map",
+            adapt_mass_matrix=self._adapts_mass() or self.init != "map",
             dims=dims,
             coords=coords,
             observed={"y": y_observed},
@@ -1203,14 +1210,14 @@ class GPClassifier(ClassifierMixin, _GPBase):  # noqa: D101 (__doc__ is an f-str
         kernel=None,
         *,
         inference: str = "laplace",
-        num_warmup: int = 500,
+        num_warmup: int = 200,
         num_samples: int = 500,
         num_chains: int = 4,
         chain_method: str | None = None,
         target_accept_prob: float = 0.8,
         init: str = "map",
         dense_mass: bool = False,
-        adapt_mass_matrix: bool = True,
+        adapt_mass_matrix: bool | None = None,
         progress_bar: bool = True,
         random_state=None,
     ):
@@ -1233,7 +1240,7 @@ class GPClassifier(ClassifierMixin, _GPBase):  # noqa: D101 (__doc__ is an f-str
     #: (:func:`bayeskern.inference.run_nuts`)
     _AUTO_COUNTS = True
     #: the warm-up that ``num_warmup="auto"`` means: the default's
-    AUTO_WARMUP = 500
+    AUTO_WARMUP = 200
 
     @limit_blas
     def fit(self, X, y):
@@ -1293,6 +1300,12 @@ class GPClassifier(ClassifierMixin, _GPBase):  # noqa: D101 (__doc__ is an f-str
     def _multiclass(self) -> bool:
         return len(self.classes_) > 2
 
+    def _adapts_mass(self) -> bool:
+        """``adapt_mass_matrix``; ``None``: only for the latent route (see the docstring)."""
+        if self.adapt_mass_matrix is None:
+            return self.inference == "latent"
+        return bool(self.adapt_mass_matrix)
+
     def _laplace_chains(self, Xs, y, n_classes: int) -> dict:
         """How the Laplace route's chains run when the user chose no ``chain_method``.
 
@@ -1322,16 +1335,17 @@ class GPClassifier(ClassifierMixin, _GPBase):  # noqa: D101 (__doc__ is an f-str
         if jax.default_backend() != "cpu":
             return dict(chain_method=None, rebuild=rebuild)
         warmup = self.AUTO_WARMUP if self.num_warmup == "auto" else self.num_warmup
+        # "auto" draws at least one block
+        draws = AUTO_BLOCK if isinstance(self.num_samples, str) else self.num_samples
         work = (
             self.num_chains
-            * (warmup + (0 if isinstance(self.num_samples, str) else self.num_samples))
+            * (warmup + draws)
             * (n_classes if n_classes > 2 else 1)
             * float(len(y)) ** 3
         )
         processes = (
             rebuild is not None
             and self.num_chains > 1
-            and not isinstance(self.num_samples, str)
             and work >= LAPLACE_PROCESS_WORK
             and can_start_processes()
         )

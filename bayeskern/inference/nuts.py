@@ -21,7 +21,12 @@ from __future__ import annotations
 
 import importlib
 import json
+import os
+import tempfile
+import time
 from collections.abc import Callable
+from functools import partial
+from pathlib import Path
 from typing import Any
 
 import jax
@@ -33,7 +38,13 @@ from tqdm.auto import tqdm
 
 from bayeskern import diagnostics
 from bayeskern.inference.chains import Chains
-from bayeskern.inference.processes import chain_outputs, map_chain_groups, process_count
+from bayeskern.inference.processes import (
+    chain_outputs,
+    chain_parts,
+    map_chain_groups,
+    process_count,
+    write_npz,
+)
 from bayeskern.inference.start import (
     as_key,
     find_map,
@@ -171,11 +182,13 @@ def run_nuts(
         (``vmap``). For the same ``rng_key`` all three give the same draws: each chain gets the
         same split key and the same start; only XLA's floating-point fusion differs
         (measured differences ~1e-12, tested to 1e-8 in ``tests/test_parallel.py``).
-        ``"processes"`` (needs ``rebuild`` and a whole number of draws): the chains of
-        ``"sequential"`` shared out to one Python process per core
-        (:func:`bayeskern.inference.processes.map_in_processes`), for models whose chains
-        cannot share XLA:CPU's devices; the mode search and the chains' starts are computed
-        here once.
+        ``"processes"`` (needs ``rebuild``): the chains of ``"sequential"`` shared out to one
+        Python process per core (:func:`bayeskern.inference.processes.map_in_processes`),
+        for models whose chains cannot share XLA:CPU's devices; the mode search and the
+        chains' starts are computed here once. With ``num_samples="auto"`` the workers hand
+        over each block of draws as they go and this process decides after each block,
+        across all chains, as in one process (the same draws; a worker may run one block
+        past the decision, which is dropped).
     progress_bar
         NumPyro's progress bar; ``False`` for quiet runs.
     init
@@ -235,11 +248,10 @@ def run_nuts(
     if init not in ("map", "prior"):
         raise ValueError(f"init must be 'map' or 'prior', got {init!r}")
     method = choose_chain_method(num_chains, chain_method)
-    if method == "processes" and (rebuild is None or auto):
+    if method == "processes" and rebuild is None:
         raise ValueError(
-            "chain_method='processes' needs a whole number of draws (num_samples='auto' "
-            "decides after each block, across all chains) and a model that can be rebuilt "
-            "in another process (rebuild)"
+            "chain_method='processes' needs a model that can be rebuilt in another process "
+            "(rebuild)"
         )
     key, k_start, k_map, k_init = jax.random.split(as_key(rng_key), 4)
     map_info, overrides = {}, {}
@@ -279,6 +291,9 @@ def run_nuts(
     # each chain's key as NumPyro's MCMC.run splits them
     keys = jax.random.split(key, num_chains) if num_chains > 1 else key[None]
     init_params = jax.tree.map(lambda a: jnp.asarray(a, jnp.result_type(a)), init_params)
+    # one program advances the chains through warm-up and every block of draws
+    length = max(1, min(AUTO_BLOCK, max(num_warmup, block)))
+    to_idata = partial(diagnostics.from_mcmc, dims=dims, coords=coords, observed=observed)
     if method == "processes":
         samples, stats = _run_in_processes(
             rebuild,
@@ -287,16 +302,17 @@ def run_nuts(
             keys,
             init_params,
             inverse_mass,
-            num_warmup,
-            num_samples,
+            dict(num_warmup=num_warmup, num_samples=num_samples, length=length),
             progress_bar,
+            stop=_AutoStop(block, max_samples, lambda *d: _mixed(to_idata(*d), judged))
+            if auto
+            else None,
         )
-        taken = num_samples
-        idata = diagnostics.from_mcmc(samples, stats, dims=dims, coords=coords, observed=observed)
+        taken = next(iter(samples.values())).shape[1]
+        idata = to_idata(samples, stats)
     else:
-        # one program advances the chains through warm-up and every block of draws; with a
-        # progress bar it returns every tenth of that, so that the bar moves and Ctrl-C lands
-        length = max(1, min(AUTO_BLOCK, max(num_warmup, block)))
+        # with a progress bar the program returns every tenth of a block, so that the bar
+        # moves and Ctrl-C lands
         step = max(1, length // 10) if progress_bar else length
         chains = _nuts_chains(
             functions,
@@ -324,14 +340,8 @@ def run_nuts(
                 # the draws so far, concatenated along the draw axis
                 samples, stats = jax.tree.map(lambda *b: np.concatenate(b, axis=1), *blocks)
                 blocks = [(samples, stats)]
-                idata = diagnostics.from_mcmc(
-                    samples, stats, dims=dims, coords=coords, observed=observed
-                )
-                if not auto or taken >= max_samples:
-                    break
-                if judged is not None:  # a model may leave a site out (e.g. no periodic component)
-                    judged = [v for v in judged if v in idata.posterior]
-                if diagnostics.convergence_report(idata, var_names=judged, warn=False).mixed:
+                idata = to_idata(samples, stats)
+                if not auto or taken >= max_samples or _mixed(idata, judged):
                     break
                 target = min(taken + block, max_samples)  # every chain goes on, adaptation frozen
                 bar.total = num_warmup + target
@@ -356,6 +366,13 @@ def run_nuts(
     return idata
 
 
+def _mixed(idata, judged: list[str] | None) -> bool:
+    """Whether ``num_samples="auto"`` may stop: the ``judged`` variables meet the criteria."""
+    if judged is not None:  # a model may leave a site out (e.g. no periodic component)
+        judged = [v for v in judged if v in idata.posterior]
+    return diagnostics.convergence_report(idata, var_names=judged, warn=False).mixed
+
+
 def _nuts_chains(functions, settings: dict, inverse_mass, **chains) -> Chains:
     """Build the :class:`Chains` of NumPyro's NUTS with ``settings`` on the model ``functions``.
 
@@ -378,26 +395,19 @@ def _run_in_processes(
     keys,
     init_params,
     inverse_mass,
-    num_warmup,
-    num_samples,
+    counts: dict,
     progress_bar,
+    stop=None,
 ):
     """Run the chains of ``"sequential"``, shared out to :func:`process_count` processes.
 
-    Every worker gets its chains' keys and starts, the inverse mass matrix and the data the
-    chains run on (``overrides``: the arrays ``data_at_mode`` replaced); the draws and
-    statistics come back chains first, in chain order.
+    Every worker gets its chains' keys and starts, the inverse mass matrix, the data the
+    chains run on (``overrides``: the arrays ``data_at_mode`` replaced) and ``counts``
+    (``num_warmup``, ``num_samples``, ``length``); the draws and statistics come back chains
+    first, in chain order. ``stop``: an :class:`_AutoStop` for ``num_samples="auto"``, which
+    reads the blocks the workers write into a shared folder and tells them when to stop.
     """
     builder, config, arrays = rebuild
-    spec = json.dumps(
-        dict(
-            builder=builder,
-            config=config,
-            settings=settings,
-            num_warmup=num_warmup,
-            num_samples=num_samples,
-        )
-    )
     keys = np.asarray(keys)
     named = {
         **{f"data/{k}": np.asarray(v) for k, v in arrays.items()},
@@ -405,15 +415,30 @@ def _run_in_processes(
     }
     if inverse_mass is not None:
         named["inverse_mass"] = np.asarray(inverse_mass)
-    jobs = []
-    for chains in np.array_split(np.arange(len(keys)), process_count(len(keys))):
-        mine = {
-            **named,
-            "keys": keys[chains],
-            **{f"init/{k}": np.asarray(v)[chains] for k, v in init_params.items()},
-        }
-        jobs.append((spec, json.dumps(list(mine)), *mine.values()))
-    return map_chain_groups(_chains_in_process, jobs, len(keys), progress_bar)
+    groups = np.array_split(np.arange(len(keys)), process_count(len(keys)))
+    with tempfile.TemporaryDirectory(prefix="bayeskern-blocks-") as folder:
+        jobs = []
+        for group, chains in enumerate(groups):
+            mine = {
+                **named,
+                "keys": keys[chains],
+                **{f"init/{k}": np.asarray(v)[chains] for k, v in init_params.items()},
+            }
+            spec = dict(builder=builder, config=config, settings=settings, **counts)
+            if stop is not None:
+                spec.update(
+                    folder=folder, group=group, block=stop.block, max_samples=stop.max_samples
+                )
+            jobs.append((json.dumps(spec), json.dumps(list(mine)), *mine.values()))
+        if stop is not None:
+            stop.folder, stop.groups = Path(folder), len(groups)
+        samples, stats = map_chain_groups(_chains_in_process, jobs, len(keys), progress_bar, stop)
+        if stop is None:
+            return samples, stats
+        stop()  # the blocks that the last worker to end wrote
+    if stop.draws is None:
+        raise RuntimeError("the worker processes ended before the draws met the stop rule")
+    return tuple({k: v[:, : stop.draws] for k, v in d.items()} for d in (samples, stats))
 
 
 def _chains_in_process(spec: str, names: str, *arrays):
@@ -430,8 +455,7 @@ def _chains_in_process(spec: str, names: str, *arrays):
     model_kwargs = {**model_kwargs, **{k: jnp.asarray(v) for k, v in part("override/").items()}}
     keys = jnp.asarray(named["keys"])
     functions = model_functions(model, model_kwargs, keys[:1], init_to_median(num_samples=15))
-    num_warmup, num_samples = s["num_warmup"], s["num_samples"]
-    length = max(1, min(AUTO_BLOCK, max(num_warmup, num_samples)))
+    num_warmup, length, folder = s["num_warmup"], s["length"], s.get("folder")
     chains = _nuts_chains(
         functions,
         s["settings"],
@@ -444,11 +468,76 @@ def _chains_in_process(spec: str, names: str, *arrays):
     state = chains.init(keys, {k: jnp.asarray(v) for k, v in part("init/").items()})
     for count in _blocks(num_warmup, length):
         state, _, _ = chains.advance(state, count, collect=False)
-    blocks = []
-    for count in _blocks(num_samples, length):
+    # num_samples="auto" (a folder): blocks until the caller's stop, written after each block
+    total, step = (s["num_samples"], length) if folder is None else (s["max_samples"], s["block"])
+    blocks, taken = [], 0
+    while taken < total and (folder is None or taken < _AutoStop.read(folder)):
+        count = min(step, total - taken)
         state, draws, stats = chains.advance(state, count)
         blocks.append((draws, stats))
-    return chain_outputs(*jax.tree.map(lambda *b: np.concatenate(b, axis=1), *blocks))
+        taken += count
+        if folder is not None:
+            write_npz(
+                Path(folder) / f"{s['group']}-{len(blocks) - 1}.npz", chain_outputs(draws, stats)
+            )
+    draws, stats = jax.tree.map(lambda *b: np.concatenate(b, axis=1), *blocks)
+    if folder is not None:  # every worker returns the draws the caller decided on
+        keep = _AutoStop.wait(folder)
+        draws, stats = jax.tree.map(lambda a: a[:, :keep], (draws, stats))
+    return chain_outputs(draws, stats)
+
+
+class _AutoStop:
+    """The calling side of ``num_samples="auto"`` with the chains in worker processes.
+
+    Each worker writes every block of its chains' draws to ``folder`` as ``<group>-<block>.npz``
+    and looks for ``stop.json`` before each next block. Called while the workers run, this
+    reads each block once every group has written it, joins the chains and asks ``mixed(draws,
+    stats)`` (or the cap) whether to stop; then it writes ``stop.json`` with the number of
+    draws to keep (``draws``). The decision uses the same draws, block for block, as in one
+    process, so the result does not depend on which worker is ahead.
+    """
+
+    def __init__(self, block: int, max_samples: int, mixed: Callable):
+        self.block, self.max_samples, self.mixed = block, max_samples, mixed
+        self.folder, self.groups = None, 0
+        self.parts, self.draws = [], None
+
+    @staticmethod
+    def read(folder) -> float:
+        """Return the draws the caller decided to keep (``inf`` while undecided)."""
+        path = Path(folder) / "stop.json"
+        return json.loads(path.read_text())["draws"] if path.exists() else float("inf")
+
+    @staticmethod
+    def wait(folder) -> int:
+        """Wait for the caller's decision (a worker that has drawn all it may) and return it."""
+        parent = os.getppid()
+        while (keep := _AutoStop.read(folder)) == float("inf"):
+            if os.getppid() != parent:  # the caller is gone: nobody will decide
+                raise RuntimeError("the process that started this worker has ended")
+            time.sleep(0.05)
+        return int(keep)
+
+    def __call__(self) -> None:
+        while self.draws is None:
+            paths = [self.folder / f"{g}-{len(self.parts)}.npz" for g in range(self.groups)]
+            if not all(p.exists() for p in paths):
+                return
+            groups = []
+            for path in paths:
+                with np.load(path, allow_pickle=False) as npz:
+                    groups.append({k: npz[k] for k in npz.files})
+            self.parts.append({k: np.concatenate([g[k] for g in groups]) for k in groups[0]})
+            draws, stats = chain_parts(
+                {k: np.concatenate([p[k] for p in self.parts], axis=1) for k in self.parts[0]}
+            )
+            taken = next(iter(stats.values())).shape[1]
+            if taken >= self.max_samples or self.mixed(draws, stats):
+                self.draws = taken
+                tmp = self.folder / "stop.json.tmp"
+                tmp.write_text(json.dumps(dict(draws=taken)))
+                tmp.replace(self.folder / "stop.json")
 
 
 class _DataArgumentNUTS(NUTS):

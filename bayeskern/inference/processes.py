@@ -23,6 +23,7 @@ import os
 import subprocess
 import sys
 import tempfile
+import time
 from collections.abc import Callable, Sequence
 from pathlib import Path
 
@@ -35,9 +36,11 @@ __all__ = [
     "PROCESS_WORK",
     "can_start_processes",
     "chain_outputs",
+    "chain_parts",
     "map_chain_groups",
     "map_in_processes",
     "process_count",
+    "write_npz",
 ]
 
 #: the chains' sequential work (a sampler's own units: the Gibbs sampler's
@@ -64,7 +67,12 @@ def process_count(n_chains: int) -> int:
     return max(d for d in range(1, min(available_cores(), n_chains) + 1) if n_chains % d == 0)
 
 
-def map_in_processes(fn: Callable, args: Sequence[tuple], on_done: Callable | None = None) -> list:
+def map_in_processes(
+    fn: Callable,
+    args: Sequence[tuple],
+    on_done: Callable | None = None,
+    poll: Callable | None = None,
+) -> list:
     """Return ``[fn(*a) for a in args]``, each call in its own Python process.
 
     The workers are new interpreters (``python -c``, with this process's environment and
@@ -74,9 +82,11 @@ def map_in_processes(fn: Callable, args: Sequence[tuple], on_done: Callable | No
     imported by its module and name, its arguments (NumPy arrays, or numbers, strings,
     ``None`` as JSON) and its result (an array or a dict of arrays) travel as ``.npz`` and
     JSON files in a temporary folder, read with ``allow_pickle=False``. ``on_done()`` is
-    called as each call finishes (a progress bar). An exception in a worker is raised here
-    (as the same built-in exception type, else ``RuntimeError``); on ``KeyboardInterrupt`` or
-    any error the workers are killed before it propagates, so nothing keeps running.
+    called as each call finishes (a progress bar), ``poll()`` about every 0.1 s while calls
+    run (a caller that watches what the workers write). An exception in a worker is raised
+    here as soon as that worker ends (as the same built-in exception type, else
+    ``RuntimeError``); on ``KeyboardInterrupt`` or any error the workers are killed before it
+    propagates, so nothing keeps running.
     """
     env = {**os.environ, "PYTHONPATH": os.pathsep.join(p for p in sys.path if p)}
     target = f"{fn.__module__}:{fn.__qualname__}"
@@ -90,11 +100,19 @@ def map_in_processes(fn: Callable, args: Sequence[tuple], on_done: Callable | No
             for f in folders
         ]
         try:
-            results = []
-            for worker, folder in zip(workers, folders, strict=True):
-                results.append(_read_result(folder, worker.wait()))
-                if on_done is not None:
-                    on_done()
+            results, running = [None] * len(workers), set(range(len(workers)))
+            while running:
+                for i in sorted(running):
+                    code = workers[i].poll()
+                    if code is not None:
+                        results[i] = _read_result(folders[i], code)
+                        running.discard(i)
+                        if on_done is not None:
+                            on_done()
+                if running:
+                    if poll is not None:
+                        poll()
+                    time.sleep(0.1)
             return results
         finally:
             for worker in workers:
@@ -112,23 +130,41 @@ def chain_outputs(draws: dict, stats: dict) -> dict:
 
 
 def map_chain_groups(
-    fn: Callable, jobs: Sequence[tuple], num_chains: int, progress_bar: bool = False
+    fn: Callable,
+    jobs: Sequence[tuple],
+    num_chains: int,
+    progress_bar: bool = False,
+    poll: Callable | None = None,
 ) -> tuple[dict, dict]:
     """Run a sampler's groups of chains, one :func:`map_in_processes` call each.
 
     ``fn(*job)`` runs one group (every group the same number of chains) and returns
     :func:`chain_outputs`, chains first. Returns the draws and the statistics of all groups
     joined along the chain axis, in the order of ``jobs``; the progress bar counts chains.
+    ``poll``: as :func:`map_in_processes`.
     """
     bar = tqdm(total=num_chains, desc="chains", disable=not progress_bar)
     with bar:
-        outs = map_in_processes(fn, jobs, on_done=lambda: bar.update(num_chains // len(jobs)))
-    joined = {k: np.concatenate([o[k] for o in outs]) for k in outs[0]}
-    draws, stats = (
-        {k.split("/", 1)[1]: v for k, v in joined.items() if k.startswith(part)}
+        outs = map_in_processes(
+            fn, jobs, on_done=lambda: bar.update(num_chains // len(jobs)), poll=poll
+        )
+    return chain_parts({k: np.concatenate([o[k] for o in outs]) for k in outs[0]})
+
+
+def chain_parts(outputs: dict) -> tuple[dict, dict]:
+    """Split :func:`chain_outputs` back into its draws and statistics."""
+    return tuple(
+        {k.split("/", 1)[1]: v for k, v in outputs.items() if k.startswith(part)}
         for part in ("draws/", "stats/")
     )
-    return draws, stats
+
+
+def write_npz(path: Path, arrays: dict) -> None:
+    """Write ``arrays`` to ``path`` (``.npz``) whole or not at all: a reader never sees half."""
+    tmp = path.with_name(path.name + ".tmp")
+    with open(tmp, "wb") as f:
+        np.savez(f, **{k: np.asarray(v) for k, v in arrays.items()})
+    tmp.replace(path)
 
 
 def _write_args(folder: Path, args: tuple) -> None:
@@ -174,9 +210,9 @@ def _serve() -> None:
         # BLAS limited as in the caller's fit (bayeskern.devices.limit_blas): several
         # worker processes with multi-threaded OpenBLAS spin-waiting would share the cores
         result = limit_blas(getattr(importlib.import_module(module), name))(*_read_args(folder))
-        arrays = result if isinstance(result, dict) else {"__array__": result}
-        np.savez(folder / "result.tmp.npz", **{k: np.asarray(v) for k, v in arrays.items()})
-        (folder / "result.tmp.npz").replace(folder / "result.npz")
+        write_npz(
+            folder / "result.npz", result if isinstance(result, dict) else {"__array__": result}
+        )
     except Exception as err:  # noqa: BLE001 - handed to the caller
         message = {"type": type(err).__name__, "message": str(err)}
         (folder / "error.json").write_text(json.dumps(message))
