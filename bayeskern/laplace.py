@@ -28,6 +28,10 @@ using an adjoint-differentiated Laplace approximation"), the method of Stan's
             + u\,\hat a^\top,\qquad u = (I - RK)\,s_2 ,
 
   where the last term is the change of the mode itself (:math:`\partial\hat f/\partial K`).
+  Since :math:`W^{1/2}KW^{1/2} = B - I`, :math:`W^{1/2}\,KRK\,W^{1/2} = B - 2I + B^{-1}`,
+  so :math:`\mathrm{diag}(\Sigma)_i = (1 - [B^{-1}]_{ii})/W_{ii}` and
+  :math:`s_{2,i} = -\tfrac12(1 - 2\pi_i)(1 - [B^{-1}]_{ii})`: no :math:`n^3` product
+  :math:`RK` and no division by :math:`W` (which underflows where :math:`\pi` saturates).
 
 The likelihood is the Bernoulli-logit one with labels in {0, 1}:
 :math:`\nabla\log p = y - \pi`, :math:`W = \pi(1-\pi)`,
@@ -67,7 +71,7 @@ __all__ = [
     "mode_from_f",
     "laplace_log_marginal",
     "laplace_predict",
-    "laplace_loo_logpdf",
+    "laplace_loo_and_marginals",
     "probit_logit",
     "NEWTON_MAX_ITER",
     "SoftmaxMode",
@@ -231,13 +235,12 @@ def _fwd(K, y, f_start):
 def _bwd(res, g):
     K, mode = res
     sw, a = mode.sqrt_w, mode.a
-    R = sw[:, None] * cholesky_inverse(mode.chol_b) * sw[None, :]
-    RK = R @ K
+    B_inv = cholesky_inverse(mode.chol_b)
+    R = sw[:, None] * B_inv * sw[None, :]
     pi = jax.nn.sigmoid(mode.f)
-    d3 = -pi * (1.0 - pi) * (1.0 - 2.0 * pi)
-    sigma_diag = jnp.diagonal(K) - jnp.sum(K * RK, axis=0)  # diag(K R K), K symmetric
-    s2 = 0.5 * sigma_diag * d3  # d(-log|B|/2)/d f_hat
-    u = s2 - RK @ s2  # (I - R K) s2
+    # d(-log|B|/2)/d f_hat = diag(Sigma) * d3 / 2, Sigma_ii = (1 - B^-1_ii) / W_ii (module doc)
+    s2 = -0.5 * (1.0 - 2.0 * pi) * (1.0 - jnp.diagonal(B_inv))
+    u = s2 - R @ (K @ s2)  # (I - R K) s2
     ua = jnp.outer(u, a)
     W = 0.5 * jnp.outer(a, a) - 0.5 * R + 0.5 * (ua + ua.T)
     return g * W, None, None
@@ -272,18 +275,27 @@ def probit_logit(mean, var):
     return mean / jnp.sqrt(1.0 + jnp.pi * var / 8.0)
 
 
-def laplace_loo_logpdf(mode: LaplaceMode, K: jax.Array, y: jax.Array) -> jax.Array:
-    """Leave-one-out predictive log probabilities :math:`\\log p(y_i \\mid y_{-i}, \\theta)`.
+def laplace_loo_and_marginals(mode: LaplaceMode, K: jax.Array, y: jax.Array):
+    r"""Leave-one-out log probabilities and the latent marginals at the training inputs.
 
-    The Laplace approximation replaces each likelihood term by a Gaussian site of precision
-    :math:`W_{ii}`; removing site :math:`i` from the marginal :math:`N(\\hat f_i,
-    \\Sigma_{ii})` gives the cavity :math:`N(\\mu_{-i}, v_{-i})` with
-    :math:`v_{-i}^{-1} = \\Sigma_{ii}^{-1} - W_{ii}`,
-    :math:`\\mu_{-i} = v_{-i}(\\hat f_i/\\Sigma_{ii} - W_{ii}\\hat f_i - \\nabla_i\\log p)`
+    The Laplace posterior of :math:`f` is :math:`N(\hat f, \Sigma)`,
+    :math:`\Sigma = K - KRK` with :math:`\mathrm{diag}(KRK)` the column sums of
+    :math:`(L^{-1}W^{1/2}K)^2`, :math:`LL^\top = B` (R&W Algorithm 3.2 at the training
+    inputs). The approximation replaces each likelihood term by a Gaussian site of precision
+    :math:`W_{ii}`; removing site :math:`i` from the marginal :math:`N(\hat f_i,
+    \Sigma_{ii})` gives the cavity :math:`N(\mu_{-i}, v_{-i})` with
+    :math:`v_{-i}^{-1} = \Sigma_{ii}^{-1} - W_{ii}`,
+    :math:`\mu_{-i} = v_{-i}(\hat f_i/\Sigma_{ii} - W_{ii}\hat f_i - \nabla_i\log p)`
     (Vehtari et al. 2016, JMLR 17(103), "Bayesian leave-one-out cross-validation
     approximations for Gaussian latent variable models", LA-LOO), and the logistic
     likelihood is averaged over it with MacKay's probit approximation. These are the
     pointwise terms PSIS-LOO needs for this non-factorizing marginal likelihood.
+
+    Returns
+    -------
+    loo : (n,) :math:`\log p(y_i \mid y_{-i}, \theta)`.
+    mean, var : (n,) :math:`\hat f_i` and :math:`\Sigma_{ii}`: the latent predictive at the
+        training inputs (with ``K``'s jitter in the prior variance), from the same solve.
     """
     sw = mode.sqrt_w
     w = sw * sw
@@ -292,7 +304,8 @@ def laplace_loo_logpdf(mode: LaplaceMode, K: jax.Array, y: jax.Array) -> jax.Arr
     var = 1.0 / jnp.maximum(1.0 / sigma - w, 1e-12)
     mean = var * (mode.f / sigma - w * mode.f - mode.a)
     z = probit_logit(mean, var)
-    return jnp.where(y > 0, jax.nn.log_sigmoid(z), jax.nn.log_sigmoid(-z))
+    loo = jnp.where(y > 0, jax.nn.log_sigmoid(z), jax.nn.log_sigmoid(-z))
+    return loo, mode.f, sigma
 
 
 # ----------------------------------------------------------------------------- multi-class

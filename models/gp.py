@@ -40,7 +40,7 @@ from numpyro.distributions import constraints
 from bayeskern.kernels.base import Kernel, default_theta
 from bayeskern.laplace import (
     laplace_log_marginal,
-    laplace_loo_logpdf,
+    laplace_loo_and_marginals,
     laplace_mode,
     laplace_predict,
     mode_from_f,
@@ -509,12 +509,14 @@ def laplace_classification_predictive(kernel: Kernel, draw: dict, X, y, Xnew, x_
 
 
 def laplace_classification_loo(kernel: Kernel, draw: dict, X, y, x_scale):
-    """Return :math:`\\log p(y_i \\mid y_{-i}, \\theta)` for one draw of the Laplace classifier.
+    """LOO log probabilities and latent marginals at the training inputs for one draw.
 
-    By :func:`bayeskern.laplace.laplace_loo_logpdf`: the pointwise terms of PSIS-LOO.
+    By :func:`bayeskern.laplace.laplace_loo_and_marginals` (the pointwise terms of PSIS-LOO,
+    and the latent mean and variance that the posterior-predictive replicates at the
+    training inputs need, from the same factorization): ``(loo, mean, var)``, each ``(n,)``.
     """
     _, K, mode = _laplace_factors(kernel, draw, X, y, x_scale)
-    return laplace_loo_logpdf(mode, K, y)
+    return laplace_loo_and_marginals(mode, K, y)
 
 
 def softmax_covariances(kernel: Kernel, theta, amplitude, X1=None, X2=None, *, prepared=None):

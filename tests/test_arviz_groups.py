@@ -8,9 +8,11 @@ import copy
 import warnings
 
 import arviz as az
+import jax.numpy as jnp
 import matplotlib.pyplot as plt
 import numpy as np
 import pytest
+from bayeskern.models.gp import laplace_classification_loo, laplace_classification_predictive
 from conftest import TINY
 from sklearn.gaussian_process import GaussianProcessRegressor
 from sklearn.gaussian_process.kernels import RBF as SkRBF
@@ -161,6 +163,44 @@ def test_gp_replicates_from_the_loo_factorization_match_the_generic_path(fitted,
         ec = copy.deepcopy(est)
         handed = ec._add_hsgp_loo(ec.x_std_.transform(X), ec.y_std_.transform(fitted[1]))
         np.testing.assert_allclose(handed.loc, est.predictive(X).loc, rtol=1e-9, atol=1e-9)
+
+
+def test_classifier_replicates_from_the_loo_factorization_match_the_generic_path(
+    fitted, monkeypatch
+):
+    # the binary Laplace classifier's replicates come from its LOO's solve (latent mean f_hat
+    # and variance diag(K - KRK) at the training rows); the generic path calls
+    # laplace_predict at the training inputs, whose prior variance leaves out K's 1e-6
+    # jitter: the same probabilities to that jitter, so the same labels from the same
+    # uniforms except where a uniform falls within ~1e-6 of a probability
+    X, _, ests = fitted
+    est = ests["gpc"]
+    post = est.idata_.posterior
+    draws = np.arange(post.sizes["chain"] * post.sizes["draw"])
+    generic = est._predictive_group(X, draws, est._seed(), stream=2)
+    stored = np.asarray(est.idata_.posterior_predictive["y"])
+    assert stored.shape == generic.shape
+    assert np.mean(stored != generic) < 1e-3
+    Xj = jnp.asarray(est.x_std_.transform(X))
+    yj = jnp.asarray(np.asarray(est.idata_.observed_data["y"]), dtype=float)
+    d = {k: v[:3] for k, v in est._draws(with_f=True).items()}
+    for i in range(3):
+        one = {k: jnp.asarray(v[i]) for k, v in d.items()}
+        _, mean, var = laplace_classification_loo(est.kernel_, one, Xj, yj, est.x_std_.scale)
+        m2, v2, _ = laplace_classification_predictive(
+            est.kernel_, one, Xj, yj, Xj, est.x_std_.scale
+        )
+        np.testing.assert_allclose(mean, m2, rtol=0, atol=1e-5)
+        np.testing.assert_allclose(var, v2, rtol=0, atol=1e-5)
+
+    def generic_path(*args, **kwargs):
+        raise AssertionError("the binary Laplace fit predicted at its training rows again")
+
+    monkeypatch.setattr(type(est), "_predictive_group", generic_path)
+    again = bk.GPClassifier(random_state=0, **SMALL).fit(
+        X, np.asarray(est.classes_)[yj.astype(int)]
+    )
+    np.testing.assert_array_equal(again.idata_.posterior_predictive["y"], stored)
 
 
 def test_posterior_predictive_same_seed_same_draws(fitted):

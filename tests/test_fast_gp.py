@@ -229,12 +229,16 @@ def test_prepared_gram_equals_gram_for_cross_and_symmetric_inputs():
             )
 
 
-def test_laplace_marginal_gradient_matches_finite_differences():
-    """The implicit (R&W Algorithm 5.1) gradient of the Laplace log marginal likelihood."""
+@pytest.mark.parametrize(
+    ("noise", "log_a"), [(0.5, 0.4), (0.02, 2.5)], ids=["overlap", "separated"]
+)
+def test_laplace_marginal_gradient_matches_finite_differences(noise, log_a):
+    """The implicit (R&W Algorithm 5.1) gradient of the Laplace log marginal likelihood, also
+    where the classes separate and the mode's probabilities saturate (W near 0)."""
     rng = np.random.default_rng(4)
     n = 30
     X = rng.normal(size=(n, 1))
-    y = jnp.asarray((X[:, 0] + 0.5 * rng.normal(size=n) > 0).astype(float))
+    y = jnp.asarray((X[:, 0] + noise * rng.normal(size=n) > 0).astype(float))
 
     def K_of(log_l, log_a):
         d2 = (X - X.T) ** 2
@@ -243,7 +247,7 @@ def test_laplace_marginal_gradient_matches_finite_differences():
     def f(p):
         return laplace_log_marginal(K_of(p[0], p[1]), y)
 
-    p = jnp.array([0.2, 0.4])
+    p = jnp.array([0.2, log_a])
     g = jax.grad(f)(p)
 
     # differences of the value at a mode converged to rounding (tol=0): the default stop leaves

@@ -442,12 +442,20 @@ class BayesianEstimatorMixin:
         conditioned on all rows), draw :math:`j` uses component
         :math:`\\lfloor jS'/S\\rfloor`. Returns ``(len(draws), n)``.
         """
-        post = self.idata_.posterior
-        n_total = post.sizes["chain"] * post.sizes["draw"]
         if not is_classifier(self):
             pred = self.predictive(X)
             return self._sample_replicates(pred, draws, seed, stream, row_offset)
         P = np.asarray(self._draw_probabilities(X))
+        return self._class_replicates(P, draws, seed, stream, row_offset)
+
+    def _class_replicates(self, P, draws, seed: int, stream: int, row_offset: int = 0):
+        """One label per posterior draw in ``draws`` from a classifier's per-draw ``P``.
+
+        ``P``: ``(draws, n)`` class-1 probabilities or ``(draws, n, C)``, as
+        ``_draw_probabilities`` returns them (see :meth:`_replicates`).
+        """
+        post = self.idata_.posterior
+        n_total = post.sizes["chain"] * post.sizes["draw"]
         comp = np.asarray(draws) * P.shape[0] // n_total
         rows = row_offset + np.arange(P.shape[1])
         u = row_uniforms(seed, rows, len(comp), stream)
@@ -492,8 +500,10 @@ class BayesianEstimatorMixin:
         predictive at the rows of the ``log_likelihood`` group, one component per draw,
         computed with its LOO from the same factorization
         (:func:`bayeskern.models.gp.loo_and_fitted_rows`,
-        :func:`bayeskern.models.hsgp.hsgp_loo_and_fitted`); otherwise :meth:`predictive` is
-        called at the training inputs.
+        :func:`bayeskern.models.hsgp.hsgp_loo_and_fitted`), or a classifier's per-draw class
+        probabilities there (:func:`bayeskern.models.gp.laplace_classification_loo`);
+        otherwise :meth:`predictive` (or ``_draw_probabilities``) is called at the training
+        inputs.
         """
         idata = self.idata_
         rows = (
@@ -508,7 +518,10 @@ class BayesianEstimatorMixin:
         )
         post = idata.posterior
         draws = thin_draws(post.sizes["chain"], post.sizes["draw"], len(rows))
-        if fitted is not None and fitted.loc.shape[1] == len(rows):
+        if fitted is not None and is_classifier(self) and fitted.shape[1] == len(rows):
+            y = self._class_replicates(fitted, draws, self._seed(), stream=2)
+            y = y.reshape(post.sizes["chain"], -1, y.shape[-1])
+        elif fitted is not None and not is_classifier(self) and fitted.loc.shape[1] == len(rows):
             y = self._sample_replicates(fitted, draws, self._seed(), stream=2)
             y = y.reshape(post.sizes["chain"], -1, y.shape[-1])
         else:

@@ -279,8 +279,6 @@ class _GPBase(BayesianEstimatorMixin, BaseEstimator):
             None if y_std is None else y_std.scale,
         )
         diagnostics.add_variables(self.idata_, "posterior", data, dims=dims, coords=coords)
-        if isinstance(self, ClassifierMixin):  # a regressor's predictive needs its fit's end
-            self._add_posterior_predictive()
 
     def _draw_probabilities(self, X):
         """Class probabilities per posterior draw at ``X`` (classifiers).
@@ -1260,6 +1258,7 @@ class GPClassifier(ClassifierMixin, _GPBase):  # noqa: D101 (__doc__ is an f-str
         self.x_std_ = Standardizer.fit(X)
         Xs = self.x_std_.transform(X)
         self.kernel_ = self._fit_kernel(Xs, y01)
+        fitted = None
         if len(self.classes_) > 2:
             ll = self._fit_softmax(Xs, y01, X)
         elif self.inference == "latent":
@@ -1281,13 +1280,14 @@ class GPClassifier(ClassifierMixin, _GPBase):  # noqa: D101 (__doc__ is an f-str
                 data_at_mode=lambda v: dict(newton_start=v["f"]),
                 **self._laplace_chains(Xs, y01, 2),
             )
-            ll = np.asarray(
-                map_draws(
-                    lambda d: laplace_classification_loo(kernel, d, Xj, yj, x_scale),
-                    self._draws(with_f=True),
-                )
+            ll, mean, var = map_draws(
+                lambda d: laplace_classification_loo(kernel, d, Xj, yj, x_scale),
+                self._draws(with_f=True),
             )
-            ll = ll.reshape(self.idata_.posterior.sizes["chain"], -1, ll.shape[-1])
+            # the replicates' class-1 probabilities at the training rows, per draw, from the
+            # LOO's factorization (MacKay's probit approximation, as predict_proba)
+            fitted = np.asarray(jax.nn.sigmoid(probit_logit(mean, var)))
+            ll = np.asarray(ll).reshape(self.idata_.posterior.sizes["chain"], -1, ll.shape[-1])
         diagnostics.add_group(
             self.idata_,
             "log_likelihood",
@@ -1295,6 +1295,7 @@ class GPClassifier(ClassifierMixin, _GPBase):  # noqa: D101 (__doc__ is an f-str
             dims={"y": ["obs"]},
             coords={"obs": np.arange(len(y01))},
         )
+        self._add_posterior_predictive(fitted)
         return self
 
     def _multiclass(self) -> bool:

@@ -206,7 +206,7 @@ CPU = {
     "gabasrweekly": ("176-244 s (3 seeds, each 3-4 divergences)", "gabasr_hsgp.md"),
     "bcgibbs": ("107-115 s (processes, 2026-11-27)", "gabasr.md"),
     "eeg": ("986 s (processes, 2026-11-27)", "gabasr.md"),
-    "bcgp": ("161 s (processes, 2026-11-28; 277 s on 2026-11-27)", "gp_classifier_multiclass.md"),
+    "bcgp": ("131 s (processes, 2026-11-28; 277 s on 2026-11-27)", "gp_classifier_multiclass.md"),
     "iris": ("90.0 s seed 0 (processes, 2026-11-28)", "gp_classifier_multiclass.md"),
     "wine": ("107.6 s seed 0 (processes, 2026-11-28)", "gp_classifier_multiclass.md"),
 }
