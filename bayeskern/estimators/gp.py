@@ -1285,8 +1285,8 @@ class GPClassifier(ClassifierMixin, _GPBase):  # noqa: D101 (__doc__ is an f-str
                 self._draws(with_f=True),
             )
             # the replicates' class-1 probabilities at the training rows, per draw, from the
-            # LOO's factorization (MacKay's probit approximation, as predict_proba)
-            fitted = np.asarray(jax.nn.sigmoid(probit_logit(mean, var)))
+            # LOO's factorization
+            fitted = _class1_probability(mean, var)
             ll = np.asarray(ll).reshape(self.idata_.posterior.sizes["chain"], -1, ll.shape[-1])
         diagnostics.add_group(
             self.idata_,
@@ -1460,8 +1460,7 @@ class GPClassifier(ClassifierMixin, _GPBase):  # noqa: D101 (__doc__ is an f-str
 
         MacKay's probit approximation :math:`\\sigma(\\mu_s/\\sqrt{1 + \\pi v_s/8})`.
         """
-        m, v = self._latent(X)
-        return np.asarray(jax.nn.sigmoid(probit_logit(m, v)))
+        return _class1_probability(*self._latent(X))
 
     def _class_proba_draws(self, X):
         """Return the per-draw class probabilities, ``(draws, n, C)``, latent integrated out.
@@ -1545,6 +1544,14 @@ class GPClassifier(ClassifierMixin, _GPBase):  # noqa: D101 (__doc__ is an f-str
         tags = super().__sklearn_tags__()
         tags.classifier_tags.multi_class = True
         return tags
+
+
+def _class1_probability(mean, var) -> np.ndarray:
+    """Return :math:`P(y = 1)` for a latent :math:`f \\sim N(\\mu, v)`, elementwise.
+
+    MacKay's probit approximation :math:`\\sigma(\\mu/\\sqrt{1 + \\pi v/8})` (MacKay 1992).
+    """
+    return np.asarray(jax.nn.sigmoid(probit_logit(mean, var)))
 
 
 def _draw_key(draw):
