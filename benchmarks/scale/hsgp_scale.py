@@ -43,8 +43,9 @@ SCRIPT = Path(__file__).resolve().relative_to(ROOT)
 HEADER = f"""# Hilbert-space GP: accuracy against exact, and scale
 
 Written by `{SCRIPT}` (one section per case; rerun the command in a section to
-reproduce it). Every fit uses `GPRegressor`'s default arguments (4 chains × (500 + 500) NUTS
-iterations, `approximation="auto"`; the accuracy case sets `approximation` explicitly), with
+reproduce it). Every fit uses `GPRegressor`'s default arguments (4 chains, 200 warm-up
+iterations, then blocks of 100 draws per chain until converged (`num_samples="auto"`),
+`approximation="auto"`; the accuracy case sets `approximation` explicitly), with
 only `random_state` (= seed) and `progress_bar=False` set. Every seed run is listed. Load is
 `/proc/loadavg` (1, 5, 15 min) before → after the fit; peak RSS is `getrusage` of the
 process that fitted.
