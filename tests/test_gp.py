@@ -60,6 +60,48 @@ def test_predict_in_row_blocks_equals_one_block(fitted, monkeypatch):
         np.testing.assert_allclose(a, b, rtol=1e-10, atol=1e-12)
 
 
+def test_predictive_is_remembered_for_the_same_rows(fitted, monkeypatch):
+    """predict, intervals, draws and predictive on the same rows: one computation."""
+    from bayeskern.estimators import gp as gp_module
+
+    Xt = np.linspace(0.5, 5.5, 30)[:, None]
+    fitted._cache = {}  # as the fit left it
+    calls = []
+    original = gp_module.GPRegressor._training_draws
+
+    def counting(self):
+        calls.append(1)
+        return original(self)
+
+    monkeypatch.setattr(gp_module.GPRegressor, "_training_draws", counting)
+    first = fitted.predictive(Xt)
+    mean, sd = fitted.predict(Xt, return_std=True)
+    fitted.predict_interval(Xt, 0.9)
+    fitted.sample_posterior_predictive(Xt, n_draws=10, random_state=0)
+    again = fitted.predictive(Xt.copy())  # equal values, another array
+    assert len(calls) == 1
+    assert again is not first
+    np.testing.assert_array_equal(again.loc, first.loc)
+    with pytest.raises(ValueError, match="read-only"):
+        again.loc[0, 0] = 0.0  # what the next caller gets cannot be changed
+    fitted.predictive(Xt + 0.1)  # other rows: computed
+    assert len(calls) == 2
+    saved = fitted.idata_
+    try:
+        fitted.idata_ = saved.copy()  # a new fit replaces idata_: computed again
+        fitted.predictive(Xt)
+        assert len(calls) == 3
+    finally:
+        fitted.idata_ = saved
+    fitted.__dict__.pop("_cache")  # no cache (as after pickling): computed
+    fresh = fitted.predictive(Xt)  # the same numbers as without the memory
+    assert len(calls) == 4
+    np.testing.assert_array_equal(fresh.loc, first.loc)
+    np.testing.assert_array_equal(fresh.scale, first.scale)
+    np.testing.assert_array_equal(mean, fresh.mean())
+    np.testing.assert_array_equal(sd, fresh.std())
+
+
 def test_loo_loglik_is_exact_leave_one_out_conditional(fitted, sine):
     X, y = sine
     Xs, ys = fitted.x_std_.transform(X), fitted.y_std_.transform(y)

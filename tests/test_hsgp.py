@@ -326,6 +326,7 @@ def test_hsgp_run_saves_and_loads(hsgp_fit, tmp_path):
     hsgp_fit.save(tmp_path / "run")
     loaded = bk.load_run(tmp_path / "run")
     assert loaded.approximation_ == "hsgp" and loaded.n_basis_ == hsgp_fit.n_basis_
+    assert loaded.num_samples_ == hsgp_fit.num_samples_
     Xt = np.linspace(0, 10, 25)[:, None]
     np.testing.assert_allclose(loaded.predict(Xt), hsgp_fit.predict(Xt), rtol=1e-10)
 

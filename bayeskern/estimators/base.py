@@ -12,6 +12,9 @@ Every Bayesian estimator in bayeskern
 
 from __future__ import annotations
 
+import dataclasses
+import functools
+import hashlib
 import numbers
 import weakref
 from functools import partial
@@ -47,6 +50,7 @@ __all__ = [
     "JointPredictiveMixin",
     "mixture_joint",
     "cached_jit",
+    "remember_predictive",
 ]
 
 
@@ -391,6 +395,9 @@ class BayesianEstimatorMixin:
     _AUTO_COUNTS = False
 
     def _validate_fit(self, X, y, *, classifier: bool):
+        # a new fit starts a new cache (compiled maps, prediction factors, the last
+        # predictive): nothing computed for an earlier fit is kept
+        self._cache = {}
         check_sampler_counts(
             self.num_warmup, self.num_samples, self.num_chains, auto=self._AUTO_COUNTS
         )
@@ -619,6 +626,9 @@ class BayesianEstimatorMixin:
             self.classes_ = arrays["classes"]
         if meta.get("kernel") is not None:
             self.kernel_ = restore_kernel(meta["kernel"], arrays)
+        self._cache = {}
+        if self._AUTO_COUNTS:  # the draws per chain that "auto" (or the user) gave
+            self.num_samples_ = int(self.idata_.posterior.sizes["draw"])
         self.convergence_ = diagnostics.convergence_report(self.idata_, warn=False)
 
     def save(self, path) -> None:
@@ -641,6 +651,61 @@ class BayesianEstimatorMixin:
 #: most draws x rows elements of one block of :meth:`PredictiveRegressorMixin.predict`
 #: (each predictive array of a block then takes at most 64 MB)
 PREDICT_BLOCK_ELEMENTS = 2**23
+
+
+#: most draws x rows elements of a predictive that :func:`remember_predictive` keeps
+PREDICTIVE_MEMO_ELEMENTS = 2**23
+
+
+def _content_key(X):
+    """Return a key for the values (and column names) of ``X``, or ``None`` if it has none."""
+    try:
+        values = X.to_numpy() if hasattr(X, "to_numpy") else np.asarray(X)
+        if values.dtype == object:
+            return None
+        values = np.ascontiguousarray(values)
+    except (TypeError, ValueError):
+        return None
+    columns = tuple(map(str, X.columns)) if hasattr(X, "columns") else None
+    digest = hashlib.blake2b(values.tobytes(), digest_size=16).digest()
+    return type(X).__name__, columns, values.shape, values.dtype.str, digest
+
+
+def remember_predictive(predictive):
+    """Wrap a regressor's ``predictive(X)`` to keep its last result for the same ``X``.
+
+    ``predict``, ``predict_interval``, ``sample_posterior_predictive``, the metrics and the
+    report each ask for the predictive at the same new points, and an exact GP computes it
+    from a factorization per draw each time. The last result (at most
+    :data:`PREDICTIVE_MEMO_ELEMENTS` draws x rows) is kept with the values of ``X`` (a hash of
+    its bytes, its shape, type and column names) and the fitted ``idata_`` in the fit's cache
+    (``_cache``, which each fit starts anew and pickling drops); another ``X`` or a new fit
+    computes it again. Its arrays are read-only and each call returns its own
+    :class:`~bayeskern.predictive.MixturePredictive`, so a caller cannot change what the next
+    one gets. Same numbers as without it.
+    """
+
+    @functools.wraps(predictive)
+    def remembered(self, X):
+        # the fit's own cache (predictions must not add attributes: scikit-learn's
+        # check_dict_unchanged); without one, nothing is kept
+        cache = self.__dict__.get("_cache")
+        if cache is None:
+            return predictive(self, X)
+        key = _content_key(X)
+        hit = cache.get("predictive")
+        if key is not None and hit is not None and hit[0] is self.idata_ and hit[1] == key:
+            return dataclasses.replace(hit[2])
+        out = predictive(self, X)
+        if key is not None and out.loc.size <= PREDICTIVE_MEMO_ELEMENTS:
+            for a in (out.loc, out.scale, out.df):
+                if a is not None:
+                    a.setflags(write=False)
+            cache["predictive"] = (self.idata_, key, out)
+            return dataclasses.replace(out)
+        return out
+
+    return remembered
 
 
 class PredictiveRegressorMixin:

@@ -38,6 +38,7 @@ from bayeskern.estimators.base import (
     kernel_state,
     map_draws,
     proba_interval,
+    remember_predictive,
     restore_kernel,
     validate_classes,
 )
@@ -1082,6 +1083,7 @@ class GPRegressor(JointPredictiveMixin, PredictiveRegressorMixin, RegressorMixin
             hit = cache["factors"] = (self.kernel_, self.x_std_, out)
         return hit[2]
 
+    @remember_predictive
     @limit_blas
     def predictive(self, X) -> MixturePredictive:
         """Posterior predictive distribution of new observations at ``X`` (data units)."""
