@@ -134,12 +134,17 @@ def test_same_seed_same_numbers(fitted, sine):
     np.testing.assert_array_equal(a.predict(X[:5]), b.predict(X[:5]))
 
 
-def test_classifier_learns_and_gives_probabilities(rng):
+def test_classifier_learns_and_gives_probabilities(rng, monkeypatch):
+    from bayeskern.estimators import gp as gp_module
+
     X = rng.normal(size=(60, 2))
     y = np.where(X[:, 0] + 0.5 * X[:, 1] > 0, "yes", "no")
-    clf = bk.GPClassifier(
-        num_warmup=100, num_samples=60, num_chains=1, progress_bar=False, random_state=0
-    ).fit(X, y)
+    # above LARGE_EXACT_ROWS rows the O(N^3) fit says so and names the alternatives
+    monkeypatch.setattr(gp_module, "LARGE_EXACT_ROWS", 50)
+    with pytest.warns(UserWarning, match=r"GPClassifier: 60 rows\..*O\(N\^3\).*GaBaSRClassifier"):
+        clf = bk.GPClassifier(
+            num_warmup=100, num_samples=60, num_chains=1, progress_bar=False, random_state=0
+        ).fit(X, y)
     p = clf.predict_proba(X)
     assert p.shape == (60, 2) and np.allclose(p.sum(1), 1)
     assert clf.score(X, y) > 0.85

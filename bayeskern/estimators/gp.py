@@ -364,7 +364,8 @@ class _GPBase(BayesianEstimatorMixin, BaseEstimator):
 #: ``approximation="auto"`` runs the exact GP up to this many rows (the CO2 demo's 425
 #: rows stay exact), the Hilbert-space basis above when the kernel allows it
 AUTO_EXACT_MAX_ROWS = 1000
-#: above this many rows, an exact fit chosen by ``"auto"`` (kernel without a basis) warns
+#: above this many rows, an exact fit chosen by ``"auto"`` (kernel without a basis) warns,
+#: and so does every ``GPClassifier`` fit (its Laplace route has no basis form)
 LARGE_EXACT_ROWS = 3000
 #: the pilot basis resolves length-scales within this factor of the posterior mode's
 PILOT_MARGIN = 2.0
@@ -1256,6 +1257,15 @@ class GPClassifier(ClassifierMixin, _GPBase):  # noqa: D101 (__doc__ is an f-str
             raise ValueError(
                 f"y has {len(self.classes_)} classes: inference='latent' handles "
                 "two classes only; use inference='laplace' (the default)"
+            )
+        if len(y01) > LARGE_EXACT_ROWS:
+            warnings.warn(
+                f"GPClassifier: {len(y01)} rows. Its Laplace approximation factorizes an "
+                f"{len(y01)} x {len(y01)} matrix several times per leapfrog step (O(N^3)): "
+                "at this size a fit takes hours. For thousands of rows, GaBaSRClassifier() "
+                "(spectral features, cost linear in the rows), or GPClassifier on a subset",
+                UserWarning,
+                stacklevel=3,
             )
         self.x_std_ = Standardizer.fit(X)
         Xs = self.x_std_.transform(X)
