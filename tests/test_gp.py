@@ -145,9 +145,16 @@ def test_classifier_learns_and_gives_probabilities(rng, monkeypatch):
         clf = bk.GPClassifier(
             num_warmup=100, num_samples=60, num_chains=1, progress_bar=False, random_state=0
         ).fit(X, y)
+    calls = []  # the per-draw latent predictive at the same rows is computed once
+    original = gp_module.GPClassifier._draws
+    monkeypatch.setattr(
+        gp_module.GPClassifier, "_draws", lambda s, **k: calls.append(1) or original(s, **k)
+    )
     p = clf.predict_proba(X)
     assert p.shape == (60, 2) and np.allclose(p.sum(1), 1)
     assert clf.score(X, y) > 0.85
+    lo, hi = clf.predict_proba_interval(X, 0.9)
+    assert len(calls) == 1 and lo.shape == p.shape and np.all(lo <= hi)
     assert set(clf.predict(X[:3])) <= {"yes", "no"}
     draws = clf.sample_posterior_predictive(X[:4], n_draws=5, random_state=0)
     assert draws.shape == (5, 4)

@@ -50,7 +50,7 @@ __all__ = [
     "JointPredictiveMixin",
     "mixture_joint",
     "cached_jit",
-    "remember_predictive",
+    "remember_last",
 ]
 
 
@@ -653,8 +653,9 @@ class BayesianEstimatorMixin:
 PREDICT_BLOCK_ELEMENTS = 2**23
 
 
-#: most draws x rows elements of a predictive that :func:`remember_predictive` keeps
-PREDICTIVE_MEMO_ELEMENTS = 2**23
+#: most elements (draws x rows, summed over the arrays) of a result that :func:`remember_last`
+#: keeps
+REMEMBER_ELEMENTS = 2**23
 
 
 def _content_key(X):
@@ -671,41 +672,59 @@ def _content_key(X):
     return type(X).__name__, columns, values.shape, values.dtype.str, digest
 
 
-def remember_predictive(predictive):
-    """Wrap a regressor's ``predictive(X)`` to keep its last result for the same ``X``.
+def _arrays(out) -> list:
+    if isinstance(out, tuple):
+        return [a for o in out for a in _arrays(o)]
+    if isinstance(out, np.ndarray):
+        return [out]
+    return [a for a in (out.loc, out.scale, out.df) if a is not None]  # a MixturePredictive
+
+
+def _own_copy(out):
+    """Return the same read-only arrays in a new container (a new ``MixturePredictive``)."""
+    if isinstance(out, tuple):
+        return tuple(_own_copy(o) for o in out)
+    return out if isinstance(out, np.ndarray) else dataclasses.replace(out)
+
+
+def remember_last(name: str):
+    """Wrap a method ``f(self, X)`` of a fitted estimator to keep its last result for one ``X``.
 
     ``predict``, ``predict_interval``, ``sample_posterior_predictive``, the metrics and the
-    report each ask for the predictive at the same new points, and an exact GP computes it
-    from a factorization per draw each time. The last result (at most
-    :data:`PREDICTIVE_MEMO_ELEMENTS` draws x rows) is kept with the values of ``X`` (a hash of
-    its bytes, its shape, type and column names) and the fitted ``idata_`` in the fit's cache
-    (``_cache``, which each fit starts anew and pickling drops); another ``X`` or a new fit
-    computes it again. Its arrays are read-only and each call returns its own
-    :class:`~bayeskern.predictive.MixturePredictive`, so a caller cannot change what the next
-    one gets. Same numbers as without it.
+    report each ask for the predictive distribution at the same new points, and an exact GP
+    computes it from a factorization per posterior draw each time. The last result (a
+    :class:`~bayeskern.predictive.MixturePredictive`, an array or a tuple of arrays; at most
+    :data:`REMEMBER_ELEMENTS` elements) is kept under ``name`` in the fit's cache (``_cache``,
+    which each fit starts anew and pickling drops) with a hash of ``X``'s values, its shape,
+    type and column names, and the fitted ``idata_``; another ``X`` or a new fit computes it
+    again. The kept arrays are read-only, so a caller cannot change what the next one gets.
+    Same numbers as without it.
     """
 
-    @functools.wraps(predictive)
-    def remembered(self, X):
-        # the fit's own cache (predictions must not add attributes: scikit-learn's
-        # check_dict_unchanged); without one, nothing is kept
-        cache = self.__dict__.get("_cache")
-        if cache is None:
-            return predictive(self, X)
-        key = _content_key(X)
-        hit = cache.get("predictive")
-        if key is not None and hit is not None and hit[0] is self.idata_ and hit[1] == key:
-            return dataclasses.replace(hit[2])
-        out = predictive(self, X)
-        if key is not None and out.loc.size <= PREDICTIVE_MEMO_ELEMENTS:
-            for a in (out.loc, out.scale, out.df):
-                if a is not None:
+    def wrap(method):
+        @functools.wraps(method)
+        def remembered(self, X):
+            # the fit's own cache (predictions must not add attributes: scikit-learn's
+            # check_dict_unchanged); without one, nothing is kept
+            cache = self.__dict__.get("_cache")
+            if cache is None:
+                return method(self, X)
+            key = _content_key(X)
+            hit = cache.get(name)
+            if key is not None and hit is not None and hit[0] is self.idata_ and hit[1] == key:
+                return _own_copy(hit[2])
+            out = method(self, X)
+            arrays = _arrays(out)
+            if key is not None and sum(a.size for a in arrays) <= REMEMBER_ELEMENTS:
+                for a in arrays:
                     a.setflags(write=False)
-            cache["predictive"] = (self.idata_, key, out)
-            return dataclasses.replace(out)
-        return out
+                cache[name] = (self.idata_, key, out)
+                return _own_copy(out)
+            return out
 
-    return remembered
+        return remembered
+
+    return wrap
 
 
 class PredictiveRegressorMixin:

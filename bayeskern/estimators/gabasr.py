@@ -67,7 +67,7 @@ from bayeskern.estimators.base import (
     Standardizer,
     cached_jit,
     map_draws,
-    remember_predictive,
+    remember_last,
 )
 from bayeskern.estimators.gabasr_base import PARAMS_DOC, _GaBaSRBase
 from bayeskern.estimators.gabasr_classifier import GaBaSRClassifier
@@ -868,7 +868,7 @@ class GaBaSRRegressor(  # noqa: D101 (__doc__ is an f-string)
         draws = self._draws(list(self._FEATURE_SITES))
         self._store_log_likelihood(np.asarray(map_draws(fn, draws)) - np.log(self.y_std_.scale))
 
-    @remember_predictive
+    @remember_last("predictive")
     def predictive(self, X) -> MixturePredictive:
         """Posterior predictive at ``X``: mixture of Student-t laws (df :math:`2a_N`)."""
         X = self._validate_predict(X)

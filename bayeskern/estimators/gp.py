@@ -38,7 +38,7 @@ from bayeskern.estimators.base import (
     kernel_state,
     map_draws,
     proba_interval,
-    remember_predictive,
+    remember_last,
     restore_kernel,
     validate_classes,
 )
@@ -1084,7 +1084,7 @@ class GPRegressor(JointPredictiveMixin, PredictiveRegressorMixin, RegressorMixin
             hit = cache["factors"] = (self.kernel_, self.x_std_, out)
         return hit[2]
 
-    @remember_predictive
+    @remember_last("predictive")
     @limit_blas
     def predictive(self, X) -> MixturePredictive:
         """Posterior predictive distribution of new observations at ``X`` (data units)."""
@@ -1432,7 +1432,9 @@ class GPClassifier(ClassifierMixin, _GPBase):  # noqa: D101 (__doc__ is an f-str
         axis = 1 if reduce is None else 0
         return tuple(np.concatenate([o[j] for o in out], axis=axis) for j in range(len(parts)))
 
+    @remember_last("latent")
     def _latent(self, X):
+        """Per-draw latent mean and variance at ``X``, ``(draws, n)`` each (two classes)."""
         X = self._validate_predict(X)
         Xs = jnp.asarray(self.x_std_.transform(X))
         Xtr = jnp.asarray(self.x_std_.transform(np.asarray(self.idata_.constant_data["X"])))
