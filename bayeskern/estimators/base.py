@@ -699,6 +699,16 @@ def remember_last(name: str):
     type and column names, and the fitted ``idata_``; another ``X`` or a new fit computes it
     again. The kept arrays are read-only, so a caller cannot change what the next one gets.
     Same numbers as without it.
+
+    Parameters
+    ----------
+    name : str
+        The cache entry (one per method).
+
+    Returns
+    -------
+    callable
+        A decorator for the method.
     """
 
     def wrap(method):

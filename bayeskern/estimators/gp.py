@@ -1260,10 +1260,11 @@ class GPClassifier(ClassifierMixin, _GPBase):  # noqa: D101 (__doc__ is an f-str
             )
         if len(y01) > LARGE_EXACT_ROWS:
             warnings.warn(
-                f"GPClassifier: {len(y01)} rows. Its Laplace approximation factorizes an "
-                f"{len(y01)} x {len(y01)} matrix several times per leapfrog step (O(N^3)): "
-                "at this size a fit takes hours. For thousands of rows, GaBaSRClassifier() "
-                "(spectral features, cost linear in the rows), or GPClassifier on a subset",
+                f"GPClassifier: {len(y01)} rows. It factorizes an {len(y01)} x {len(y01)} "
+                "matrix at every leapfrog step, several times with the Laplace approximation "
+                "(O(N^3)): at this size a fit takes hours. For thousands of rows, "
+                "GaBaSRClassifier() (spectral features, cost linear in the rows), or "
+                "GPClassifier on a subset",
                 UserWarning,
                 stacklevel=3,
             )
