@@ -1260,9 +1260,9 @@ class GPClassifier(ClassifierMixin, _GPBase):  # noqa: D101 (__doc__ is an f-str
             )
         if len(y01) > LARGE_EXACT_ROWS:
             warnings.warn(
-                f"GPClassifier: {len(y01)} rows. It factorizes an {len(y01)} x {len(y01)} "
-                "matrix at every leapfrog step, several times with the Laplace approximation "
-                "(O(N^3)): at this size a fit takes hours. For thousands of rows, "
+                f"GPClassifier: {len(y01)} rows. It factorizes the {len(y01)} x {len(y01)} "
+                "kernel matrix at every leapfrog step, several times with the Laplace "
+                "approximation (O(N^3)): at this size a fit takes hours. For thousands of rows, "
                 "GaBaSRClassifier() (spectral features, cost linear in the rows), or "
                 "GPClassifier on a subset",
                 UserWarning,
