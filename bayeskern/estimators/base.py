@@ -525,11 +525,11 @@ class BayesianEstimatorMixin:
         )
         post = idata.posterior
         draws = thin_draws(post.sizes["chain"], post.sizes["draw"], len(rows))
-        if fitted is not None and is_classifier(self) and fitted.shape[1] == len(rows):
-            y = self._class_replicates(fitted, draws, self._seed(), stream=2)
-            y = y.reshape(post.sizes["chain"], -1, y.shape[-1])
-        elif fitted is not None and not is_classifier(self) and fitted.loc.shape[1] == len(rows):
-            y = self._sample_replicates(fitted, draws, self._seed(), stream=2)
+        clf = is_classifier(self)
+        width = None if fitted is None else (fitted if clf else fitted.loc).shape[1]
+        if width == len(rows):
+            replicates = self._class_replicates if clf else self._sample_replicates
+            y = replicates(fitted, draws, self._seed(), stream=2)
             y = y.reshape(post.sizes["chain"], -1, y.shape[-1])
         else:
             y = self._predictive_group(X, draws, self._seed(), stream=2)
