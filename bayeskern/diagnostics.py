@@ -232,6 +232,11 @@ def _quiet_arviz_log():
         log.setLevel(level)
 
 
+#: the latent function's values (whitened, per row, or basis weights): judged through the
+#: hyper-parameters, not one by one
+LATENT_VARIABLES = ("eta", "f", "weights")
+
+
 def convergence_report(
     idata,
     var_names=None,
@@ -247,8 +252,9 @@ def convergence_report(
     Parameters
     ----------
     var_names
-        Variables to judge; default every posterior variable except per-observation ones
-        (``eta``, ``f``), which are judged through the hyper-parameters, and the data-unit
+        Variables to judge; default every posterior variable except the latent function's
+        values (:data:`LATENT_VARIABLES`: per-observation ``eta``, ``f``; basis
+        ``weights``), which are judged through the hyper-parameters, and the data-unit
         restatements (``*_data_units``, monotone functions of judged variables). Pass
         permutation-invariant quantities for mixture models (label switching makes R-hat
         on raw component parameters meaningless).
@@ -263,7 +269,9 @@ def convergence_report(
     post = idata.posterior
     if var_names is None:
         var_names = [
-            v for v in post.data_vars if v not in ("eta", "f") and not v.endswith(DATA_UNITS_SUFFIX)
+            v
+            for v in post.data_vars
+            if v not in LATENT_VARIABLES and not v.endswith(DATA_UNITS_SUFFIX)
         ]
     n_chains = post.sizes["chain"]
     n_draws = post.sizes["chain"] * post.sizes["draw"]

@@ -47,89 +47,118 @@ def _pg_a(n, x, t):
     return jnp.where(x <= t, left, right)
 
 
-def _pg_one(key, c):
-    """One exact :math:`PG(1, c)` draw, Devroye's method (Polson, Scott & Windle 2013, alg. 1)."""
-    dtype = c.dtype
+def _until_accepted(step, key, params: dict, X, ok, rounds: int):
+    """Run a lane-wise rejection ``step`` until every lane has its draw.
+
+    ``step(key, params, X, ok) -> (X, ok)`` tries once on every lane, keeping a lane's
+    first success. ``rounds`` full-width tries, then the lanes left (few) are gathered into
+    an array an eighth as long and tried there until done, and scattered back; any lanes
+    beyond that array finish at full width. Each lane's sequence of independent trials is
+    the one-lane algorithm's, so its draw has the same law.
+    """
+    n = X.shape[0]
+
+    def loop(params, s):
+        def body(s):
+            key, X, ok = s
+            key, sub = jax.random.split(key)
+            return (key, *step(sub, params, X, ok))
+
+        return lax.while_loop(lambda s: ~jnp.all(s[2]), body, s)
+
+    s = (key, X, ok)
+    for _ in range(rounds):
+        key, sub = jax.random.split(s[0])
+        s = (key, *step(sub, params, s[1], s[2]))
+    key, X, ok = s
+    m = max(n // 8, 1)
+    idx = jnp.nonzero(~ok, size=m, fill_value=n)[0]  # n: no lane (dropped below)
+    valid = idx < n
+    sub = {k: jnp.take(v, idx, mode="clip") for k, v in params.items()}
+    key, Xc, _ = loop(sub, (key, jnp.take(X, idx, mode="clip"), ~valid))
+    X = X.at[idx].set(Xc, mode="drop")
+    ok = ok.at[idx].set(True, mode="drop")
+    return loop(params, (key, X, ok))[1]
+
+
+def _trunc_ig_step(key, q, X, ok):
+    r"""One try of an inverse-Gaussian(mu, 1) draw truncated to (0, t) on every lane.
+
+    ``q["mu_s"]``: the mean where :math:`\mu \le t` (IG draws until one falls below
+    :math:`t`); where :math:`\mu > t` (``q["big"]``) the 1/chi-square proposal
+    (:math:`e_1^2 \le 2e_2/t`) with an :math:`\exp(-z^2X/2)` acceptance (PSW 2013, alg. 1).
+    """
+    n, dtype, t = X.shape[0], X.dtype, _PG_T
+    mu_s = q["mu_s"]
+    k1, k2, k3, k4 = jax.random.split(key, 4)
+    Y = jax.random.normal(k1, (n,), dtype) ** 2
+    Xs = mu_s + 0.5 * mu_s * mu_s * Y - 0.5 * mu_s * jnp.sqrt(4 * mu_s * Y + (mu_s * Y) ** 2)
+    Xs = jnp.where(jax.random.uniform(k2, (n,), dtype) > mu_s / (mu_s + Xs), mu_s**2 / Xs, Xs)
+    e1, e2 = jax.random.exponential(k3, (2, n), dtype)
+    Xb = t / (1.0 + t * e1) ** 2
+    ok_b = (e1 * e1 <= 2.0 * e2 / t) & (
+        jax.random.uniform(k4, (n,), dtype) <= jnp.exp(-0.5 * q["z_b"] ** 2 * Xb)
+    )
+    new_ok = jnp.where(q["big"], ok_b, Xs < t)
+    return jnp.where(~ok & new_ok, jnp.where(q["big"], Xb, Xs), X), ok | new_ok
+
+
+def _pg_step(key, q, X, done):
+    """One try of Devroye's method on every lane not ``done``: proposal, then the series test."""
+    n, dtype, t = X.shape[0], X.dtype, _PG_T
+    k1, k2, k3, k4 = jax.random.split(key, 4)
+    use_exp = jax.random.uniform(k1, (n,), dtype) < q["p_exp"]
+    X_exp = t + jax.random.exponential(k2, (n,), dtype) / q["K"]
+    X_ig = _until_accepted(_trunc_ig_step, k3, q, jnp.full(n, t, dtype), use_exp | done, 2)
+    Xp = jnp.where(use_exp, X_exp, X_ig)
+    S = _pg_a(0, Xp, t)
+    Y = jax.random.uniform(k4, (n,), dtype) * S
+
+    def series(s):
+        i, S, accept, reject = s
+        i = i + 1
+        a = _pg_a(i, Xp, t)
+        odd = i % 2 == 1
+        S = jnp.where(odd, S - a, S + a)
+        open_ = ~(accept | reject)
+        return i, S, accept | (open_ & odd & (Y <= S)), reject | (open_ & ~odd & (Y > S))
+
+    _, _, accept, _ = lax.while_loop(
+        lambda s: ~jnp.all(s[2] | s[3]) & (s[0] < 200), series, (0, S, jnp.zeros(n, bool), done)
+    )
+    return jnp.where(~done & accept, Xp, X), done | accept
+
+
+#: Devroye's truncation point of the PG(1, c) sampler (PSW 2013)
+_PG_T = 0.64
+
+
+def _pg_flat(key, c):
+    """Return exact :math:`PG(1, c_i)` draws for a flat ``c``.
+
+    Devroye's method (Polson, Scott & Windle 2013, alg. 1), every lane of one rejection step
+    at once (:func:`_until_accepted`).
+    """
+    dtype, t = c.dtype, _PG_T
     z = jnp.abs(c) / 2.0
-    t = jnp.asarray(0.64, dtype)
     K = math.pi**2 / 8.0 + z * z / 2.0
     logp = math.log(math.pi / 2.0) - jnp.log(K) - K * t
     # q = 2 e^{-z} F_IG(t | mu=1/z, 1), written with logs so that large z do not overflow
-    rt = jnp.sqrt(t)
+    rt = math.sqrt(t)
     logq = math.log(2.0) + jnp.logaddexp(
         -z + log_ndtr((t * z - 1.0) / rt), z + log_ndtr(-(t * z + 1.0) / rt)
     )
-    p_exp = jnp.exp(logp - jnp.logaddexp(logp, logq))
     mu = 1.0 / jnp.maximum(z, 1e-300)
-
-    def trunc_ig(key):
-        # inverse-Gaussian(mu, 1) truncated to (0, t)
-        # under vmap both branches run on every lane: clamp so the unused one always ends
-        mu_s = jnp.minimum(mu, t)
-        z_b = jnp.where(mu > t, z, 0.0)
-
-        def small_mu(key):  # mu <= t: plain IG draws until one falls below t
-            mu = mu_s
-
-            def body(s):
-                key, _, _ = s
-                key, k1, k2 = jax.random.split(key, 3)
-                Y = jax.random.normal(k1, dtype=dtype) ** 2
-                X = mu + 0.5 * mu * mu * Y - 0.5 * mu * jnp.sqrt(4 * mu * Y + (mu * Y) ** 2)
-                X = jnp.where(jax.random.uniform(k2, dtype=dtype) > mu / (mu + X), mu * mu / X, X)
-                return key, X, X < t
-
-            return lax.while_loop(lambda s: ~s[2], body, (key, t, False))[1]
-
-        def big_mu(key):  # mu > t: the 1/chi-square proposal with an exp(-z^2 X/2) acceptance
-            def body(s):
-                key, _, _ = s
-                key, k1, k2, k3 = jax.random.split(key, 4)
-
-                def inner(s2):
-                    kk, _, _ = s2
-                    kk, a, b = jax.random.split(kk, 3)
-                    e1 = jax.random.exponential(a, dtype=dtype)
-                    e2 = jax.random.exponential(b, dtype=dtype)
-                    return kk, e1, e1 * e1 <= 2.0 * e2 / t
-
-                e1 = lax.while_loop(lambda s2: ~s2[2], inner, (k1, t, False))[1]
-                X = t / (1.0 + t * e1) ** 2
-                ok = jax.random.uniform(k2, dtype=dtype) <= jnp.exp(-0.5 * z_b * z_b * X)
-                return key, X, ok
-
-            return lax.while_loop(lambda s: ~s[2], body, (key, t, False))[1]
-
-        return lax.cond(mu > t, big_mu, small_mu, key)
-
-    def outer(s):
-        key, _, _ = s
-        key, k1, k2, k3, k4 = jax.random.split(key, 5)
-        X = lax.cond(
-            jax.random.uniform(k1, dtype=dtype) < p_exp,
-            lambda k: t + jax.random.exponential(k, dtype=dtype) / K,
-            trunc_ig,
-            k2,
-        )
-        S = _pg_a(0, X, t)
-        Y = jax.random.uniform(k3, dtype=dtype) * S
-
-        def series(s2):
-            n, S, _, _ = s2
-            n = n + 1
-            a = _pg_a(n, X, t)
-            odd = n % 2 == 1
-            S = jnp.where(odd, S - a, S + a)
-            accept = odd & (Y <= S)
-            reject = (~odd) & (Y > S)
-            return n, S, accept, reject
-
-        _, _, accept, _ = lax.while_loop(
-            lambda s2: ~(s2[2] | s2[3]) & (s2[0] < 200), series, (0, S, False, False)
-        )
-        return key, X, accept
-
-    X = lax.while_loop(lambda s: ~s[2], outer, (key, t, False))[1]
+    big = mu > t
+    q = dict(
+        p_exp=jnp.exp(logp - jnp.logaddexp(logp, logq)),
+        K=K,
+        big=big,
+        mu_s=jnp.minimum(mu, t),  # the small-mu branch's mean, clamped where unused
+        z_b=jnp.where(big, z, 0.0),
+    )
+    n = c.shape[0]
+    X = _until_accepted(_pg_step, key, q, jnp.full(n, t, dtype), jnp.zeros(n, bool), 1)
     return X / 4.0
 
 
@@ -158,8 +187,7 @@ def polya_gamma(key: jax.Array, c: jax.Array) -> jax.Array:
     c = jnp.asarray(c)
     if not jnp.issubdtype(c.dtype, jnp.floating):
         raise TypeError(f"c must be a floating-point array, got dtype {c.dtype}")
-    keys = jax.random.split(key, max(c.size, 1))[: c.size]
-    return jax.vmap(_pg_one)(keys, c.reshape(-1)).reshape(c.shape)
+    return _pg_flat(key, c.reshape(-1)).reshape(c.shape)
 
 
 # --------------------------------------------------------------------------- Gamma, Wishart

@@ -26,7 +26,7 @@ from bayeskern.models.gp import (
     gp_regression,
     prepare_kernel,
 )
-from bayeskern.models.hsgp import hsgp_regression
+from bayeskern.models.hsgp import hsgp_classification, hsgp_regression
 
 __all__ = ["model_call", "latent_sites", "prior_rows", "dist_repr"]
 
@@ -35,8 +35,8 @@ def model_call(est):
     """Return ``(model, kwargs)`` that replays the NumPyro model ``est`` sampled, or ``None``.
 
     Known: :class:`~bayeskern.GPRegressor` (exact and Hilbert-space basis) and
-    :class:`~bayeskern.GPClassifier` (both inference routes), on the standardized training
-    data stored in ``idata_``.
+    :class:`~bayeskern.GPClassifier` (both inference routes, and the basis), on the
+    standardized training data stored in ``idata_``.
     """
     if (
         not isinstance(est, (GPRegressor, GPClassifier))
@@ -52,6 +52,15 @@ def model_call(est):
                 stats=est._hsgp_stats, kernel=est.kernel_, design=est.hsgp_design_, x_scale=x_scale
             )
         model, y = gp_regression, est.y_std_.transform(y)
+    elif getattr(est, "approximation_", "exact") == "hsgp":
+        # the basis classifier's model with its bias and whitened weights as sites
+        return hsgp_classification, dict(
+            X=X,
+            y=jnp.asarray(y, float),
+            kernel=est.kernel_,
+            design=est.hsgp_design_,
+            x_scale=x_scale,
+        )
     elif len(est.classes_) > 2:
         model, y = partial(gp_classification_softmax, n_classes=len(est.classes_)), y.astype(int)
     else:

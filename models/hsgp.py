@@ -30,7 +30,13 @@ import jax.numpy as jnp
 import jax.scipy.linalg as jsl
 import numpyro
 import numpyro.distributions as dist
-from bayeskern.models.gp import JITTER, sample_kernel_hyperparameters, theta_from_draw
+from bayeskern.models.gp import (
+    BIAS_SD,
+    JITTER,
+    SoftplusHalfNormal,
+    sample_kernel_hyperparameters,
+    theta_from_draw,
+)
 
 from bayeskern.blr import Stats
 from bayeskern.hsgp import HSGPDesign
@@ -45,6 +51,9 @@ __all__ = [
     "hsgp_loo_and_fitted",
     "collapsed_factors",
     "VARIANCE_FLOOR",
+    "hsgp_classification",
+    "classification_variances",
+    "gaussian_evidence",
 ]
 
 #: floor of the weights' prior variances: a spectral density that underflows to zero at high
@@ -239,3 +248,68 @@ def hsgp_loo_and_fitted(R, w, noise_var, Phi, y):
         (y - mean) / one_minus_h, 0.0, jnp.sqrt(noise_var / one_minus_h)
     )
     return ll, mean, var
+
+
+def gaussian_evidence(A, c, d) -> jax.Array:
+    r"""Return :math:`\log\int \exp(c^\top w - \tfrac12 w^\top A w)\,N(w \mid 0, D)\,dw`.
+
+    :math:`= \tfrac12 c^\top(A + D^{-1})^{-1}c - \tfrac12\log|I + D^{1/2}AD^{1/2}|`,
+    :math:`D = \mathrm{diag}(d)`: the Gaussian integral in the scaled form of
+    :func:`collapsed_log_marginal` (:math:`B = I + D^{1/2}AD^{1/2} = LL^\top`,
+    :math:`c^\top(A + D^{-1})^{-1}c = \lVert L^{-1}D^{1/2}c\rVert^2`). With
+    :math:`A = \Psi^\top\Omega\Psi` and :math:`c = \Psi^\top(y - \tfrac12)` it is the
+    Pólya-Gamma-augmented Bernoulli-logit likelihood with the weights integrated out, up to
+    terms free of :math:`d` (Polson, Scott & Windle 2013).
+    """
+    r = jnp.sqrt(jnp.maximum(d, VARIANCE_FLOOR))
+    L = jnp.linalg.cholesky(jnp.eye(r.shape[0], dtype=r.dtype) + r[:, None] * A * r[None, :])
+    u = jsl.solve_triangular(L, r * c, lower=True)
+    return 0.5 * (u @ u) - jnp.sum(jnp.log(jnp.diagonal(L)))
+
+
+def classification_variances(kernel: Kernel, design: HSGPDesign, draw: dict, x_scale):
+    """Return the prior variances of ``[bias, weights]``: :math:`[b_{sd}^2, s(\theta)]`."""
+    theta = theta_from_draw(kernel, draw, x_scale)
+    s = design.prior_variances(kernel, theta, draw["amplitude"])
+    return jnp.concatenate([jnp.full((1,), BIAS_SD**2, s.dtype), s])
+
+
+def hsgp_classification(stats=None, X=None, y=None, *, kernel: Kernel, design: HSGPDesign, x_scale):
+    r"""Binary GP classification on a Hilbert-space basis, for Pólya-Gamma Gibbs sampling.
+
+    .. math:: f = b + \Phi w,\quad b \sim N(0, b_{sd}^2),\ w \sim N(0, \mathrm{diag}(s(\theta))),
+              \quad y_i \sim \mathrm{Bernoulli}(\sigma(f_i)),
+
+    the priors of :func:`models.gp.gp_classification` (same hyper-parameter sites; the GP
+    :math:`\Phi w` with :math:`K \approx \Phi S\Phi^\top`, Solin & Särkkä 2020).
+
+    Parameters
+    ----------
+    stats : (A, c) or None
+        Given the Pólya-Gamma variables :math:`\omega`: :math:`A = \Psi^\top\Omega\Psi`,
+        :math:`c = \Psi^\top(y - \tfrac12)` for :math:`\Psi = [1, \Phi]`; the factor
+        ``y`` is then :func:`gaussian_evidence`, the bias and weights integrated out
+        (:class:`bayeskern.inference.pg_basis.PGBasisGibbs` samples them).
+    X : (n, d) array or None
+        Without ``stats``: standardized inputs at which to draw ``y`` from the model (prior
+        predictive checks).
+    y : ignored
+        Accepted for the estimators' calling convention.
+    kernel : a named, fitted kernel (the one ``design`` was built for).
+    design : HSGPDesign
+    x_scale : (d,) column scales of the raw inputs (translates fixed length values).
+    """
+    theta = sample_kernel_hyperparameters(kernel, x_scale)
+    n_terms = len(kernel.terms())
+    amplitude = numpyro.sample("amplitude", SoftplusHalfNormal(1.0).expand([n_terms]).to_event(1))
+    s = design.prior_variances(kernel, theta, amplitude)
+    if stats is not None:
+        d = jnp.concatenate([jnp.full((1,), BIAS_SD**2, s.dtype), s])
+        numpyro.factor("y", gaussian_evidence(stats[0], stats[1], d))
+        return
+    if X is None:
+        raise ValueError("hsgp_classification needs stats (fitting) or X (prior predictive)")
+    bias = numpyro.sample("bias", dist.Normal(0.0, BIAS_SD))
+    w = numpyro.sample("w", dist.Normal(0.0, 1.0).expand([design.size]).to_event(1))
+    f = bias + design.features(X) @ (jnp.sqrt(s) * w)
+    numpyro.sample("y", dist.Bernoulli(logits=f).to_event(1), obs=y)

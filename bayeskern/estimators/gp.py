@@ -17,7 +17,7 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 from scipy import special, stats
-from sklearn.base import BaseEstimator, ClassifierMixin, RegressorMixin
+from sklearn.base import BaseEstimator, ClassifierMixin, RegressorMixin, is_classifier
 from sklearn.utils import check_random_state, check_X_y
 from sklearn.utils.validation import check_is_fitted
 
@@ -54,6 +54,7 @@ from bayeskern.hsgp import (
     lengthscale_bounds,
 )
 from bayeskern.inference import AUTO_BLOCK, find_map, run_nuts
+from bayeskern.inference.pg_basis import run_pg_basis
 from bayeskern.inference.processes import can_start_processes
 from bayeskern.kernels import RBF, get_kernel, name_leaves, term_name
 from bayeskern.laplace import SOFTMAX_MC_DRAWS, probit_logit
@@ -78,6 +79,8 @@ from bayeskern.models.gp import (
     theta_from_draw,
 )
 from bayeskern.models.hsgp import (
+    classification_variances,
+    hsgp_classification,
     hsgp_factors,
     hsgp_loo_and_fitted,
     hsgp_predict,
@@ -234,9 +237,7 @@ class _GPBase(BayesianEstimatorMixin, BaseEstimator):
         ``data_at_mode``, ``rebuild``: as :func:`bayeskern.inference.run_nuts`;
         ``chain_method`` replaces the estimator's ``None`` (the estimator's own choice stands).
         """
-        coords = self._coords(len(Xs))
-        coords["term"] = [term_name(t) for t in self.kernel_.terms()]
-        dims = self._dims()
+        dims, coords = self._sample_coords(len(Xs))
         if model_kwargs is None:
             model_kwargs = self._gp_kwargs(Xs, y_model)
         self.idata_ = run_nuts(
@@ -258,6 +259,15 @@ class _GPBase(BayesianEstimatorMixin, BaseEstimator):
             data_at_mode=data_at_mode,
             rebuild=rebuild,
         )
+        self._finish_sampling(X, dims, coords)
+
+    def _sample_coords(self, n: int):
+        coords = self._coords(n)
+        coords["term"] = [term_name(t) for t in self.kernel_.terms()]
+        return self._dims(), coords
+
+    def _finish_sampling(self, X, dims, coords):
+        """Record the inputs, the settings, the convergence and the data-unit variables."""
         diagnostics.add_group(
             self.idata_, "constant_data", {"X": X}, dims=dims, coords=coords, sample_dims=False
         )
@@ -334,12 +344,17 @@ class _GPBase(BayesianEstimatorMixin, BaseEstimator):
         model, extra = gp_regression, {}
         if classifier and len(classes) > 2:
             model, extra = gp_classification_softmax, dict(n_classes=len(classes))
-        elif classifier:
-            model = gp_classification if self.inference == "latent" else gp_classification_laplace
         else:
+            model = gp_regression
+            if classifier:
+                model = (
+                    gp_classification if self.inference == "latent" else gp_classification_laplace
+                )
             self._check_approximation_params()
-            if self._resolve_approximation(kernel, xs.transform(X), warn=False) == "hsgp":
-                model = hsgp_regression
+            if self._resolve_approximation(kernel, xs.transform(X), warn=False) == "hsgp" and (
+                not classifier or self.inference == "laplace"
+            ):
+                model = hsgp_classification if classifier else hsgp_regression
                 extra = dict(
                     design=build_design(kernel, xs.transform(X), xs.scale, n_basis=self.n_basis)
                 )
@@ -364,11 +379,18 @@ class _GPBase(BayesianEstimatorMixin, BaseEstimator):
 #: ``approximation="auto"`` runs the exact GP up to this many rows (the CO2 demo's 425
 #: rows stay exact), the Hilbert-space basis above when the kernel allows it
 AUTO_EXACT_MAX_ROWS = 1000
+#: the classifier's ``approximation="auto"`` runs the exact (embedded-Laplace) GP up to this
+#: many rows, the basis (Pólya-Gamma Gibbs) above when the kernel allows it
+CLASSIFIER_AUTO_EXACT_MAX_ROWS = 300
 #: above this many rows, an exact fit chosen by ``"auto"`` (kernel without a basis) warns,
 #: and so does every ``GPClassifier`` fit (its Laplace route has no basis form)
 LARGE_EXACT_ROWS = 3000
 #: the pilot basis resolves length-scales within this factor of the posterior mode's
 PILOT_MARGIN = 2.0
+#: the classifier's pilot margin: its pilot is the basis regression of the centred labels, and
+#: the basis enters each Gibbs sweep as :math:`NM^2` (:math:`M` grows as the margin to the
+#: power of the columns); the check after sampling refits where the posterior lies beyond
+CLASSIFIER_PILOT_MARGIN = 1.5
 #: most posterior-mode searches of the pilot (:meth:`GPRegressor._pilot_design`)
 PILOT_ROUNDS = 3
 #: fraction of posterior draws outside what the basis resolves above which a fit warns
@@ -385,17 +407,19 @@ LOO_MIN_ROWS = 250
 FITTED_MAX_POINTS = 2**24
 
 
-def loo_rows(n: int, n_draws: int, M: int, seed: int) -> np.ndarray:
+def loo_rows(n: int, n_draws: int, M: int, seed: int, point_work: int | None = None) -> np.ndarray:
     r"""Rows at which a basis model's leave-one-out densities are computed.
 
     All :math:`n` rows, or a random subset (seeded) of
     :math:`\min(L_{pts}/S,\ \max(n_{min}, W/(SM^2)))` rows for :math:`S` draws and
     :math:`M` basis functions (:data:`LOO_MAX_POINTS`, :data:`LOO_MIN_ROWS`,
     :data:`LOO_MAX_WORK`); PSIS-LOO on a row subsample estimates the full sum
-    (Magnusson et al. 2019).
+    (Magnusson et al. 2019). ``point_work``: the work per row and draw, :math:`M^2` (the
+    latent variance) unless given.
     """
+    work = M * M if point_work is None else point_work
     n_rows = int(
-        min(n, LOO_MAX_POINTS // n_draws, max(LOO_MIN_ROWS, LOO_MAX_WORK // (n_draws * M * M)))
+        min(n, LOO_MAX_POINTS // n_draws, max(LOO_MIN_ROWS, LOO_MAX_WORK // (n_draws * work)))
     )
     if n_rows >= n:
         return np.arange(n)
@@ -403,8 +427,274 @@ def loo_rows(n: int, n_draws: int, M: int, seed: int) -> np.ndarray:
     return np.sort(rng.choice(n, size=max(n_rows, 1), replace=False))
 
 
+class _BasisMixin:
+    """The Hilbert-space basis: choosing it, checking it, its fitted attributes (both GPs)."""
+
+    # ------------------------------------------------------------ choosing the approximation
+    def _check_approximation_params(self):
+        if self.approximation not in ("auto", "exact", "hsgp"):
+            raise ValueError(
+                f"approximation must be 'auto', 'exact' or 'hsgp', got {self.approximation!r}"
+            )
+        nb = self.n_basis
+        ok = nb is None or (
+            isinstance(nb, (int, np.integer)) and not isinstance(nb, bool) and nb >= 1
+        )
+        if not ok and isinstance(nb, (list, tuple, np.ndarray)):
+            ok = len(nb) > 0 and all(
+                isinstance(v, (int, np.integer)) and not isinstance(v, bool) and v >= 1 for v in nb
+            )
+        if not ok:
+            raise ValueError(
+                "n_basis must be None, a positive int or a sequence of positive "
+                f"ints (one per input column), got {nb!r}"
+            )
+        cs = getattr(self, "chunk_size", None)
+        if cs is not None and (
+            isinstance(cs, bool) or not isinstance(cs, (int, np.integer)) or cs < 1
+        ):
+            raise ValueError(f"chunk_size must be None or a positive int, got {cs!r}")
+
+    def _resolve_approximation(self, kernel, Xs, warn: bool = True) -> str:
+        """Return ``"exact"`` or ``"hsgp"`` for ``approximation`` on these data."""
+        n, d = Xs.shape
+        if self.approximation == "exact":
+            return "exact"
+        reason = hsgp_unsupported_reason(kernel, d)
+        if (
+            self.n_basis is not None
+            and reason is None
+            and np.ndim(self.n_basis) == 1
+            and len(self.n_basis) != d
+        ):
+            raise ValueError(f"n_basis has {len(self.n_basis)} entries but X has {d} columns")
+        if self.approximation == "hsgp":
+            if reason is not None:
+                raise ValueError(
+                    f"approximation='hsgp' cannot be used: {reason}. Use approximation='exact' "
+                    "(any kernel, O(N^3) per leapfrog step), or a kernel made of Linear, RBF, "
+                    "Laplacian, Matern32, Matern52, RationalQuadratic and Periodic(period=...) "
+                    "terms on at most 3 columns"
+                )
+            return "hsgp"
+        if n <= (CLASSIFIER_AUTO_EXACT_MAX_ROWS if is_classifier(self) else AUTO_EXACT_MAX_ROWS):
+            return "exact"
+        if reason is not None:
+            if warn and n > LARGE_EXACT_ROWS:
+                warnings.warn(
+                    f"{type(self).__name__}: approximation='auto' runs the exact GP on {n} rows "
+                    f"(O(N^3) per leapfrog step: slow) because the Hilbert-space basis cannot "
+                    f"be used: {reason}",
+                    UserWarning,
+                    stacklevel=3,
+                )
+            return "exact"
+        return "hsgp"
+
+    # ------------------------------------------------------------------- the basis model
+    def _basis_stats(self, design, Xs, ys) -> Stats:
+        """Return :math:`(\\Phi^\\top\\Phi, \\Phi^\\top y, y^\\top y, N)`, one chunked pass."""
+        chunk = getattr(self, "chunk_size", None) or max(256, 2**22 // max(design.size, 1))
+        fn = shared_jit(lambda X, y: scan_feature_stats(design.features, (X,), y, chunk))
+        return Stats(*(jnp.asarray(np.asarray(a)) for a in fn(jnp.asarray(Xs), jnp.asarray(ys))))
+
+    def _pilot_design(self, design, Xs, ys, margin: float = PILOT_MARGIN):
+        r"""Choose the basis around the posterior mode's length-scales, before sampling.
+
+        The prior's length-scale range (:func:`bayeskern.hsgp.lengthscale_bounds`) is wide,
+        and a basis built for all of it is large (a box for the longest length-scale, enough
+        functions for the shortest) and still misses data whose length-scale lies below the
+        prior's 5 % quantile. So: find the posterior mode on the current basis
+        (:func:`~bayeskern.inference.find_map`, :math:`O(M^3)` per step like sampling), then
+        build the basis for :math:`[\ell^*/c,\ c\,\ell^*]` (``margin`` :math:`c`,
+        :data:`PILOT_MARGIN` by default)
+        for every sampled length-scale; repeat while the mode lay outside what the basis it
+        was found on resolves (at most :data:`PILOT_ROUNDS` times). The check after sampling
+        (:meth:`_basis_checks`) still guards the posterior as a whole.
+        """
+        from numpyro.distributions.transforms import biject_to
+
+        x_scale, seed = self.x_std_.scale, self._seed()
+        for i in range(PILOT_ROUNDS):
+            stats = self._basis_stats(design, Xs, ys)
+            mode = find_map(
+                hsgp_regression,
+                dict(stats=stats, kernel=self.kernel_, design=design, x_scale=x_scale),
+                (seed + 7919 * (i + 1)) % 2**31,
+            )
+            bounds, resolved = {}, True
+            for _, spec, stationary, _ in self._stationary_parts(design):
+                site = None if stationary is None else stationary._site("lengthscale")
+                if site not in mode.z:
+                    continue
+                prior = stationary.hyperparameters()["lengthscale"].prior()
+                ls = np.asarray(biject_to(prior.support)(mode.z[site]), dtype=float)
+                bounds[site] = (ls / margin, ls * margin)
+                check = check_basis(spec.basis, ls[None], kernel_family(stationary))
+                resolved &= check.fraction_short == 0 and check.fraction_long == 0
+            if not bounds:
+                return design
+            design = build_design(self.kernel_, Xs, x_scale, bounds=bounds)
+            if resolved:
+                break
+        return design
+
+    def _fit_on_basis(self, Xs, y_pilot, sample, margin: float = PILOT_MARGIN):
+        """Choose the basis, run ``sample(design)`` on it and check it; refit once if needed.
+
+        The automatic basis (``n_basis=None``) is built around the posterior mode's
+        length-scales (:meth:`_pilot_design`, on ``y_pilot``); after sampling, where more than
+        :data:`BASIS_WARN_FRACTION` of the draws of a length-scale lie beyond what the basis
+        resolves, a warning says so and (automatic basis, first time) the fit is redone on a
+        basis built for the posterior's range (:meth:`_posterior_bounds`). Returns what the
+        last ``sample`` call returned.
+        """
+        x_scale = self.x_std_.scale
+        design = build_design(self.kernel_, Xs, x_scale, n_basis=self.n_basis)
+        if self.n_basis is None:
+            design = self._pilot_design(design, Xs, y_pilot, margin)
+        for attempt in range(2):
+            out = sample(design)
+            checks = self._basis_checks(design)
+            bad = [
+                c for c in checks if max(c.fraction_short, c.fraction_long) > BASIS_WARN_FRACTION
+            ]
+            if not bad:
+                break
+            refit = attempt == 0 and self.n_basis is None
+            warnings.warn(
+                f"{type(self).__name__}: the Hilbert-space basis ({design.size} functions) does "
+                "not resolve part of the posterior: "
+                + "; ".join(c.message() for c in bad)
+                + (
+                    ". Refitting once with a basis chosen from the posterior's length-scales."
+                    if refit
+                    else ". Give a larger n_basis, or approximation='exact'."
+                ),
+                UserWarning,
+                stacklevel=4,
+            )
+            if not refit:
+                break
+            design = build_design(
+                self.kernel_, Xs, x_scale, bounds=self._posterior_bounds(), growth=2
+            )
+        self.hsgp_design_, self.basis_checks_ = design, checks
+        self._set_basis_attributes()
+        diagnostics.set_attrs(self.idata_, basis_checks="; ".join(c.message() for c in checks))
+        return out
+
+    def _save_state(self):
+        meta, arrays = super()._save_state()
+        meta["approximation"] = getattr(self, "approximation_", "exact")
+        if meta["approximation"] == "hsgp":
+            meta["hsgp_design"] = self.hsgp_design_.to_config()
+        return meta, arrays
+
+    def _load_state(self, meta, arrays):
+        super()._load_state(meta, arrays)
+        self.approximation_ = meta.get("approximation", "exact")
+        self.hsgp_design_ = self.n_basis_ = self.boundary_ = None
+        if self.approximation_ == "hsgp":
+            self.hsgp_design_ = HSGPDesign.from_config(meta["hsgp_design"])
+            self._set_basis_attributes()
+            self.basis_checks_ = self._basis_checks(self.hsgp_design_)
+
+    def _set_basis_attributes(self):
+        design, names = self.hsgp_design_, [term_name(t) for t in self.kernel_.terms()]
+        self.n_basis_ = {
+            n: list(t.basis.m)
+            for n, t in zip(names, design.terms, strict=True)
+            if t.basis is not None
+        }
+        self.boundary_ = {
+            n: list(t.basis.L)
+            for n, t in zip(names, design.terms, strict=True)
+            if t.basis is not None
+        }
+        diagnostics.set_attrs(
+            self.idata_, hsgp_design=json.dumps(design.to_config()), n_basis_total=int(design.size)
+        )
+
+    def _stationary_parts(self, design):
+        """``(term, TermBasis, stationary leaf or None, Periodic or None)`` per basis term."""
+        for term, spec in zip(self.kernel_.terms(), design.terms, strict=True):
+            if spec.kind == "linear":
+                continue
+            split = _split_periodic(term)
+            stationary, periodic = split if split is not None else (term, None)
+            yield term, spec, stationary, periodic
+
+    def _lengthscale_draws(self, leaf):
+        site = leaf._site("lengthscale")
+        if site in self.idata_.posterior:
+            return site, self._draws_of(site)
+        h = leaf.hyperparameters()["lengthscale"]
+        value = h.fixed_standardized(self.x_std_.scale) if h.length else h.value
+        return site, np.atleast_2d(np.asarray(value, dtype=float))
+
+    def _draws_of(self, site):
+        a = np.asarray(self.idata_.posterior[site])
+        return a.reshape((-1,) + a.shape[2:])
+
+    def _basis_checks(self, design) -> list:
+        checks = []
+        for term, spec, stationary, periodic in self._stationary_parts(design):
+            if stationary is not None:
+                site, ls = self._lengthscale_draws(stationary)
+                checks.append(
+                    check_basis(
+                        spec.basis,
+                        ls,
+                        kernel_family(stationary),
+                        term=term_name(term),
+                        parameter=site,
+                    )
+                )
+            if periodic is not None:
+                _, ls = self._lengthscale_draws(periodic)
+                checks.append(
+                    check_harmonics(
+                        periodic, spec.n_harmonics, spec.period, ls, term=term_name(term)
+                    )
+                )
+        return checks
+
+    def _posterior_bounds(self) -> dict:
+        """Per length-scale site, the range to resolve in the refit, per column.
+
+        The union of the prior's range (:func:`bayeskern.hsgp.lengthscale_bounds`) and the
+        posterior's 2.5-97.5 % quantiles: the refitted basis only grows (more functions, a box
+        at least as large, so predictions reach as far as before).
+        """
+        bounds = {}
+        for leaf in self.kernel_.leaves():
+            site = leaf._site("lengthscale")
+            if site in self.idata_.posterior:
+                d = self._draws_of(site)
+                lo, up = lengthscale_bounds(leaf, self.x_std_.scale)
+                bounds[site] = (
+                    np.minimum(lo, np.quantile(d, 0.025, axis=0)),
+                    np.maximum(up, np.quantile(d, 0.975, axis=0)),
+                )
+        return bounds
+
+    def _warn_outside_box(self, Xs):
+        outside = int(np.sum(~self.hsgp_design_.contains(Xs)))
+        if outside:
+            warnings.warn(
+                f"{type(self).__name__}: {outside} of {len(Xs)} rows lie outside the box on "
+                "which the Hilbert-space basis approximates the kernel; predictions there "
+                "fall back towards the prior mean and are not those of the GP",
+                UserWarning,
+                stacklevel=5,
+            )
+
+
 @register_estimator
-class GPRegressor(JointPredictiveMixin, PredictiveRegressorMixin, RegressorMixin, _GPBase):  # noqa: D101 (__doc__ is an f-string)
+class GPRegressor(  # noqa: D101 (__doc__ is an f-string)
+    JointPredictiveMixin, PredictiveRegressorMixin, RegressorMixin, _BasisMixin, _GPBase
+):
     __doc__ = f"""Bayesian Gaussian-process regression (exact or Hilbert-space marginal likelihood).
 
     The model (``models/gp.py``) on standardized data is
@@ -556,120 +846,10 @@ class GPRegressor(JointPredictiveMixin, PredictiveRegressorMixin, RegressorMixin
         self._add_posterior_predictive(fitted)
         return self
 
-    # ------------------------------------------------------------ choosing the approximation
-    def _check_approximation_params(self):
-        if self.approximation not in ("auto", "exact", "hsgp"):
-            raise ValueError(
-                f"approximation must be 'auto', 'exact' or 'hsgp', got {self.approximation!r}"
-            )
-        nb = self.n_basis
-        ok = nb is None or (
-            isinstance(nb, (int, np.integer)) and not isinstance(nb, bool) and nb >= 1
-        )
-        if not ok and isinstance(nb, (list, tuple, np.ndarray)):
-            ok = len(nb) > 0 and all(
-                isinstance(v, (int, np.integer)) and not isinstance(v, bool) and v >= 1 for v in nb
-            )
-        if not ok:
-            raise ValueError(
-                "n_basis must be None, a positive int or a sequence of positive "
-                f"ints (one per input column), got {nb!r}"
-            )
-        cs = self.chunk_size
-        if cs is not None and (
-            isinstance(cs, bool) or not isinstance(cs, (int, np.integer)) or cs < 1
-        ):
-            raise ValueError(f"chunk_size must be None or a positive int, got {cs!r}")
-
-    def _resolve_approximation(self, kernel, Xs, warn: bool = True) -> str:
-        """Return ``"exact"`` or ``"hsgp"`` for ``approximation`` on these data."""
-        n, d = Xs.shape
-        if self.approximation == "exact":
-            return "exact"
-        reason = hsgp_unsupported_reason(kernel, d)
-        if (
-            self.n_basis is not None
-            and reason is None
-            and np.ndim(self.n_basis) == 1
-            and len(self.n_basis) != d
-        ):
-            raise ValueError(f"n_basis has {len(self.n_basis)} entries but X has {d} columns")
-        if self.approximation == "hsgp":
-            if reason is not None:
-                raise ValueError(
-                    f"approximation='hsgp' cannot be used: {reason}. Use approximation='exact' "
-                    "(any kernel, O(N^3) per leapfrog step), or a kernel made of Linear, RBF, "
-                    "Laplacian, Matern32, Matern52, RationalQuadratic and Periodic(period=...) "
-                    "terms on at most 3 columns"
-                )
-            return "hsgp"
-        if n <= AUTO_EXACT_MAX_ROWS:
-            return "exact"
-        if reason is not None:
-            if warn and n > LARGE_EXACT_ROWS:
-                warnings.warn(
-                    f"{type(self).__name__}: approximation='auto' runs the exact GP on {n} rows "
-                    f"(O(N^3) per leapfrog step: slow) because the Hilbert-space basis cannot "
-                    f"be used: {reason}",
-                    UserWarning,
-                    stacklevel=3,
-                )
-            return "exact"
-        return "hsgp"
-
-    # ------------------------------------------------------------------- the basis model
-    def _basis_stats(self, design, Xs, ys) -> Stats:
-        """Return :math:`(\\Phi^\\top\\Phi, \\Phi^\\top y, y^\\top y, N)`, one chunked pass."""
-        chunk = self.chunk_size or max(256, 2**22 // max(design.size, 1))
-        fn = shared_jit(lambda X, y: scan_feature_stats(design.features, (X,), y, chunk))
-        return Stats(*(jnp.asarray(np.asarray(a)) for a in fn(jnp.asarray(Xs), jnp.asarray(ys))))
-
-    def _pilot_design(self, design, Xs, ys):
-        r"""Choose the basis around the posterior mode's length-scales, before sampling.
-
-        The prior's length-scale range (:func:`bayeskern.hsgp.lengthscale_bounds`) is wide,
-        and a basis built for all of it is large (a box for the longest length-scale, enough
-        functions for the shortest) and still misses data whose length-scale lies below the
-        prior's 5 % quantile. So: find the posterior mode on the current basis
-        (:func:`~bayeskern.inference.find_map`, :math:`O(M^3)` per step like sampling), then
-        build the basis for :math:`[\ell^*/c,\ c\,\ell^*]` (:data:`PILOT_MARGIN` :math:`c`)
-        for every sampled length-scale; repeat while the mode lay outside what the basis it
-        was found on resolves (at most :data:`PILOT_ROUNDS` times). The check after sampling
-        (:meth:`_basis_checks`) still guards the posterior as a whole.
-        """
-        from numpyro.distributions.transforms import biject_to
-
-        x_scale, seed = self.x_std_.scale, self._seed()
-        for i in range(PILOT_ROUNDS):
-            stats = self._basis_stats(design, Xs, ys)
-            mode = find_map(
-                hsgp_regression,
-                dict(stats=stats, kernel=self.kernel_, design=design, x_scale=x_scale),
-                (seed + 7919 * (i + 1)) % 2**31,
-            )
-            bounds, resolved = {}, True
-            for _, spec, stationary, _ in self._stationary_parts(design):
-                site = None if stationary is None else stationary._site("lengthscale")
-                if site not in mode.z:
-                    continue
-                prior = stationary.hyperparameters()["lengthscale"].prior()
-                ls = np.asarray(biject_to(prior.support)(mode.z[site]), dtype=float)
-                bounds[site] = (ls / PILOT_MARGIN, ls * PILOT_MARGIN)
-                check = check_basis(spec.basis, ls[None], kernel_family(stationary))
-                resolved &= check.fraction_short == 0 and check.fraction_long == 0
-            if not bounds:
-                return design
-            design = build_design(self.kernel_, Xs, x_scale, bounds=bounds)
-            if resolved:
-                break
-        return design
-
     def _fit_hsgp(self, Xs, ys, y, X):
         x_scale = self.x_std_.scale
-        design = build_design(self.kernel_, Xs, x_scale, n_basis=self.n_basis)
-        if self.n_basis is None:
-            design = self._pilot_design(design, Xs, ys)
-        for attempt in range(2):
+
+        def sample(design):
             stats = self._basis_stats(design, Xs, ys)
             self._sample(
                 hsgp_regression,
@@ -679,113 +859,10 @@ class GPRegressor(JointPredictiveMixin, PredictiveRegressorMixin, RegressorMixin
                 X,
                 model_kwargs=dict(stats=stats, kernel=self.kernel_, design=design, x_scale=x_scale),
             )
-            checks = self._basis_checks(design)
-            bad = [
-                c for c in checks if max(c.fraction_short, c.fraction_long) > BASIS_WARN_FRACTION
-            ]
-            if not bad:
-                break
-            refit = attempt == 0 and self.n_basis is None
-            warnings.warn(
-                f"{type(self).__name__}: the Hilbert-space basis ({design.size} functions) does "
-                "not resolve part of the posterior: "
-                + "; ".join(c.message() for c in bad)
-                + (
-                    ". Refitting once with a basis chosen from the posterior's length-scales."
-                    if refit
-                    else ". Give a larger n_basis, or approximation='exact'."
-                ),
-                UserWarning,
-                stacklevel=3,
-            )
-            if not refit:
-                break
-            design = build_design(
-                self.kernel_, Xs, x_scale, bounds=self._posterior_bounds(), growth=2
-            )
-        self.hsgp_design_, self._hsgp_stats, self.basis_checks_ = design, stats, checks
-        self._set_basis_attributes()
-        diagnostics.set_attrs(self.idata_, basis_checks="; ".join(c.message() for c in checks))
+            return stats
+
+        self._hsgp_stats = self._fit_on_basis(Xs, ys, sample)
         return self._add_hsgp_loo(Xs, ys)
-
-    def _set_basis_attributes(self):
-        design, names = self.hsgp_design_, [term_name(t) for t in self.kernel_.terms()]
-        self.n_basis_ = {
-            n: list(t.basis.m)
-            for n, t in zip(names, design.terms, strict=True)
-            if t.basis is not None
-        }
-        self.boundary_ = {
-            n: list(t.basis.L)
-            for n, t in zip(names, design.terms, strict=True)
-            if t.basis is not None
-        }
-        diagnostics.set_attrs(
-            self.idata_, hsgp_design=json.dumps(design.to_config()), n_basis_total=int(design.size)
-        )
-
-    def _stationary_parts(self, design):
-        """``(term, TermBasis, stationary leaf or None, Periodic or None)`` per basis term."""
-        for term, spec in zip(self.kernel_.terms(), design.terms, strict=True):
-            if spec.kind == "linear":
-                continue
-            split = _split_periodic(term)
-            stationary, periodic = split if split is not None else (term, None)
-            yield term, spec, stationary, periodic
-
-    def _lengthscale_draws(self, leaf):
-        site = leaf._site("lengthscale")
-        if site in self.idata_.posterior:
-            return site, self._draws_of(site)
-        h = leaf.hyperparameters()["lengthscale"]
-        value = h.fixed_standardized(self.x_std_.scale) if h.length else h.value
-        return site, np.atleast_2d(np.asarray(value, dtype=float))
-
-    def _draws_of(self, site):
-        a = np.asarray(self.idata_.posterior[site])
-        return a.reshape((-1,) + a.shape[2:])
-
-    def _basis_checks(self, design) -> list:
-        checks = []
-        for term, spec, stationary, periodic in self._stationary_parts(design):
-            if stationary is not None:
-                site, ls = self._lengthscale_draws(stationary)
-                checks.append(
-                    check_basis(
-                        spec.basis,
-                        ls,
-                        kernel_family(stationary),
-                        term=term_name(term),
-                        parameter=site,
-                    )
-                )
-            if periodic is not None:
-                _, ls = self._lengthscale_draws(periodic)
-                checks.append(
-                    check_harmonics(
-                        periodic, spec.n_harmonics, spec.period, ls, term=term_name(term)
-                    )
-                )
-        return checks
-
-    def _posterior_bounds(self) -> dict:
-        """Per length-scale site, the range to resolve in the refit, per column.
-
-        The union of the prior's range (:func:`bayeskern.hsgp.lengthscale_bounds`) and the
-        posterior's 2.5-97.5 % quantiles: the refitted basis only grows (more functions, a box
-        at least as large, so predictions reach as far as before).
-        """
-        bounds = {}
-        for leaf in self.kernel_.leaves():
-            site = leaf._site("lengthscale")
-            if site in self.idata_.posterior:
-                d = self._draws_of(site)
-                lo, up = lengthscale_bounds(leaf, self.x_std_.scale)
-                bounds[site] = (
-                    np.minimum(lo, np.quantile(d, 0.025, axis=0)),
-                    np.maximum(up, np.quantile(d, 0.975, axis=0)),
-                )
-        return bounds
 
     def _hsgp_factor_fn(self):
         """Jitted per-draw :func:`hsgp_factors`, cached for the current basis."""
@@ -848,17 +925,6 @@ class GPRegressor(JointPredictiveMixin, PredictiveRegressorMixin, RegressorMixin
             np.concatenate(loc) * self.y_std_.scale + self.y_std_.mean,
             np.concatenate(scale) * self.y_std_.scale,
         )
-
-    def _warn_outside_box(self, Xs):
-        outside = int(np.sum(~self.hsgp_design_.contains(Xs)))
-        if outside:
-            warnings.warn(
-                f"{type(self).__name__}: {outside} of {len(Xs)} rows lie outside the box on "
-                "which the Hilbert-space basis approximates the kernel; predictions there "
-                "fall back towards the prior mean and are not those of the GP",
-                UserWarning,
-                stacklevel=5,
-            )
 
     def _hsgp_moments(self):
         r"""Return the posterior moments of the basis weights over all draws, cached per fit.
@@ -1009,9 +1075,7 @@ class GPRegressor(JointPredictiveMixin, PredictiveRegressorMixin, RegressorMixin
 
     def _save_state(self):
         meta, arrays = super()._save_state()
-        meta["approximation"] = getattr(self, "approximation_", "exact")
         if meta["approximation"] == "hsgp":
-            meta["hsgp_design"] = self.hsgp_design_.to_config()
             arrays.update(
                 {f"hsgp/{k}": np.asarray(v) for k, v in self._hsgp_stats._asdict().items()}
             )
@@ -1019,13 +1083,8 @@ class GPRegressor(JointPredictiveMixin, PredictiveRegressorMixin, RegressorMixin
 
     def _load_state(self, meta, arrays):
         super()._load_state(meta, arrays)
-        self.approximation_ = meta.get("approximation", "exact")
-        self.hsgp_design_ = self.n_basis_ = self.boundary_ = None
         if self.approximation_ == "hsgp":
-            self.hsgp_design_ = HSGPDesign.from_config(meta["hsgp_design"])
             self._hsgp_stats = Stats(*(jnp.asarray(arrays[f"hsgp/{k}"]) for k in Stats._fields))
-            self._set_basis_attributes()
-            self.basis_checks_ = self._basis_checks(self.hsgp_design_)
 
     def _add_loo_loglik(self, Xs, ys) -> MixturePredictive:
         """Exact LOO predictive log densities per draw (R&W eq. 5.12), original units.
@@ -1163,7 +1222,7 @@ def _laplace_model(config: str, arrays: dict):
 
 
 @register_estimator
-class GPClassifier(ClassifierMixin, _GPBase):  # noqa: D101 (__doc__ is an f-string)
+class GPClassifier(ClassifierMixin, _BasisMixin, _GPBase):  # noqa: D101 (__doc__ is an f-string)
     __doc__ = f"""Bayesian GP classification: Bernoulli-logit (two classes) or softmax (more).
 
     Two classes:
@@ -1203,6 +1262,23 @@ class GPClassifier(ClassifierMixin, _GPBase):  # noqa: D101 (__doc__ is an f-str
         another, in one process per core when the fit is long enough to pay for starting
         them (on several CPU devices at once, jaxlib 0.10's Cholesky kernel can leave every
         thread of XLA:CPU's pool waiting, and the fit never ends).
+    approximation : {{"auto", "exact", "hsgp"}}
+        Two classes: ``"hsgp"`` puts the latent function on the Hilbert-space basis of
+        ``GPRegressor`` (the kernels and 1-{MAX_COLUMNS} input columns it takes),
+        :math:`f = b + \\Phi w`, :math:`w \\sim N(0, \\mathrm{{diag}}(s(\\theta)))` with the
+        same priors, and samples it by Pólya-Gamma Gibbs (Polson, Scott & Windle 2013):
+        :math:`\\omega \\mid f`, then the hyper-parameters given :math:`\\omega` with
+        :math:`(b, w)` integrated out (random-walk Metropolis, adapted in the warm-up), then
+        :math:`(b, w)` (:mod:`bayeskern.inference.pg_basis`), :math:`O(NM^2)` per sweep; its
+        ``num_warmup`` and ``num_samples`` count sweeps. ``"exact"``: the embedded Laplace
+        route above, :math:`O(N^3)` per leapfrog step. ``"auto"`` (default): exact up to
+        {CLASSIFIER_AUTO_EXACT_MAX_ROWS} rows, with more than two classes, with
+        ``inference="latent"`` or when the basis cannot represent the kernel; the basis
+        otherwise. ``approximation_`` records what ran.
+    n_basis : int, sequence of int or None
+        As ``GPRegressor``'s; the automatic basis is built around the length-scales of the
+        basis regression of the centred labels at its mode, then checked against the
+        posterior (and refitted once) as there.
     {_SAMPLER_DOC}
     """
 
@@ -1221,6 +1297,8 @@ class GPClassifier(ClassifierMixin, _GPBase):  # noqa: D101 (__doc__ is an f-str
         adapt_mass_matrix: bool | None = None,
         progress_bar: bool = True,
         random_state=None,
+        approximation: str = "auto",
+        n_basis=None,
     ):
         super().__init__(
             kernel,
@@ -1236,6 +1314,8 @@ class GPClassifier(ClassifierMixin, _GPBase):  # noqa: D101 (__doc__ is an f-str
             random_state=random_state,
         )
         self.inference = inference
+        self.approximation = approximation
+        self.n_basis = n_basis
 
     #: ``num_samples="auto"``: blocks of draws until converged
     #: (:func:`bayeskern.inference.run_nuts`)
@@ -1252,25 +1332,32 @@ class GPClassifier(ClassifierMixin, _GPBase):  # noqa: D101 (__doc__ is an f-str
         if self.inference not in ("laplace", "latent"):
             raise ValueError(f"inference must be 'laplace' or 'latent', got {self.inference!r}")
         X, y = self._validate_fit(X, y, classifier=True)
+        self._check_approximation_params()
         self.classes_, y01 = validate_classes(y)
         if len(self.classes_) > 2 and self.inference == "latent":
             raise ValueError(
                 f"y has {len(self.classes_)} classes: inference='latent' handles "
                 "two classes only; use inference='laplace' (the default)"
             )
+        self.x_std_ = Standardizer.fit(X)
+        Xs = self.x_std_.transform(X)
+        self.kernel_ = self._fit_kernel(Xs, y01)
+        self.approximation_ = self._classifier_approximation(Xs)
+        self.hsgp_design_ = self.n_basis_ = self.boundary_ = None
+        if self.approximation_ == "hsgp":
+            self._fit_hsgp(Xs, y01, X)
+            return self
         if len(y01) > LARGE_EXACT_ROWS:
             warnings.warn(
                 f"GPClassifier: {len(y01)} rows. It factorizes the {len(y01)} x {len(y01)} "
                 "kernel matrix at every leapfrog step, several times with the Laplace "
                 "approximation (O(N^3)): at this size a fit takes hours. For thousands of rows, "
-                "GaBaSRClassifier() (spectral features, cost linear in the rows), or "
+                "GaBaSRClassifier() (spectral features, cost linear in the rows), "
+                "approximation='hsgp' (two classes, a kernel on at most 3 columns), or "
                 "GPClassifier on a subset",
                 UserWarning,
                 stacklevel=3,
             )
-        self.x_std_ = Standardizer.fit(X)
-        Xs = self.x_std_.transform(X)
-        self.kernel_ = self._fit_kernel(Xs, y01)
         fitted = None
         if len(self.classes_) > 2:
             ll = self._fit_softmax(Xs, y01, X)
@@ -1310,6 +1397,81 @@ class GPClassifier(ClassifierMixin, _GPBase):  # noqa: D101 (__doc__ is an f-str
         )
         self._add_posterior_predictive(fitted)
         return self
+
+    # ------------------------------------------------------------------- the basis route
+    def _classifier_approximation(self, Xs) -> str:
+        """Return ``"exact"`` or ``"hsgp"`` (see ``approximation``)."""
+        binary = len(self.classes_) == 2 and self.inference == "laplace"
+        if not binary:
+            if self.approximation == "hsgp":
+                raise ValueError(
+                    "approximation='hsgp' handles two classes with inference='laplace'; "
+                    f"here y has {len(self.classes_)} classes and inference="
+                    f"{self.inference!r}. Use approximation='exact'"
+                )
+            return "exact"
+        return self._resolve_approximation(self.kernel_, Xs, warn=False)
+
+    def _fit_hsgp(self, Xs, y01, X):
+        """Pólya-Gamma Gibbs on the basis (``approximation``), with the basis checks."""
+        kernel, x_scale = self.kernel_, self.x_std_.scale
+        dims, coords = self._sample_coords(len(Xs))
+        dims["weights"] = ["basis"]
+        labels = (y01 - y01.mean()) / max(float(y01.std()), 1e-12)
+
+        def sample(design):
+            Psi = jnp.concatenate(
+                [jnp.ones((len(Xs), 1)), design.features(jnp.asarray(Xs))], axis=1
+            )
+            self.idata_ = run_pg_basis(
+                hsgp_classification,
+                dict(kernel=kernel, design=design, x_scale=x_scale),
+                Psi,
+                y01,
+                lambda draw: classification_variances(kernel, design, draw, x_scale),
+                rng_key=self._seed(),
+                num_warmup=self.AUTO_WARMUP if self.num_warmup == "auto" else self.num_warmup,
+                num_samples=self.num_samples,
+                num_chains=self.num_chains,
+                dims=dims,
+                coords=coords,
+                observed={"y": y01},
+            )
+            self._finish_sampling(X, dims, coords)
+            return Psi
+
+        Psi = self._fit_on_basis(Xs, labels, sample, CLASSIFIER_PILOT_MARGIN)
+        diagnostics.set_attrs(self.idata_, approximation="hsgp")
+        post = self.idata_.posterior
+        bias = np.asarray(post["bias"]).reshape(-1)
+        W = np.asarray(post["weights"]).reshape(len(bias), -1)
+        rows = loo_rows(len(Xs), len(bias), W.shape[1], self._seed(), point_work=W.shape[1])
+        f = bias[:, None] + W @ np.asarray(Psi[rows, 1:]).T
+        sign = 2.0 * y01[rows] - 1.0
+        ll = -np.logaddexp(0.0, -sign * f)  # log sigmoid(+-f)
+        diagnostics.add_group(
+            self.idata_,
+            "log_likelihood",
+            {"y": ll.reshape(post.sizes["chain"], -1, len(rows))},
+            dims={"y": ["obs"]},
+            coords={"obs": rows},
+        )
+        if len(rows) < len(Xs):
+            diagnostics.set_attrs(self.idata_, loo_subsample=int(len(rows)))
+        fitted = special.expit(f) if f.size <= FITTED_MAX_POINTS else None
+        self._add_posterior_predictive(fitted)
+
+    def _latent_hsgp(self, X):
+        r"""Per-draw latent values :math:`b + \Phi(X)w` at ``X`` and zero variances."""
+        Xs = self.x_std_.transform(X)
+        self._warn_outside_box(Xs)
+        post = self.idata_.posterior
+        bias = np.asarray(post["bias"]).reshape(-1)
+        W = jnp.asarray(np.asarray(post["weights"]).reshape(len(bias), -1))
+        f = np.empty((len(bias), len(Xs)))
+        for sl in _chunks(len(Xs), max(len(bias), W.shape[1])):
+            f[:, sl] = np.asarray(W @ self.hsgp_design_.features(jnp.asarray(Xs[sl])).T)
+        return f + bias[:, None], np.zeros_like(f)
 
     def _multiclass(self) -> bool:
         return len(self.classes_) > 2
@@ -1437,6 +1599,8 @@ class GPClassifier(ClassifierMixin, _GPBase):  # noqa: D101 (__doc__ is an f-str
     def _latent(self, X):
         """Per-draw latent mean and variance at ``X``, ``(draws, n)`` each (two classes)."""
         X = self._validate_predict(X)
+        if getattr(self, "approximation_", "exact") == "hsgp":
+            return self._latent_hsgp(X)
         Xs = jnp.asarray(self.x_std_.transform(X))
         Xtr = jnp.asarray(self.x_std_.transform(np.asarray(self.idata_.constant_data["X"])))
         if getattr(self, "inference", "latent") == "laplace":

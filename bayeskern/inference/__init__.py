@@ -11,6 +11,9 @@
 * :mod:`bayeskern.inference.gabasr_gibbs` — the GaBaSR paper's Gibbs/Metropolis-Hastings sweep
   as a NumPyro ``MCMCKernel`` (:class:`GaBaSRGibbs`), run by ``numpyro.infer.MCMC``
   (:func:`gibbs_sample`).
+* :mod:`bayeskern.inference.pg_basis` — Pólya-Gamma Gibbs for a Bernoulli-logit model on a
+  fixed basis (``GPClassifier``'s Hilbert-space route): the weights drawn exactly, the
+  hyper-parameters by Metropolis steps with the weights integrated out.
 * :mod:`bayeskern.inference.whitening` — NUTS in Laplace-whitened coordinates for the GaBaSR
   random-feature models (MAP by Levenberg-Marquardt steps, then the inverse-Hessian square
   root as an affine preconditioner).
