@@ -52,33 +52,33 @@ def _until_accepted(step, key, params: dict, X, ok, rounds: int):
 
     ``step(key, params, X, ok) -> (X, ok)`` tries once on every lane, keeping a lane's
     first success. ``rounds`` full-width tries, then the lanes left (few) are gathered into
-    an array an eighth as long and tried there until done, and scattered back; any lanes
-    beyond that array finish at full width. Each lane's sequence of independent trials is
-    the one-lane algorithm's, so its draw has the same law.
+    an array an eighth as long and tried there until done, and scattered back (again while
+    any are left). Each lane's sequence of independent trials is the one-lane algorithm's,
+    so its draw has the same law. ``step`` appears twice in the program (compile time).
     """
     n = X.shape[0]
-
-    def loop(params, s):
-        def body(s):
-            key, X, ok = s
-            key, sub = jax.random.split(key)
-            return (key, *step(sub, params, X, ok))
-
-        return lax.while_loop(lambda s: ~jnp.all(s[2]), body, s)
-
-    s = (key, X, ok)
-    for _ in range(rounds):
-        key, sub = jax.random.split(s[0])
-        s = (key, *step(sub, params, s[1], s[2]))
-    key, X, ok = s
     m = max(n // 8, 1)
-    idx = jnp.nonzero(~ok, size=m, fill_value=n)[0]  # n: no lane (dropped below)
-    valid = idx < n
-    sub = {k: jnp.take(v, idx, mode="clip") for k, v in params.items()}
-    key, Xc, _ = loop(sub, (key, jnp.take(X, idx, mode="clip"), ~valid))
-    X = X.at[idx].set(Xc, mode="drop")
-    ok = ok.at[idx].set(True, mode="drop")
-    return loop(params, (key, X, ok))[1]
+
+    def full(_, s):
+        key, sub = jax.random.split(s[0])
+        return (key, *step(sub, params, s[1], s[2]))
+
+    def compacted(s):
+        key, X, ok = s
+        idx = jnp.nonzero(~ok, size=m, fill_value=n)[0]  # n: no lane (dropped below)
+        part = {k: jnp.take(v, idx, mode="clip") for k, v in params.items()}
+
+        def body(c):
+            key, sub = jax.random.split(c[0])
+            return (key, *step(sub, part, c[1], c[2]))
+
+        key, Xc, _ = lax.while_loop(
+            lambda c: ~jnp.all(c[2]), body, (key, jnp.take(X, idx, mode="clip"), idx >= n)
+        )
+        return key, X.at[idx].set(Xc, mode="drop"), ok.at[idx].set(True, mode="drop")
+
+    s = lax.fori_loop(0, rounds, full, (key, X, ok))
+    return lax.while_loop(lambda s: ~jnp.all(s[2]), compacted, s)[1]
 
 
 def _trunc_ig_step(key, q, X, ok):

@@ -345,7 +345,6 @@ class _GPBase(BayesianEstimatorMixin, BaseEstimator):
         if classifier and len(classes) > 2:
             model, extra = gp_classification_softmax, dict(n_classes=len(classes))
         else:
-            model = gp_regression
             if classifier:
                 model = (
                     gp_classification if self.inference == "latent" else gp_classification_laplace
@@ -1278,7 +1277,12 @@ class GPClassifier(ClassifierMixin, _BasisMixin, _GPBase):  # noqa: D101 (__doc_
     n_basis : int, sequence of int or None
         As ``GPRegressor``'s; the automatic basis is built around the length-scales of the
         basis regression of the centred labels at its mode, then checked against the
-        posterior (and refitted once) as there.
+        posterior (and refitted once) as there. With the basis, ``hsgp_design_``,
+        ``n_basis_``, ``boundary_`` and ``basis_checks_`` are set as ``GPRegressor``'s, the
+        posterior holds ``bias`` and the basis ``weights`` (judged through the
+        hyper-parameters, as latent values are), and the log-likelihood group the pointwise
+        :math:`\\log\\sigma(\\pm f_i)` of each draw (a random subset of rows at large
+        sizes, ``posterior.attrs["loo_subsample"]``).
     {_SAMPLER_DOC}
     """
 
