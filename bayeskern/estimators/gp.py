@@ -1269,7 +1269,9 @@ class GPClassifier(ClassifierMixin, _BasisMixin, _GPBase):  # noqa: D101 (__doc_
         :math:`\\omega \\mid f`, then the hyper-parameters given :math:`\\omega` with
         :math:`(b, w)` integrated out (random-walk Metropolis, adapted in the warm-up), then
         :math:`(b, w)` (:mod:`bayeskern.inference.pg_basis`), :math:`O(NM^2)` per sweep; its
-        ``num_warmup`` and ``num_samples`` count sweeps. ``"exact"``: the embedded Laplace
+        ``num_warmup`` and ``num_samples`` count sweeps, its chains run batched in one
+        program (``chain_method``, ``init``, ``target_accept_prob`` and the mass settings
+        are NUTS's and do not apply). ``"exact"``: the embedded Laplace
         route above, :math:`O(N^3)` per leapfrog step. ``"auto"`` (default): exact up to
         {CLASSIFIER_AUTO_EXACT_MAX_ROWS} rows, with more than two classes, with
         ``inference="latent"`` or when the basis cannot represent the kernel; the basis
