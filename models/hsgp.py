@@ -54,6 +54,7 @@ __all__ = [
     "hsgp_classification",
     "classification_variances",
     "gaussian_evidence",
+    "scaled_factor",
 ]
 
 #: floor of the weights' prior variances: a spectral density that underflows to zero at high
@@ -261,10 +262,21 @@ def gaussian_evidence(A, c, d) -> jax.Array:
     Pólya-Gamma-augmented Bernoulli-logit likelihood with the weights integrated out, up to
     terms free of :math:`d` (Polson, Scott & Windle 2013).
     """
-    r = jnp.sqrt(jnp.maximum(d, VARIANCE_FLOOR))
-    L = jnp.linalg.cholesky(jnp.eye(r.shape[0], dtype=r.dtype) + r[:, None] * A * r[None, :])
+    L, r = scaled_factor(A, d)
     u = jsl.solve_triangular(L, r * c, lower=True)
     return 0.5 * (u @ u) - jnp.sum(jnp.log(jnp.diagonal(L)))
+
+
+def scaled_factor(A, d):
+    r"""Return ``(L, r)``: :math:`LL^\top = I + D^{1/2}AD^{1/2}`, :math:`r = \sqrt{d}`.
+
+    The scaled form of :math:`A + D^{-1}` (:math:`D = \mathrm{diag}(d)`, floored at
+    :data:`VARIANCE_FLOOR`): eigenvalues at least one, so no jitter, and :math:`d_i \to 0`
+    harmless. :func:`gaussian_evidence` and the Pólya-Gamma sampler's draw of the weights
+    (:func:`bayeskern.inference.pg_basis.gaussian_weights`) factor it.
+    """
+    r = jnp.sqrt(jnp.maximum(d, VARIANCE_FLOOR))
+    return jnp.linalg.cholesky(jnp.eye(r.shape[0], dtype=r.dtype) + r[:, None] * A * r[None, :]), r
 
 
 def classification_variances(kernel: Kernel, design: HSGPDesign, draw: dict, x_scale):

@@ -17,7 +17,7 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 from scipy import special, stats
-from sklearn.base import BaseEstimator, ClassifierMixin, RegressorMixin, is_classifier
+from sklearn.base import BaseEstimator, ClassifierMixin, RegressorMixin
 from sklearn.utils import check_random_state, check_X_y
 from sklearn.utils.validation import check_is_fitted
 
@@ -476,7 +476,7 @@ class _BasisMixin:
                     "terms on at most 3 columns"
                 )
             return "hsgp"
-        if n <= (CLASSIFIER_AUTO_EXACT_MAX_ROWS if is_classifier(self) else AUTO_EXACT_MAX_ROWS):
+        if n <= self._AUTO_EXACT_ROWS:
             return "exact"
         if reason is not None:
             if warn and n > LARGE_EXACT_ROWS:
@@ -818,6 +818,8 @@ class GPRegressor(  # noqa: D101 (__doc__ is an f-string)
         self.n_basis = n_basis
         self.chunk_size = chunk_size
 
+    #: ``approximation="auto"`` runs the exact GP up to this many rows
+    _AUTO_EXACT_ROWS = AUTO_EXACT_MAX_ROWS
     #: ``num_samples="auto"`` (the default): blocks of draws until converged
     #: (:func:`bayeskern.inference.run_nuts`)
     _AUTO_COUNTS = True
@@ -1323,6 +1325,8 @@ class GPClassifier(ClassifierMixin, _BasisMixin, _GPBase):  # noqa: D101 (__doc_
         self.approximation = approximation
         self.n_basis = n_basis
 
+    #: ``approximation="auto"`` runs the exact GP up to this many rows
+    _AUTO_EXACT_ROWS = CLASSIFIER_AUTO_EXACT_MAX_ROWS
     #: ``num_samples="auto"``: blocks of draws until converged
     #: (:func:`bayeskern.inference.run_nuts`)
     _AUTO_COUNTS = True
@@ -1449,8 +1453,7 @@ class GPClassifier(ClassifierMixin, _BasisMixin, _GPBase):  # noqa: D101 (__doc_
         Psi = self._fit_on_basis(Xs, labels, sample, CLASSIFIER_PILOT_MARGIN)
         diagnostics.set_attrs(self.idata_, approximation="hsgp")
         post = self.idata_.posterior
-        bias = np.asarray(post["bias"]).reshape(-1)
-        W = np.asarray(post["weights"]).reshape(len(bias), -1)
+        bias, W = self._basis_draws()
         rows = loo_rows(len(Xs), len(bias), W.shape[1], self._seed(), point_work=W.shape[1])
         f = bias[:, None] + W @ np.asarray(Psi[rows, 1:]).T
         sign = 2.0 * y01[rows] - 1.0
@@ -1467,13 +1470,18 @@ class GPClassifier(ClassifierMixin, _BasisMixin, _GPBase):  # noqa: D101 (__doc_
         fitted = special.expit(f) if f.size <= FITTED_MAX_POINTS else None
         self._add_posterior_predictive(fitted)
 
+    def _basis_draws(self):
+        """Return the bias ``(S,)`` and basis weights ``(S, M)`` of every posterior draw."""
+        post = self.idata_.posterior
+        bias = np.asarray(post["bias"]).reshape(-1)
+        return bias, np.asarray(post["weights"]).reshape(len(bias), -1)
+
     def _latent_hsgp(self, X):
         r"""Per-draw latent values :math:`b + \Phi(X)w` at ``X`` and zero variances."""
         Xs = self.x_std_.transform(X)
         self._warn_outside_box(Xs)
-        post = self.idata_.posterior
-        bias = np.asarray(post["bias"]).reshape(-1)
-        W = jnp.asarray(np.asarray(post["weights"]).reshape(len(bias), -1))
+        bias, W = self._basis_draws()
+        W = jnp.asarray(W)
         f = np.empty((len(bias), len(Xs)))
         for sl in _chunks(len(Xs), max(len(bias), W.shape[1])):
             f[:, sl] = np.asarray(W @ self.hsgp_design_.features(jnp.asarray(Xs[sl])).T)

@@ -44,6 +44,7 @@ from bayeskern import diagnostics
 from bayeskern import random as bkr
 from bayeskern.inference.nuts import AUTO_BLOCK, AUTO_MAX_SAMPLES
 from bayeskern.inference.start import as_key, model_functions
+from bayeskern.models.hsgp import scaled_factor
 
 __all__ = ["PGBasisGibbs", "PGBasisState", "gaussian_weights", "run_pg_basis"]
 
@@ -76,13 +77,12 @@ def gaussian_weights(key, A, c, d):
 
     :math:`w \sim N\big((A + D^{-1})^{-1}c,\ (A + D^{-1})^{-1}\big)`, :math:`D =
     \mathrm{diag}(d)`. In the scaled form :math:`B = I + D^{1/2}AD^{1/2} = LL^\top`
-    (eigenvalues at least one, :math:`d_i \to 0` harmless):
+    (:func:`bayeskern.models.hsgp.scaled_factor`):
     :math:`w = D^{1/2}L^{-\top}(L^{-1}D^{1/2}c + \varepsilon)`,
     :math:`\varepsilon \sim N(0, I)`, whose covariance is :math:`D^{1/2}B^{-1}D^{1/2} =
     (A + D^{-1})^{-1}`.
     """
-    r = jnp.sqrt(d)
-    L = jnp.linalg.cholesky(jnp.eye(len(r), dtype=r.dtype) + r[:, None] * A * r[None, :])
+    L, r = scaled_factor(A, d)
     u = jsl.solve_triangular(L, r * c, lower=True)
     eps = jax.random.normal(key, u.shape, u.dtype)
     return r * jsl.solve_triangular(L, u + eps, lower=True, trans=1)
