@@ -91,6 +91,19 @@ def test_posterior_predictive_group(fitted, name):
         assert 0.3 < float(pp.std()) / float(obs.std()) < 3.0
 
 
+def test_gibbs_classifier_log_likelihood_is_bernoulli_of_the_draws(fitted):
+    """The Gibbs chains record log p(y_i | draw); it is the Bernoulli-logit log density of
+    the draws' class-1 probabilities, draw by draw, in the posterior's chain and draw order."""
+    X, _, ests = fitted
+    est = ests["gabasrc"]
+    assert est.sampler_ == "gibbs"
+    p = est._proba_draws(est.x_scaler_.transform(X))  # (chains x draws, n)
+    y01 = np.asarray(est.idata_.observed_data["y"])
+    ref = np.where(y01 == 1, np.log(p), np.log1p(-p))
+    ll = np.asarray(est.idata_.log_likelihood["y"]).reshape(p.shape)
+    np.testing.assert_allclose(ll, ref, rtol=1e-5, atol=1e-6)
+
+
 @pytest.mark.parametrize("name", BAYESIAN)
 def test_arviz_plots_run(fitted, name):
     idata = fitted[2][name].idata_

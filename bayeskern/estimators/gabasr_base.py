@@ -301,6 +301,7 @@ class _GaBaSRBase(BayesianEstimatorMixin, BaseEstimator):
             progress_bar=self.progress_bar,
             chain_method=self.chain_method or "auto",
         )
+        rows = res.samples.pop("log_lik_rows", None)  # classification: recorded by the chains
         self.gibbs_samples_ = res.samples
         self.gibbs_wall_time_ = res.wall_time
         samples = {k: v for k, v in res.samples.items() if k not in ("z", "z_v")}
@@ -334,6 +335,8 @@ class _GaBaSRBase(BayesianEstimatorMixin, BaseEstimator):
         self._finish(
             list(self._GIBBS_JUDGED), report_only=("alpha", "n_components", "weights", "mu")
         )
+        if rows is not None:
+            self._store_log_likelihood(rows.reshape(-1, rows.shape[-1]))
 
     #: what a Gibbs run is judged on: quantities that do not change when the components are
     #: relabelled (the log evidence or log-likelihood, the noise, the weight prior precision,

@@ -116,11 +116,11 @@ class GaBaSRClassifier(ClassifierMixin, _GaBaSRBase):  # noqa: D101 (__doc__ is 
         with threadpool_limits(1, user_api="blas"):
             Z, B = self._setup(X)
             self._Ztrain = Z
-            if self.sampler_ == "gibbs":
+            if self.sampler_ == "gibbs":  # the chains record the pointwise log-likelihood
                 self._gibbs(Z, y01.astype(float), B, y, X)
             else:
                 self._fit_nuts(Z, B, y01, y, X)
-            self._add_loglik(Z, y01)
+                self._add_loglik(Z, y01)
         self.fit_time_ = time.perf_counter() - t0
         return self
 

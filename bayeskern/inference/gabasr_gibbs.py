@@ -531,7 +531,8 @@ def gibbs_sample(
         ``samples`` with ``omega`` (chain, draw, M, d), ``z``, ``alpha``, ``n_components``,
         ``weights`` (component fractions, (chain, draw, K)), ``mu``, ``cov`` (component
         parameters, (chain, draw, K, d[, d])), ``prior_precision``; ``log_marginal`` and
-        ``noise`` (regression), ``beta`` (chain, draw, P) and ``log_lik`` (classification);
+        ``noise`` (regression), ``beta`` (chain, draw, P), ``log_lik`` and its terms
+        ``log_lik_rows`` (chain, draw, n; float32) (classification);
         with ``locally_stationary`` also ``v``, ``z_v``, ``alpha_v``, ``n_components_v``,
         ``weights_v``, ``mu_v``, ``cov_v``. ``sample_stats`` has ``accept_rate``
         (``accept_rate_v``) and ``drift``. Predict with :func:`design_matrix`,

@@ -122,6 +122,17 @@ def _put(a, blocks, val, axis):
     return a
 
 
+def _cross_products(Phi, F, weights, y_eff):
+    """Return :math:`\\Phi^\\top W F`, :math:`F^\\top W F` (symmetrized) and :math:`F^\\top y`.
+
+    The data-sized products of a proposal (or of a batch of proposals, ``F`` their columns
+    side by side): the :math:`O(N P m)` part of :func:`_block_proposal`.
+    """
+    WF = F * weights[:, None]
+    FtWF = F.T @ WF
+    return Phi.T @ WF, 0.5 * (FtWF + FtWF.T), F.T @ y_eff  # keeps G bit-for-bit symmetric
+
+
 def _block_proposal(ev: Evidence, blocks, F, weights, y_eff, lam0):
     """Evidence pieces after replacing the column ``blocks`` of ``Phi`` by ``F`` (module docstring).
 
@@ -129,14 +140,18 @@ def _block_proposal(ev: Evidence, blocks, F, weights, y_eff, lam0):
     columns :math:`J`. Returns ``(logdet, quad, ok, update)`` where ``update`` carries what
     :func:`_apply_block` needs; cost :math:`O(NP + P^2 m)`.
     """
-    m = F.shape[1]
-    dtype = F.dtype
-    WF = F * weights[:, None]
-    cross = ev.Phi.T @ WF  # (P, m); rows J are stale and are replaced next
-    FtWF = F.T @ WF
-    FtWF = 0.5 * (FtWF + FtWF.T)  # keeps G bit-for-bit symmetric
-    cross = _put(cross, blocks, FtWF, 0)
-    bJ = F.T @ y_eff
+    return _block_update(ev, blocks, *_cross_products(ev.Phi, F, weights, y_eff), lam0)
+
+
+def _block_update(ev: Evidence, blocks, cross, FtWF, bJ, lam0):
+    """:func:`_block_proposal` from the cross-products of the new columns, :math:`O(P^2 m)`.
+
+    ``cross`` is :math:`\\Phi^\\top W F` (its rows :math:`J` are not read), ``FtWF``
+    :math:`F^\\top W F`, ``bJ`` :math:`F^\\top y`.
+    """
+    m = FtWF.shape[0]
+    dtype = FtWF.dtype
+    cross = _put(cross, blocks, FtWF, 0)  # rows J: the new columns against themselves
     cR = _put(cross, blocks, jnp.zeros((m, m), dtype), 0)
     bnew = _put(ev.b, blocks, bJ, 0)
     bR = _put(bnew, blocks, jnp.zeros(m, dtype), 0)
@@ -166,7 +181,7 @@ def _block_proposal(ev: Evidence, blocks, F, weights, y_eff, lam0):
 def _apply_block(ev: Evidence, blocks, F, accept, logdet, quad, update):
     """Write the proposal into the state when ``accept``; a no-op (bit for bit) otherwise."""
     cross, bnew, AJ, LJ, h, LS = update
-    m = F.shape[1]
+    m = LS.shape[0]
     E = _put(-h, blocks, jnp.eye(m, dtype=h.dtype), 0)
     # A* = A - A_J A_JJ^-1 A_J^T + E S^-1 E^T; both factors zeroed when rejected
     left = jnp.concatenate(
@@ -178,7 +193,9 @@ def _apply_block(ev: Evidence, blocks, F, accept, logdet, quad, update):
     A = ev.A + (left * sign) @ left.T
     col = jnp.where(accept, cross, _take(ev.G, blocks, 1))
     G = _put(_put(ev.G, blocks, col, 1), blocks, col.T, 0)
-    Phi = _put(ev.Phi, blocks, jnp.where(accept, F, _take(ev.Phi, blocks, 1)), 1)
+    Phi = ev.Phi  # F None: the caller writes the design (a batch of moves at once)
+    if F is not None:
+        Phi = _put(Phi, blocks, jnp.where(accept, F, _take(Phi, blocks, 1)), 1)
     return Evidence(
         Phi,
         G,

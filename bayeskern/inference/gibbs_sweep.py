@@ -23,14 +23,16 @@ from bayeskern.inference.gibbs_dp import DPState, _dp_update, _propose_from_comp
 from bayeskern.inference.gibbs_evidence import (
     Evidence,
     _apply_block,
-    _block_proposal,
+    _block_update,
     _blocks_omega,
     _blocks_v,
     _columns_omega,
     _columns_vk,
+    _cross_products,
     _evidence_from_G,
     _log_evidence,
     _put,
+    _take,
     design_matrix,
     full_log_evidence,
 )
@@ -157,50 +159,111 @@ def init(
     return state, cfg, data
 
 
+#: columns of proposed features whose products with the design one pass over the data
+#: computes (:func:`_mh_moves`): 16 frequencies of a stationary design at a time
+BATCH_COLUMNS = 32
+
+
 def _mh_moves(key, ev, data: GibbsData, weights, lam0, cfg: SweepConfig, params, dp, which, other):
-    """Random-order independence-MH moves of every frequency of one mixture."""
+    """Random-order independence-MH moves of every frequency of one mixture.
+
+    The proposals depend on the mixture only, not on the moves before them, so they are drawn
+    first and their design columns :math:`F` built in batches of :data:`BATCH_COLUMNS`
+    columns: one product :math:`\\Phi^\\top W [F_1, \\dots, F_b]` per batch (one pass over
+    the data) instead of one per proposal. The moves of a batch then run in order on
+    :math:`O(P^2)` updates (:func:`~bayeskern.inference.gibbs_evidence._block_update`); when
+    move :math:`i` is accepted, the rows :math:`J_i` of the later moves' cross-products are
+    replaced by :math:`F_i^\\top W F_k`, so every move sees the design as the moves before it
+    left it, as in a one-at-a-time sweep. The accepted columns are written into the design at
+    the end of the batch.
+    """
     X, y_eff = data.X, data.y_eff
-    n = X.shape[0]
+    n, d = X.shape
     P = ev.Phi.shape[1]
     M, M2, ls = cfg.M, cfg.M2, cfg.locally_stationary
     task, prior = cfg.task, cfg.prior
     kperm, kmove = jax.random.split(key)
     count = params.shape[0]
     order = jax.random.permutation(kperm, count)
+    k_prop, k_unif = jnp.moveaxis(jax.vmap(jax.random.split)(jax.random.split(kmove, count)), 1, 0)
+    proposals = jax.vmap(lambda k, j: _propose_from_component(k, dp, j))(k_prop, order)
+    log_u = jnp.log(jax.vmap(lambda k: jax.random.uniform(k, dtype=X.dtype))(k_unif))
+
+    def columns(w):
+        return _columns_omega(X, w, other, M) if which == "omega" else _columns_vk(X, other, w, M2)
+
+    def blocks(j):
+        return _blocks_omega(j, M, M2, ls) if which == "omega" else _blocks_v(j, M, M2)
 
     def ell(logdet, quad):
         return _log_evidence(task, logdet, quad, lam0, P, n, data.yy, prior)
 
-    def step(carry, inp):
-        ev, params, ell_cur, n_acc = carry
-        j, key = inp
-        k1, k2 = jax.random.split(key)
-        w = _propose_from_component(k1, dp, j)
-        if which == "omega":
-            F = _columns_omega(X, w, other, M)
-            J = _blocks_omega(j, M, M2, ls)
-        else:
-            F = _columns_vk(X, other, w, M2)
-            J = _blocks_v(j, M, M2)
-        if cfg.evidence == "full":
-            Phi_new = _put(ev.Phi, J, F, 1)
-            ell_new = full_log_evidence(Phi_new, y_eff, weights, lam0, task, prior)
-            ok = jnp.isfinite(ell_new)
-            accept = ok & (jnp.log(jax.random.uniform(k2, dtype=X.dtype)) < ell_new - ell_cur)
-            ev = ev._replace(Phi=jnp.where(accept, Phi_new, ev.Phi))
-        else:
-            logdet, quad, ok, upd = _block_proposal(ev, J, F, weights, y_eff, lam0)
-            ell_new = ell(logdet, quad)
-            accept = ok & (jnp.log(jax.random.uniform(k2, dtype=X.dtype)) < ell_new - ell_cur)
-            ev = _apply_block(ev, J, F, accept, logdet, quad, upd)
-        params = params.at[j].set(jnp.where(accept, w, params[j]))
-        ell_cur = jnp.where(accept, ell_new, ell_cur)
-        return (ev, params, ell_cur, n_acc + accept), None
+    def decide(lu, ell_new, ell_cur, ok):
+        return ok & (lu < ell_new - ell_cur)
 
     ell0 = ell(ev.logdet, ev.quad)
-    (ev, params, ell_end, n_acc), _ = lax.scan(
-        step, (ev, params, ell0, jnp.asarray(0)), (order, jax.random.split(kmove, count))
-    )
+    if cfg.evidence == "full":  # the reference: the evidence recomputed for every proposal
+
+        def full_step(carry, inp):
+            ev, params, ell_cur, n_acc = carry
+            j, w, lu = inp
+            Phi_new = _put(ev.Phi, blocks(j), columns(w), 1)
+            ell_new = full_log_evidence(Phi_new, y_eff, weights, lam0, task, prior)
+            accept = decide(lu, ell_new, ell_cur, jnp.isfinite(ell_new))
+            ev = ev._replace(Phi=jnp.where(accept, Phi_new, ev.Phi))
+            params = params.at[j].set(jnp.where(accept, w, params[j]))
+            return (ev, params, jnp.where(accept, ell_new, ell_cur), n_acc + accept), None
+
+        (ev, params, ell_end, n_acc), _ = lax.scan(
+            full_step, (ev, params, ell0, jnp.asarray(0)), (order, proposals, log_u)
+        )
+        return ev, params, ell_end, n_acc / count
+
+    m = columns(proposals[0]).shape[1]  # static: columns per proposal
+    size = max(1, min(count, BATCH_COLUMNS // m))
+    nb = -(-count // size)
+    pad = nb * size - count  # padding moves: never accepted, their columns never written
+
+    def batched(a, fill):
+        a = jnp.concatenate([a, jnp.full((pad,) + a.shape[1:], fill, a.dtype)])
+        return a.reshape((nb, size) + a.shape[1:])
+
+    valid = batched(jnp.ones(count, bool), False)
+
+    def batch(carry, inp):
+        ev, params, ell_cur, n_acc = carry
+        js, ws, lus, ok_b = inp
+        F = jnp.moveaxis(jax.vmap(columns)(ws), 0, 1).reshape(n, size * m)
+        C, D, bF = _cross_products(ev.Phi, F, weights, y_eff)
+
+        def move(carry, i):
+            ev, params, ell_cur, C, accepted = carry
+            j, J = js[i], blocks(js[i])
+
+            def own(a, axis):
+                return lax.dynamic_slice_in_dim(a, i * m, m, axis)
+
+            logdet, quad, ok, upd = _block_update(
+                ev, J, own(C, 1), own(own(D, 0), 1), own(bF, 0), lam0
+            )
+            ell_new = ell(logdet, quad)
+            accept = decide(lus[i], ell_new, ell_cur, ok & ok_b[i])
+            ev = _apply_block(ev, J, None, accept, logdet, quad, upd)
+            # the later moves' cross-products with the columns J are now F_i^T W F
+            C = _put(C, J, jnp.where(accept, own(D, 0), _take(C, J, 0)), 0)
+            params = params.at[j].set(jnp.where(accept, ws[i], params[j]))
+            ell_cur = jnp.where(accept, ell_new, ell_cur)
+            return (ev, params, ell_cur, C, accepted.at[i].set(accept)), None
+
+        init = (ev, params, ell_cur, C, jnp.zeros(size, bool))
+        (ev, params, ell_cur, C, accepted), _ = lax.scan(move, init, jnp.arange(size))
+        cols = jax.vmap(lambda j: jnp.concatenate([s + jnp.arange(w) for s, w in blocks(j)]))(js)
+        cols = jnp.where(accepted[:, None], cols, P).reshape(-1)  # index P: dropped
+        ev = ev._replace(Phi=ev.Phi.at[:, cols].set(F, mode="drop"))
+        return (ev, params, ell_cur, n_acc + jnp.sum(accepted)), None
+
+    inputs = (batched(order, 0), batched(proposals, 0.0), batched(log_u, 0.0), valid)
+    (ev, params, ell_end, n_acc), _ = lax.scan(batch, (ev, params, ell0, jnp.asarray(0)), inputs)
     return ev, params, ell_end, n_acc / count
 
 
@@ -305,7 +368,9 @@ def _sweep(cfg: SweepConfig, key, state: GibbsState, data: GibbsData):
                 prior.lam_rate + 0.5 * beta @ beta
             )
         psi = ev.Phi @ beta
-        info["log_lik"] = jnp.sum(y * psi - jnp.logaddexp(0.0, psi))
+        rows = y * psi - jnp.logaddexp(0.0, psi)  # log p(y_i | beta, Omega), Bernoulli-logit
+        info["log_lik"] = jnp.sum(rows)
+        info["log_lik_rows"] = rows
     state = GibbsState(omega, dp, v, dp_v, ev, lam0, weights, beta, noise)
     return state, info
 
@@ -334,6 +399,7 @@ def _record(state: GibbsState, info, cfg: SweepConfig):
     if cfg.task == "regression":
         out.update(log_marginal=info["log_marginal"], noise=state.noise)
     else:
-        out.update(beta=state.beta, log_lik=info["log_lik"])
-    stats = {k: v for k, v in info.items() if k not in ("log_marginal", "log_lik")}
+        rows = info["log_lik_rows"].astype(jnp.float32)  # the size ArviZ's LOO keeps
+        out.update(beta=state.beta, log_lik=info["log_lik"], log_lik_rows=rows)
+    stats = {k: v for k, v in info.items() if k not in ("log_marginal", "log_lik", "log_lik_rows")}
     return out, stats
