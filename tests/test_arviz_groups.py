@@ -93,7 +93,8 @@ def test_posterior_predictive_group(fitted, name):
 
 def test_gibbs_classifier_log_likelihood_is_bernoulli_of_the_draws(fitted):
     """The Gibbs chains record log p(y_i | draw); it is the Bernoulli-logit log density of
-    the draws' class-1 probabilities, draw by draw, in the posterior's chain and draw order."""
+    the draws' class-1 probabilities, draw by draw, in the posterior's chain and draw order,
+    and the posterior predictive replicates are drawn from the probabilities it gives."""
     X, _, ests = fitted
     est = ests["gabasrc"]
     assert est.sampler_ == "gibbs"
@@ -102,6 +103,12 @@ def test_gibbs_classifier_log_likelihood_is_bernoulli_of_the_draws(fitted):
     ref = np.where(y01 == 1, np.log(p), np.log1p(-p))
     ll = np.asarray(est.idata_.log_likelihood["y"]).reshape(p.shape)
     np.testing.assert_allclose(ll, ref, rtol=1e-5, atol=1e-6)
+    # the replicated labels come from those probabilities (same draws, same uniforms)
+    post = est.idata_.posterior
+    draws = thin_draws(post.sizes["chain"], post.sizes["draw"], p.shape[1])
+    y_rep = est._class_replicates(p, draws, est._seed(), stream=2)
+    pp = np.asarray(est.idata_.posterior_predictive["y"]).reshape(y_rep.shape)
+    assert np.mean(pp == y_rep) > 0.999
 
 
 @pytest.mark.parametrize("name", BAYESIAN)

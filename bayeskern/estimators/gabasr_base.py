@@ -257,7 +257,7 @@ class _GaBaSRBase(BayesianEstimatorMixin, BaseEstimator):
         """Whether the fitted model is the spectral-mixture GP (exact or on a basis)."""
         return getattr(self, "model_", None) in ("exact", "hsgp")
 
-    def _finish(self, var_names, report_only=()):
+    def _finish(self, var_names, report_only=(), fitted=None):
         key = self.model_ if self._spectral_gp else self.sampler_
         self.model_description_ = self.MODELS[key]
         diagnostics.set_attrs(self.idata_, model_description=self.model_description_)
@@ -279,7 +279,7 @@ class _GaBaSRBase(BayesianEstimatorMixin, BaseEstimator):
             report_only=self.convergence_report_only_,
         )
         if self._task == "classification":  # the regressor's predictive needs its fit's end
-            self._add_posterior_predictive()
+            self._add_posterior_predictive(fitted)
 
     def _draw_probabilities(self, X):
         """Class-1 probability per posterior draw at ``X``, ``(draws, n)`` (classifier)."""
@@ -332,11 +332,16 @@ class _GaBaSRBase(BayesianEstimatorMixin, BaseEstimator):
             sample_dims=False,
         )
         self._add_gibbs_probe(Zs, target, B)
+        fitted = None
+        if rows is not None:  # log p(y_i | draw): the class-1 probability of each draw follows
+            ll = rows.reshape(-1, rows.shape[-1])
+            self._store_log_likelihood(ll)
+            fitted = np.where(np.asarray(target) == 1, np.exp(ll), -np.expm1(ll))
         self._finish(
-            list(self._GIBBS_JUDGED), report_only=("alpha", "n_components", "weights", "mu")
+            list(self._GIBBS_JUDGED),
+            report_only=("alpha", "n_components", "weights", "mu"),
+            fitted=fitted,
         )
-        if rows is not None:
-            self._store_log_likelihood(rows.reshape(-1, rows.shape[-1]))
 
     #: what a Gibbs run is judged on: quantities that do not change when the components are
     #: relabelled (the log evidence or log-likelihood, the noise, the weight prior precision,

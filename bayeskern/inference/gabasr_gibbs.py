@@ -130,6 +130,7 @@ from bayeskern.inference.processes import (
     PROCESS_WORK,
     can_start_processes,
     chain_outputs,
+    compile_once,
     map_chain_groups,
     process_count,
 )
@@ -330,17 +331,17 @@ class GaBaSRGibbs(MCMCKernel):
         """Return BaNK's initial state from ``model_kwargs`` ``X``, ``y`` (and ``mean_basis``)."""
         cfg = self.config
         k_init, k_run = jax.random.split(rng_key)
-        st, _, data = init(
+        st, data = _init_program(
             k_init,
             model_kwargs["X"],
             model_kwargs["y"],
+            model_kwargs.get("mean_basis"),
             task=cfg.task,
             n_features=cfg.M,
             n_features_v=cfg.M2,
-            mean_basis=model_kwargs.get("mean_basis"),
             prior=cfg.prior,
         )
-        info = jax.eval_shape(functools.partial(_sweep, cfg), k_run, st, data)[1]
+        info = _sweep_info_shapes(cfg, k_run, st, data)
         info = jax.tree.map(lambda a: jnp.zeros(a.shape, a.dtype), info)
         return self._state(k_run, st, data, info)
 
@@ -362,6 +363,34 @@ class GaBaSRGibbs(MCMCKernel):
         key, sub = jax.random.split(state.rng_key)
         st, info = _sweep(self.config, sub, state.sampler, state.data)
         return self._state(key, st, state.data, info)
+
+
+@functools.partial(jax.jit, static_argnames=("task", "n_features", "n_features_v", "prior"))
+def _init_program(key, X, y, mean_basis, *, task, n_features, n_features_v, prior):
+    """:func:`~bayeskern.inference.gibbs_sweep.init` as one compiled program: state, data."""
+    st, _, data = init(
+        key,
+        X,
+        y,
+        task=task,
+        n_features=n_features,
+        n_features_v=n_features_v,
+        mean_basis=mean_basis,
+        prior=prior,
+    )
+    return st, data
+
+
+@functools.lru_cache(maxsize=16)
+def _info_shapes(cfg, signature):
+    key, st, data = jax.tree.unflatten(signature[0], signature[1])
+    return jax.eval_shape(functools.partial(_sweep, cfg), key, st, data)[1]
+
+
+def _sweep_info_shapes(cfg, key, st, data):
+    """Shapes of a sweep's ``info`` (traced once per configuration and input shapes)."""
+    leaves, tree = jax.tree.flatten((key, st, data))
+    return _info_shapes(cfg, (tree, tuple(jax.ShapeDtypeStruct(a.shape, a.dtype) for a in leaves)))
 
 
 class GibbsResult(NamedTuple):
@@ -416,8 +445,11 @@ def _chains_in_process(config: str, num_warmup: int, num_samples: int, keys, X, 
         k: None if v is None else jnp.asarray(v)
         for k, v in dict(X=X, y=y, mean_basis=mean_basis).items()
     }
-    run = _compiled_chain(kernel, num_warmup, num_samples, False)
-    per_chain = [run(kernel.init(jnp.asarray(k), num_warmup, None, (), data))[1:] for k in keys]
+    states = [kernel.init(jnp.asarray(k), num_warmup, None, (), data) for k in keys]
+    run = compile_once(  # one worker compiles, the others load its program
+        lambda: _compiled_chain(kernel, num_warmup, num_samples, False).lower(states[0]).compile()
+    )
+    per_chain = [run(st)[1:] for st in states]
     return chain_outputs(*jax.tree.map(lambda *a: np.stack(a), *per_chain))
 
 
@@ -455,6 +487,7 @@ def _run_in_processes(kernel, key, data, num_warmup, num_samples, num_chains, pr
         [(config, num_warmup, num_samples, g, X, y, B) for g in groups],
         num_chains,
         progress_bar,
+        compile_first=True,
     )
     return samples, stats, None
 

@@ -125,14 +125,13 @@ def _dp_update(key, dp: DPState, points, hyper, prior: GibbsPrior):
     nu0 = d + prior.nu_offset
     pred = _prior_predictive(m0, prior.kappa0, nu0, Psi0)
     k_crp, k_par, k_alpha = jax.random.split(key, 3)
-
-    # parameters a new component would get from point i alone (points do not move in this
-    # step, so all are drawn at once, outside the sequential scan)
-    one = jax.vmap(niw_posterior, in_axes=(None, 0, 0, None, None, None, None))(
-        1.0, points, points[:, :, None] * points[:, None, :], m0, prior.kappa0, nu0, Psi0
-    )
     k_crp, k_new = jax.random.split(k_crp)
-    mus_new, Us_new = jax.vmap(normal_inverse_wishart)(jax.random.split(k_new, M), *one)
+    keys_new = jax.random.split(k_new, M)
+
+    def open_component(i, x):
+        """Parameters a new component gets from point ``i`` alone: drawn only when opened."""
+        post = niw_posterior(1.0, x, jnp.outer(x, x), m0, prior.kappa0, nu0, Psi0)
+        return normal_inverse_wishart(keys_new[i], *post)
 
     def crp_step(carry, inp):
         z, counts, mu, U = carry
@@ -143,9 +142,9 @@ def _dp_update(key, dp: DPState, points, hyper, prior: GibbsPrior):
         c = jax.random.categorical(key, lw)
         new = c == K
         slot = jnp.where(new, jnp.argmin(counts_m > 0), c)
-        mu_new, U_new = mus_new[i], Us_new[i]
-        mu = mu.at[slot].set(jnp.where(new, mu_new, mu[slot]))
-        U = U.at[slot].set(jnp.where(new, U_new, U[slot]))
+        mu_new, U_new = lax.cond(new, open_component, lambda i, x: (mu[slot], U[slot]), i, x)
+        mu = mu.at[slot].set(mu_new)
+        U = U.at[slot].set(U_new)
         return (z.at[i].set(slot.astype(z.dtype)), counts_m.at[slot].add(1), mu, U), None
 
     keys = jax.random.split(k_crp, M)
