@@ -178,7 +178,7 @@ def _mh_moves(key, ev, data: GibbsData, weights, lam0, cfg: SweepConfig, params,
     the end of the batch.
     """
     X, y_eff = data.X, data.y_eff
-    n, d = X.shape
+    n = X.shape[0]
     P = ev.Phi.shape[1]
     M, M2, ls = cfg.M, cfg.M2, cfg.locally_stationary
     task, prior = cfg.task, cfg.prior
@@ -219,7 +219,7 @@ def _mh_moves(key, ev, data: GibbsData, weights, lam0, cfg: SweepConfig, params,
         )
         return ev, params, ell_end, n_acc / count
 
-    m = columns(proposals[0]).shape[1]  # static: columns per proposal
+    m = jax.eval_shape(columns, proposals[0]).shape[1]  # columns per proposal
     size = max(1, min(count, BATCH_COLUMNS // m))
     nb = -(-count // size)
     pad = nb * size - count  # padding moves: never accepted, their columns never written
@@ -255,8 +255,8 @@ def _mh_moves(key, ev, data: GibbsData, weights, lam0, cfg: SweepConfig, params,
             ell_cur = jnp.where(accept, ell_new, ell_cur)
             return (ev, params, ell_cur, C, accepted.at[i].set(accept)), None
 
-        init = (ev, params, ell_cur, C, jnp.zeros(size, bool))
-        (ev, params, ell_cur, C, accepted), _ = lax.scan(move, init, jnp.arange(size))
+        start = (ev, params, ell_cur, C, jnp.zeros(size, bool))
+        (ev, params, ell_cur, C, accepted), _ = lax.scan(move, start, jnp.arange(size))
         cols = jax.vmap(lambda j: jnp.concatenate([s + jnp.arange(w) for s, w in blocks(j)]))(js)
         cols = jnp.where(accepted[:, None], cols, P).reshape(-1)  # index P: dropped
         ev = ev._replace(Phi=ev.Phi.at[:, cols].set(F, mode="drop"))
