@@ -159,7 +159,17 @@ class _GPBase(BayesianEstimatorMixin, BaseEstimator):
         self.progress_bar = progress_bar
         self.random_state = random_state
 
+    #: ``num_samples="auto"``: blocks of draws until converged
+    #: (:func:`bayeskern.inference.run_nuts`, :func:`bayeskern.inference.pg_basis.run_pg_basis`)
+    _AUTO_COUNTS = True
+    #: the warm-up that ``num_warmup="auto"`` means: the regressor's default
+    AUTO_WARMUP = 200
+
     # ---------------------------------------------------------------- shared fitting
+    def _warmup(self) -> int:
+        """Warm-up draws per chain: ``num_warmup``, or :attr:`AUTO_WARMUP` for ``"auto"``."""
+        return self.AUTO_WARMUP if self.num_warmup == "auto" else self.num_warmup
+
     def _adapts_mass(self) -> bool:
         """Whether the warm-up adapts the mass matrix (``adapt_mass_matrix``)."""
         return bool(self.adapt_mass_matrix)
@@ -244,7 +254,7 @@ class _GPBase(BayesianEstimatorMixin, BaseEstimator):
             model,
             model_kwargs=model_kwargs,
             rng_key=self._seed(),
-            num_warmup=self.AUTO_WARMUP if self.num_warmup == "auto" else self.num_warmup,
+            num_warmup=self._warmup(),
             num_samples=self.num_samples,
             num_chains=self.num_chains,
             chain_method=self.chain_method if self.chain_method is not None else chain_method,
@@ -820,11 +830,6 @@ class GPRegressor(  # noqa: D101 (__doc__ is an f-string)
 
     #: ``approximation="auto"`` runs the exact GP up to this many rows
     _AUTO_EXACT_ROWS = AUTO_EXACT_MAX_ROWS
-    #: ``num_samples="auto"`` (the default): blocks of draws until converged
-    #: (:func:`bayeskern.inference.run_nuts`)
-    _AUTO_COUNTS = True
-    #: the warm-up that ``num_warmup="auto"`` means: the default's
-    AUTO_WARMUP = 200
 
     @limit_blas
     def fit(self, X, y):
@@ -1327,11 +1332,6 @@ class GPClassifier(ClassifierMixin, _BasisMixin, _GPBase):  # noqa: D101 (__doc_
 
     #: ``approximation="auto"`` runs the exact GP up to this many rows
     _AUTO_EXACT_ROWS = CLASSIFIER_AUTO_EXACT_MAX_ROWS
-    #: ``num_samples="auto"``: blocks of draws until converged
-    #: (:func:`bayeskern.inference.run_nuts`)
-    _AUTO_COUNTS = True
-    #: the warm-up that ``num_warmup="auto"`` means: the default's
-    AUTO_WARMUP = 200
 
     @limit_blas
     def fit(self, X, y):
@@ -1440,7 +1440,7 @@ class GPClassifier(ClassifierMixin, _BasisMixin, _GPBase):  # noqa: D101 (__doc_
                 y01,
                 lambda draw: classification_variances(kernel, design, draw, x_scale),
                 rng_key=self._seed(),
-                num_warmup=self.AUTO_WARMUP if self.num_warmup == "auto" else self.num_warmup,
+                num_warmup=self._warmup(),
                 num_samples=self.num_samples,
                 num_chains=self.num_chains,
                 dims=dims,
@@ -1524,7 +1524,7 @@ class GPClassifier(ClassifierMixin, _BasisMixin, _GPBase):  # noqa: D101 (__doc_
             rebuild = ("bayeskern.estimators.gp:_laplace_model", config, arrays)
         if jax.default_backend() != "cpu":
             return dict(chain_method=None, rebuild=rebuild)
-        warmup = self.AUTO_WARMUP if self.num_warmup == "auto" else self.num_warmup
+        warmup = self._warmup()
         # "auto" draws at least one block
         draws = AUTO_BLOCK if isinstance(self.num_samples, str) else self.num_samples
         work = (
