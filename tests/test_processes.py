@@ -32,6 +32,10 @@ def test_chains_in_processes_are_the_sequential_chains():
 def test_auto_goes_to_processes_only_for_long_runs(monkeypatch):
     monkeypatch.setattr(gg, "can_start_processes", lambda: True)
     assert gg._auto_chain_method(455, 500, 1000, 4) == "processes"
+    # breast_cancer's default fit (159 columns): its sweeps' fixed part counts too
+    assert gg._auto_chain_method(455, 159, 1000, 4) == "processes"
+    assert gg._auto_chain_method(150, 159, 1000, 4) == "processes"
+    assert gg._auto_chain_method(455, 159, 200, 4) == "sequential"
     assert gg._auto_chain_method(40, 500, 40, 4) == "sequential"  # seconds of work
     assert gg._auto_chain_method(455, 500, 1000, 1) == "sequential"  # one chain
     assert gg._auto_chain_method(12_000, 500, 1000, 4) == "processes"

@@ -458,19 +458,27 @@ def _config_json(config: SweepConfig) -> str:
     return json.dumps({**config._asdict(), "prior": config.prior._asdict()})
 
 
+#: rows whose :math:`n P^2` work equals a sweep's fixed part (the sequential frequency moves
+#: and mixture steps, whose cost does not grow with the rows), from CPU timings of sweeps of
+#: one design width at several row counts (docs/results/gabasr.md)
+SWEEP_FIXED_ROWS = 1000
+
+
 def _auto_chain_method(n: int, n_columns: int, sweeps: int, num_chains: int) -> str:
     """Return ``"processes"`` when the chains' work pays for starting processes.
 
-    The work of a sweep grows as :math:`n P^2` for :math:`P` design columns (the
-    rank-updated evidence and the weights' factorizations), so the chains' total is
-    ``num_chains * sweeps * n * P**2``, compared with
+    A sweep costs a fixed part (its sequential moves, each a few small operations) plus a
+    part growing as :math:`n P^2` for :math:`P` design columns (the Pólya-Gamma weights'
+    products, the rank-updated evidence); with the fixed part counted as
+    :data:`SWEEP_FIXED_ROWS` rows, the chains' work ``num_chains * sweeps * (n +
+    SWEEP_FIXED_ROWS) * P**2`` is compared with
     :data:`bayeskern.inference.processes.PROCESS_WORK`. On an accelerator (JAX's default
     backend is not the CPU) the chains are batched into one program instead
     (``"vectorized"``): processes would each claim the device.
     """
     if jax.default_backend() != "cpu":
         return "vectorized" if num_chains > 1 else "sequential"
-    work = float(num_chains) * sweeps * n * n_columns**2
+    work = float(num_chains) * sweeps * (n + SWEEP_FIXED_ROWS) * n_columns**2
     if num_chains > 1 and work >= PROCESS_WORK and can_start_processes():
         return "processes"
     return "sequential"
@@ -547,8 +555,8 @@ def gibbs_sample(
         ``"sequential"``: the chains one after the other in one compiled loop;
         ``"processes"``: the same chains (the same draws) shared out to one new Python process
         per core (:mod:`bayeskern.inference.processes`; a progress bar then counts finished
-        chains); ``"auto"``: ``"processes"`` when the chains' work, ``chains * sweeps * n *
-        P**2`` for ``P`` design columns, reaches
+        chains); ``"auto"``: ``"processes"`` when the chains' work, ``chains * sweeps * (n +
+        SWEEP_FIXED_ROWS) * P**2`` for ``P`` design columns, reaches
         :data:`bayeskern.inference.processes.PROCESS_WORK` and this process may start others,
         else ``"sequential"``; on a GPU or another accelerator ``"auto"`` is ``"vectorized"``
         and ``"processes"`` is refused (each process would claim the device).

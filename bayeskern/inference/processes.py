@@ -48,9 +48,9 @@ __all__ = [
 ]
 
 #: the chains' sequential work (a sampler's own units: the Gibbs sampler's
-#: ``chains * sweeps * n * P**2``) from which they go to processes: starting one (importing
-#: JAX, compiling the sweep) costs a few seconds
-PROCESS_WORK = 5e10
+#: ``chains * sweeps * (n + SWEEP_FIXED_ROWS) * P**2``) from which they go to processes:
+#: starting one (importing JAX, loading the compiled sweep) costs a few seconds
+PROCESS_WORK = 1e11
 
 
 def can_start_processes() -> bool:
