@@ -36,6 +36,8 @@ __all__ = [
     "psis_smooth",
     "ConvergenceReport",
     "convergence_report",
+    "projected_convergence",
+    "auto_stop",
     "loo",
     "waic",
     "compare",
@@ -320,6 +322,17 @@ def convergence_report(
             f"num_samples='auto' stopped at its cap of {post.sizes['draw']} draws per "
             "chain before R-hat and ESS met the criteria."
         )
+    if post.attrs.get("num_samples_stop") == "projected":
+        at_cap = projected_convergence(
+            max_rhat, min(min_bulk, min_tail), post.sizes["draw"], int(post.attrs["max_samples"])
+        )
+        msgs.append(
+            f"num_samples='auto' stopped at {post.sizes['draw']} draws per chain: at the rate "
+            f"so far the chains would reach R-hat {at_cap[0]:.3f} and ESS {at_cap[1]:.0f} at "
+            f"the cap of {post.attrs['max_samples']}, short of the criteria by more than "
+            f"{AUTO_MARGIN:g}x; more draws will not fix this (reparameterize, tighten the "
+            "priors or simplify the model)."
+        )
     if n_div:
         msgs.append(
             f"{n_div} divergent transitions ({100 * n_div / n_draws:.1f} %): raise "
@@ -337,6 +350,88 @@ def convergence_report(
     if warn and not ok:
         warnings.warn(rep.verdict, UserWarning, stacklevel=2)
     return rep
+
+
+#: ``num_samples="auto"``: how far the projection to the cap must fall short before a run
+#: stops early, and the draws per chain it needs first (:func:`auto_stop`)
+AUTO_MARGIN = 2.0
+AUTO_PROJECT_FROM = 300
+
+
+def projected_convergence(
+    max_rhat: float, min_ess: float, draws: int, max_draws: int
+) -> tuple[float, float]:
+    r"""R-hat and ESS that chains continued to ``max_draws`` per chain can be expected to reach.
+
+    For chains that sample one distribution, the ESS grows in proportion to the draws, and
+    the split R-hat's excess :math:`\hat R^2 - 1` (the variance of the chain means over the
+    within-chain variance, Vehtari et al. 2021, sec. 3) shrinks as one over the draws:
+
+    .. math:: \mathrm{ESS}(m) = \mathrm{ESS}(n)\,\frac{m}{n}, \qquad
+              \hat R(m) = \sqrt{1 + (\hat R(n)^2 - 1)\,\frac{n}{m}}
+
+    for :math:`n` = ``draws`` and :math:`m` = ``max_draws``. Chains stuck in different modes
+    keep their R-hat however long they run (the projection is optimistic about them); chains
+    still forgetting their starts gain ESS faster than in proportion (pessimistic: hence the
+    margin of :func:`auto_stop`).
+
+    Parameters
+    ----------
+    max_rhat, min_ess
+        The largest R-hat and the smallest bulk or tail ESS of the judged quantities now.
+    draws, max_draws
+        Draws per chain now and at the cap.
+
+    Returns
+    -------
+    rhat, ess : float
+        The projections at ``max_draws``.
+    """
+    ratio = max_draws / draws
+    rhat = (
+        float(np.sqrt(1.0 + max(max_rhat**2 - 1.0, 0.0) / ratio))
+        if np.isfinite(max_rhat)
+        else max_rhat
+    )
+    return rhat, float(min_ess * ratio)
+
+
+def auto_stop(
+    idata,
+    draws: int,
+    max_draws: int,
+    var_names=None,
+    *,
+    rhat_max: float = 1.01,
+    ess_per_chain: float = 100.0,
+) -> str | None:
+    r"""Whether ``num_samples="auto"`` stops after a block of draws, and why.
+
+    ``"mixed"`` when the ``var_names`` meet the R-hat and ESS criteria of
+    :func:`convergence_report` (divergences aside: more draws do not remove them); ``"cap"``
+    at ``max_draws`` per chain; ``"projected"`` when, from :data:`AUTO_PROJECT_FROM` draws
+    per chain on, :func:`projected_convergence` at the cap misses the criteria by more than
+    :data:`AUTO_MARGIN` (ESS below ``ess_min / AUTO_MARGIN``, or :math:`\hat R^2 - 1` above
+    ``AUTO_MARGIN`` times its threshold's): the run would end at the cap unconverged, after
+    many more gradients. The margin leaves room for chains whose ESS per draw is still rising
+    as they forget their starts. ``None``: draw another block.
+    """
+    report = convergence_report(
+        idata, var_names=var_names, rhat_max=rhat_max, ess_per_chain=ess_per_chain, warn=False
+    )
+    if report.mixed:
+        return "mixed"
+    if draws >= max_draws:
+        return "cap"
+    if draws < AUTO_PROJECT_FROM or idata.posterior.sizes["chain"] < 2:
+        return None
+    ess_min = ess_per_chain * idata.posterior.sizes["chain"]
+    rhat, ess = projected_convergence(
+        report.max_rhat, min(report.min_ess_bulk, report.min_ess_tail), draws, max_draws
+    )
+    if ess < ess_min / AUTO_MARGIN or rhat**2 - 1.0 > AUTO_MARGIN * (rhat_max**2 - 1.0):
+        return "projected"
+    return None
 
 
 # --------------------------------------------------------------------------- comparison

@@ -79,6 +79,88 @@ def test_a_capped_run_says_so_in_its_verdict():
     assert "stopped at its cap of 20 draws per chain" in verdict
 
 
+def _idata(chains):
+    return bk.diagnostics.from_samples({"x": np.asarray(chains)})
+
+
+def _ar1(n, phi=0.9, seed=0):
+    """Four AR(1) chains of ``n`` draws: slow mixing, one stationary distribution."""
+    e = np.random.default_rng(seed).standard_normal((4, n))
+    x = np.zeros_like(e)
+    for t in range(1, n):
+        x[:, t] = phi * x[:, t - 1] + e[:, t]
+    return x
+
+
+def test_projection_to_the_cap_follows_mixing_chains():
+    """ESS grows with the draws and R-hat's excess shrinks as one over them: AR(1) chains
+    (coefficient 0.9), measured at 300 and at 2 000 draws, against the projection."""
+    x = _ar1(2000)
+    early = bk.diagnostics.convergence_report(_idata(x[:, :300]), warn=False)
+    late = bk.diagnostics.convergence_report(_idata(x), warn=False)
+    rhat, ess = bk.diagnostics.projected_convergence(early.max_rhat, early.min_ess_bulk, 300, 2000)
+    assert 0.6 < ess / late.min_ess_bulk < 1.6
+    assert abs(rhat - late.max_rhat) < 0.01 and rhat < early.max_rhat
+    # the formula itself
+    r, n = bk.diagnostics.projected_convergence(1.1, 50.0, 500, 2000)
+    assert n == 200.0 and r == pytest.approx(np.sqrt(1 + (1.1**2 - 1) / 4))
+
+
+def test_auto_stop_says_why():
+    from bayeskern.diagnostics import AUTO_PROJECT_FROM, auto_stop
+
+    rng = np.random.default_rng(1)
+    mixed = rng.standard_normal((4, 400))
+    stuck = mixed + np.array([0.0, 0.0, 3.0, 3.0])[:, None]  # two chains in another mode
+    assert auto_stop(_idata(mixed), 400, 2000) == "mixed"
+    assert auto_stop(_idata(stuck), 400, 2000) == "projected"
+    # before AUTO_PROJECT_FROM draws per chain nothing is projected; at the cap it stops
+    short = stuck[:, : AUTO_PROJECT_FROM - 100]
+    assert auto_stop(_idata(short), AUTO_PROJECT_FROM - 100, 2000) is None
+    assert auto_stop(_idata(short), AUTO_PROJECT_FROM - 100, AUTO_PROJECT_FROM - 100) == "cap"
+    # slow chains on their way (R-hat 1.06, ESS 66 at 300 draws; enough at the cap) go on
+    slow = _ar1(300)
+    assert not bk.diagnostics.convergence_report(_idata(slow), warn=False).mixed
+    assert auto_stop(_idata(slow), 300, 2000) is None
+
+
+def _two_modes(y=None):
+    numpyro.sample(
+        "x",
+        dist.MixtureSameFamily(
+            dist.Categorical(jnp.array([0.5, 0.5])), dist.Normal(jnp.array([-8.0, 8.0]), 1.0)
+        ),
+    )
+
+
+def test_chains_stuck_in_two_modes_stop_early_and_say_so():
+    """Four chains of a two-mode posterior (modes 16 standard deviations apart: no NUTS
+    trajectory crosses) that start in both: R-hat stays far above 1.01, so
+    ``num_samples="auto"`` stops once the projection to the cap misses by the margin, not at
+    the cap, and the verdict says why."""
+    from bayeskern.diagnostics import AUTO_PROJECT_FROM
+
+    idata = run_nuts(
+        _two_modes,
+        model_kwargs={},
+        rng_key=0,
+        num_warmup=100,
+        num_samples="auto",
+        num_chains=4,
+        progress_bar=False,
+        chain_method="sequential",
+        init_strategy=numpyro.infer.init_to_value(values={"x": 0.0}),
+    )
+    means = idata.posterior["x"].mean("draw").values
+    assert (means < -4).any() and (means > 4).any()  # the precondition: both modes held
+    attrs = idata.posterior.attrs
+    assert attrs["num_samples_stop"] == "projected" and attrs["num_samples_capped"] == 0
+    assert idata.posterior.sizes["draw"] == AUTO_PROJECT_FROM
+    report = bk.diagnostics.convergence_report(idata, warn=False)
+    assert not report.ok
+    assert f"stopped at {AUTO_PROJECT_FROM} draws per chain" in report.verdict
+
+
 def _model_with_start(y=None, start=None):
     _model(y)
     numpyro.deterministic("start_seen", start)

@@ -112,7 +112,9 @@ def test_laplace_classifier_chains_in_processes_are_the_sequential_chains(
     from bayeskern.inference import nuts
 
     monkeypatch.setattr(nuts, "AUTO_BLOCK", 10)  # read here; the workers get it as an argument
-    monkeypatch.setattr(nuts, "_mixed", lambda idata, judged: idata.posterior.sizes["draw"] >= 30)
+    monkeypatch.setattr(
+        nuts, "_auto_stop", lambda idata, judged, taken, cap: "mixed" if taken >= 30 else None
+    )
     r = np.random.default_rng(0)
     X = r.normal(size=(30, 2))
     y = np.digitize(X[:, 0] + 0.5 * r.normal(size=30), [-0.4, 0.4][: n_classes - 1])

@@ -419,7 +419,7 @@ def test_interrupted_fit_leaves_no_partial_output(data_dir, tmp_path):
         ],
         stdout=child_term,
         stderr=child_term,
-        env={**env, "PYTHONUNBUFFERED": "1"},
+        env={**env, "PYTHONUNBUFFERED": "1", "PYTHONFAULTHANDLER": "1"},
         # CI may start us with SIGINT ignored (background jobs of a non-interactive shell);
         # Python then installs no KeyboardInterrupt handler, so give the child the default.
         preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_DFL),
@@ -440,7 +440,14 @@ def test_interrupted_fit_leaves_no_partial_output(data_dir, tmp_path):
         assert time.monotonic() < deadline and proc.poll() is None, seen.decode(errors="replace")
         seen += read(1.0)
     proc.send_signal(signal.SIGINT)
-    proc.wait(timeout=120)
+    try:
+        proc.wait(timeout=120)
+    except subprocess.TimeoutExpired:  # show where the child is: faulthandler dumps on SIGABRT
+        proc.send_signal(signal.SIGABRT)
+        proc.wait(timeout=60)
+        while chunk := read(1.0):
+            seen += chunk
+        pytest.fail("no exit within 120 s of SIGINT:\n" + seen.decode(errors="replace")[-20000:])
     while chunk := read(0.1):
         seen += chunk
     os.close(term)

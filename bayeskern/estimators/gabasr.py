@@ -13,31 +13,23 @@ behind one option; ``sampler="auto"`` (the default) picks ``"nuts"`` for the reg
     Initialized from the Lomb-Scargle periodogram of the detrended data (1-D inputs) or a
     multi-scale ladder of spreads (d > 1), refined by damped Newton (Levenberg-Marquardt)
     steps to the MAP, then NUTS in coordinates whitened by the Laplace approximation there
-    (:func:`bayeskern.inference.whitening.laplace_whitening`). It is the regressor's (with
-    the exact model of :class:`GaBaSRRegressor`) because it converges within the time
-    budgets measured in ``docs/results/gabasr.md`` (R-hat on permutation-invariant
-    quantities, few divergences) and its draws are nearly independent. For a Bernoulli
-    likelihood it does not mix: the logits' weights and the free-floating mixture are
-    strongly coupled, the trajectories saturate the tree depth, and breast_cancer (455
-    training rows, 30 columns) did not finish in 12 minutes.
+    (:func:`bayeskern.inference.whitening.laplace_whitening`). The regressor's sampler
+    (with the exact model of :class:`GaBaSRRegressor`): whitened, its draws are nearly
+    independent. For a Bernoulli likelihood it does not mix: the logits' weights and the
+    free-floating mixture are strongly coupled and the trajectories saturate the tree depth.
 ``sampler="gibbs"``
     The paper's algorithm (CRP assignments, conjugate component updates, per-frequency
     Metropolis-Hastings with rank-updated evidence) on the paper's model, random features with
     free frequencies under a Chinese-restaurant DP mixture: the ``MCMCKernel``
     :class:`bayeskern.inference.gabasr_gibbs.GaBaSRGibbs`, run by ``numpyro.infer.MCMC``. The
     classifier's default: Polya-Gamma augmentation makes every block conjugate or a cheap
-    collapsed MH move; measured on breast_cancer (stratified 80/20 split, seed 0, defaults)
-    test AUC 0.993 in 80 s. Its convergence is judged on label-invariant quantities only
-    (``_GaBaSRBase._GIBBS_JUDGED``); the component parameters switch labels. On that run
-    the judged quantities say *not converged* (R-hat 1.47 on the log-likelihood, 1.95 on
-    the weight prior precision, up to 1.65 on the probe probabilities, bulk ESS < 10): the
-    four chains hold different spectral modes (:meth:`chain_modes`: two chains a single
-    peak at zero frequency, two a second peak near 0.01 cycles per unit). The R-hat 1.062
-    reported before this judgement came from ``alpha`` alone, then the only judged variable
-    of a classifier (``log_marginal`` and ``noise`` do not exist there). With
-    ``num_warmup=1500`` the same split gave test AUC 0.995, every chain holding the same
-    single peak at zero frequency, and judged R-hat at most 1.25 (still above 1.01, bulk
-    ESS 14): the chains need a longer warm-up than the default to agree.
+    collapsed MH move. Its convergence is judged on label-invariant quantities only
+    (``_GaBaSRBase._GIBBS_JUDGED``: the log-likelihood or log marginal likelihood, the noise,
+    the weight prior precision, the prediction at five probe inputs); the component
+    parameters switch labels and are tabulated, not judged. Chains that hold different
+    spectral modes (:meth:`chain_modes`) show up there as a large R-hat; a longer warm-up
+    lets them agree. Measured accuracy,
+    times and convergence: the GaBaSR results pages of the documentation.
 
 Inputs are centred by the median and scaled by the inter-quartile range (÷1.349, i.e. a
 robust standard deviation), then clipped to ±``clip`` robust units
@@ -150,9 +142,9 @@ class GaBaSRRegressor(  # noqa: D101 (__doc__ is an f-string)
         the step size adapted by dual averaging over the whole warm-up in one window; an
         explicit ``num_warmup`` of 500 or more adapts the mass matrix too, in Stan's
         windows), then blocks of 100 draws per chain until R-hat ≤ 1.01 and bulk and tail
-        ESS ≥ 100 per chain on the judged quantities (at most 2000 per chain,
-        :func:`bayeskern.inference.run_nuts`); the other models 500 and 500. The counts used
-        are ``num_warmup_`` and ``num_samples_``.
+        ESS ≥ 100 per chain on the judged quantities (at most 2000 per chain, fewer when the
+        draws so far project a miss at that cap, :func:`bayeskern.inference.run_nuts`); the
+        other models 500 and 500. The counts used are ``num_warmup_`` and ``num_samples_``.
     target_accept_prob : float, default 0.9
         NUTS's target acceptance (the classifier's default is 0.8): the exact model's
         posterior curves more in some regions (small trend amplitudes, narrow spectral
@@ -168,8 +160,9 @@ class GaBaSRRegressor(  # noqa: D101 (__doc__ is an f-string)
         Exact model: degree of the polynomial trend kernel, one ``HalfNormal(1)`` amplitude per
         column (a degree the data do not support is shrunk to zero in the posterior).
         ``"auto"``: 3 for one input column (a stationary kernel reverts to the trend away
-        from the data, so the trend decides extrapolation: measured on CO2 at the MAP, cubic
-        RMSE 1.19 ppm, quadratic 1.75), 1 (linear ARD) for several columns.
+        from the data, so the trend decides extrapolation; a cubic follows an accelerating
+        series such as CO2 where a quadratic falls behind), 1 (linear ARD) for several
+        columns.
     num_map_starts : int, default 6
         Exact model: L-BFGS starts of the mode search (the posterior is multimodal).
     exact_max_n : int, default 2000

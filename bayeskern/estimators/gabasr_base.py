@@ -50,8 +50,8 @@ PARAMS_DOC = """
         the log evidence or log-likelihood, noise, weight prior precision and predictive
         mean at five inputs, not on the label-switching component parameters). ``"auto"``:
         ``"nuts"`` for regression, ``"gibbs"`` for classification (NUTS does not mix on the
-        free-floating mixture under a Bernoulli likelihood: breast_cancer did not finish in
-        12 min, Gibbs reached test AUC 0.993 in 80 s). The sampler used is ``sampler_``.
+        free-floating mixture under a Bernoulli likelihood: its trajectories saturate the
+        tree depth). The sampler used is ``sampler_``.
     locally_stationary : bool, default False
         Use the locally stationary kernel (eq. 6) with a second DP mixture for the envelope.
     n_features : int, default 64
@@ -67,9 +67,8 @@ PARAMS_DOC = """
         (:func:`bayeskern.models.gabasr.trend_precision`). Default ``"poly2"`` for
         regression: a stationary kernel reverts to the mean function away from the data,
         so the mean function decides the extrapolated trend; a linear mean under-predicts
-        any accelerating series (measured on CO2: linear mean RMSE 3.56 ppm, 95 % coverage
-        0.47; quadratic mean RMSE 1.08 ppm, coverage 0.99, ``docs/results/gabasr.md``),
-        and on data without curvature the unit-normal prior shrinks the squares towards
+        any accelerating series (CO2: the GaBaSR results page of the documentation), and
+        on data without curvature the unit-normal prior shrinks the squares towards
         zero. ``"linear"`` for classification (logits).
     input_transform : {"robust", "standard"}, default "robust"
         Median/IQR scaling clipped to ±8 robust units, or mean/sd scaling.

@@ -169,11 +169,14 @@ def run_nuts(
         :data:`AUTO_BLOCK` per chain after the warm-up until the ``judged`` quantities have
         R-hat ≤ 1.01 and bulk and tail ESS ≥ 100 per chain (Vehtari et al. 2021; the
         criteria of :func:`bayeskern.diagnostics.convergence_report`, divergences aside: more
-        draws do not remove them), at most ``max_samples`` per chain. Every block continues
+        draws do not remove them), at most ``max_samples`` per chain, or until the draws so
+        far project the chains to miss the criteria at the cap by a wide margin
+        (:func:`bayeskern.diagnostics.auto_stop`). Every block continues
         the chains where the previous one stopped, with the adapted step size and mass
         matrix (draws of one Markov chain, not restarts). ``posterior.attrs`` record the
-        draws taken (``num_samples``) and whether the cap stopped the run
-        (``num_samples_capped``).
+        draws taken (``num_samples``), why the run stopped (``num_samples_stop``:
+        ``"mixed"``, ``"cap"``, ``"projected"``, or ``"fixed"`` for a fixed count), the cap
+        (``max_samples``) and whether it stopped the run (``num_samples_capped``).
     chain_method
         ``None`` picks ``"parallel"`` when ``jax.local_device_count() >= num_chains``,
         otherwise ``"vectorized"`` on a GPU or TPU and ``"sequential"`` on a CPU (see
@@ -295,6 +298,13 @@ def run_nuts(
     length = max(1, min(AUTO_BLOCK, max(num_warmup, block)))
     to_idata = partial(diagnostics.from_mcmc, dims=dims, coords=coords, observed=observed)
     if method == "processes":
+        stop = (
+            _AutoStop(
+                block, max_samples, lambda n, *d: _auto_stop(to_idata(*d), judged, n, max_samples)
+            )
+            if auto
+            else None
+        )
         samples, stats = _run_in_processes(
             rebuild,
             overrides,
@@ -304,12 +314,11 @@ def run_nuts(
             inverse_mass,
             dict(num_warmup=num_warmup, num_samples=num_samples, length=length),
             progress_bar,
-            stop=_AutoStop(block, max_samples, lambda *d: _mixed(to_idata(*d), judged))
-            if auto
-            else None,
+            stop=stop,
         )
         taken = next(iter(samples.values())).shape[1]
         idata = to_idata(samples, stats)
+        stopped = stop and stop.reason
     else:
         # with a progress bar the program returns every tenth of a block, so that the bar
         # moves and Ctrl-C lands
@@ -330,7 +339,7 @@ def run_nuts(
                 state, _, _ = chains.advance(state, count, collect=False)
                 bar.update(count)
             bar.set_description("sample")
-            blocks, taken, target = [], 0, block
+            blocks, taken, target, stopped = [], 0, block, None
             while True:
                 for count in _blocks(target - taken, step):
                     state, new, new_stats = chains.advance(state, count)
@@ -341,7 +350,7 @@ def run_nuts(
                 samples, stats = jax.tree.map(lambda *b: np.concatenate(b, axis=1), *blocks)
                 blocks = [(samples, stats)]
                 idata = to_idata(samples, stats)
-                if not auto or taken >= max_samples or _mixed(idata, judged):
+                if not auto or (stopped := _auto_stop(idata, judged, taken, max_samples)):
                     break
                 target = min(taken + block, max_samples)  # every chain goes on, adaptation frozen
                 bar.total = num_warmup + target
@@ -352,7 +361,9 @@ def run_nuts(
         num_warmup=num_warmup,
         num_samples=taken,
         num_samples_requested=str(num_samples),
-        num_samples_capped=int(auto and taken >= max_samples),
+        num_samples_capped=int(stopped == "cap"),
+        num_samples_stop=stopped or "fixed",
+        max_samples=max_samples if auto else taken,
         num_chains=num_chains,
         chain_method=method,
         target_accept_prob=target_accept_prob,
@@ -366,11 +377,11 @@ def run_nuts(
     return idata
 
 
-def _mixed(idata, judged: list[str] | None) -> bool:
-    """Whether ``num_samples="auto"`` may stop: the ``judged`` variables meet the criteria."""
+def _auto_stop(idata, judged: list[str] | None, taken: int, max_samples: int) -> str | None:
+    """:func:`bayeskern.diagnostics.auto_stop` on the ``judged`` variables the model sampled."""
     if judged is not None:  # a model may leave a site out (e.g. no periodic component)
         judged = [v for v in judged if v in idata.posterior]
-    return diagnostics.convergence_report(idata, var_names=judged, warn=False).mixed
+    return diagnostics.auto_stop(idata, taken, max_samples, judged)
 
 
 def _nuts_chains(functions, settings: dict, inverse_mass, **chains) -> Chains:
@@ -492,16 +503,17 @@ class _AutoStop:
 
     Each worker writes every block of its chains' draws to ``folder`` as ``<group>-<block>.npz``
     and looks for ``stop.json`` before each next block. Called while the workers run, this
-    reads each block once every group has written it, joins the chains and asks ``mixed(draws,
-    stats)`` (or the cap) whether to stop; then it writes ``stop.json`` with the number of
-    draws to keep (``draws``). The decision uses the same draws, block for block, as in one
-    process, so the result does not depend on which worker is ahead.
+    reads each block once every group has written it, joins the chains and asks ``decide(taken,
+    draws, stats)`` whether to stop (a reason, kept as ``reason``, or ``None``: go on); then it
+    writes ``stop.json`` with the number of draws to keep (``draws``). The decision uses the
+    same draws, block for block, as in one process, so the result does not depend on which
+    worker is ahead.
     """
 
-    def __init__(self, block: int, max_samples: int, mixed: Callable):
-        self.block, self.max_samples, self.mixed = block, max_samples, mixed
+    def __init__(self, block: int, max_samples: int, decide: Callable):
+        self.block, self.max_samples, self.decide = block, max_samples, decide
         self.folder, self.groups = None, 0
-        self.parts, self.draws = [], None
+        self.parts, self.draws, self.reason = [], None, None
 
     @staticmethod
     def read(folder) -> float:
@@ -533,7 +545,8 @@ class _AutoStop:
                 {k: np.concatenate([p[k] for p in self.parts], axis=1) for k in self.parts[0]}
             )
             taken = next(iter(stats.values())).shape[1]
-            if taken >= self.max_samples or self.mixed(draws, stats):
+            self.reason = self.decide(taken, draws, stats)
+            if self.reason:
                 self.draws = taken
                 tmp = self.folder / "stop.json.tmp"
                 tmp.write_text(json.dumps(dict(draws=taken)))

@@ -224,7 +224,8 @@ def run_pg_basis(
     start per chain), with zero weights. ``num_samples="auto"``: blocks of
     :data:`~bayeskern.inference.AUTO_BLOCK` sweeps per chain after the warm-up until
     every posterior variable meets :func:`bayeskern.diagnostics.convergence_report`'s
-    R-hat and ESS criteria, at most ``max_samples`` (as :func:`~bayeskern.inference.run_nuts`).
+    R-hat and ESS criteria, at most ``max_samples``, or until they are projected to miss them
+    at the cap (:func:`bayeskern.diagnostics.auto_stop`, as :func:`~bayeskern.inference.run_nuts`).
 
     Parameters
     ----------
@@ -286,9 +287,7 @@ def run_pg_basis(
         stats = {"accept_rate": out["accept"][:, kept], "omega_mean": out["omega_mean"][:, kept]}
         idata = diagnostics.from_samples(samples, sample_stats=stats, dims=dims, coords=coords)
         taken = target - num_warmup
-        if not auto or taken >= max_samples:
-            break
-        if diagnostics.convergence_report(idata, warn=False).mixed:
+        if not auto or (stopped := diagnostics.auto_stop(idata, taken, max_samples)):
             break
         target = num_warmup + min(taken + AUTO_BLOCK, max_samples)
     for name, value in samples.items():
@@ -306,7 +305,9 @@ def run_pg_basis(
         num_warmup=num_warmup,
         num_samples=taken,
         num_samples_requested=str(num_samples),
-        num_samples_capped=int(auto and taken >= max_samples),
+        num_samples_capped=int(auto and stopped == "cap"),
+        num_samples_stop=stopped if auto else "fixed",
+        max_samples=max_samples if auto else taken,
         num_chains=num_chains,
         mh_steps_per_sweep=MH_STEPS,
         mean_accept_rate=float(np.mean(stats["accept_rate"])),

@@ -139,6 +139,8 @@ def diabetes(seed):
             coverage_95=m["coverage_95"],
             nlpd=m["nlpd"],
             ok=bool(est.convergence_.ok),
+            draws_per_chain=est.num_samples_,
+            stop=est.idata_.posterior.attrs.get("num_samples_stop"),
             load_before=load0,
             load_after=os.getloadavg()[0],
         )
