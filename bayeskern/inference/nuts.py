@@ -545,7 +545,10 @@ class _AutoStop:
                 {k: np.concatenate([p[k] for p in self.parts], axis=1) for k in self.parts[0]}
             )
             taken = next(iter(stats.values())).shape[1]
-            self.reason = self.decide(taken, draws, stats)
+            # the cap ends the run whatever ``decide`` says: a worker at the cap waits for it
+            self.reason = self.decide(taken, draws, stats) or (
+                "cap" if taken >= self.max_samples else None
+            )
             if self.reason:
                 self.draws = taken
                 tmp = self.folder / "stop.json.tmp"
