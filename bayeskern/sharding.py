@@ -206,11 +206,9 @@ def predict_in_batches(estimator, X, *, prob: float = 0.9, batch_size: int = 20_
     :math:`O(S N)` for :math:`S` posterior draws. The numbers equal the unbatched ones
     (each row's predictive distribution depends on that row only).
 
-    Measured (``benchmarks/scale/scale_predict.py``): :math:`10^6` rows through ``GPRegressor``
-    (300 training rows, 20 draws, batches of 5 000) in 48 s with a peak RSS of 1.58 GB
-    (per-draw factors kept from the fit, quantiles by safeguarded Newton; 416 s before).
-    (An XLA:CPU hang that once stopped this after 10-40 batches came from ``lax.map``'s
-    remainder branch; see :func:`bayeskern.batching.batched_map`.)
+    Each batch reuses the per-draw factors kept from the fit; the interval's quantiles of the
+    mixture are found by safeguarded Newton steps. Times and memory at :math:`10^6` rows:
+    ``benchmarks/scale/scale_predict.py`` and the scale results page of the documentation.
 
     Returns
     -------

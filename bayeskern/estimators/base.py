@@ -194,9 +194,9 @@ def map_draws(fn, draws: dict, *args, batch_size: int = 1):
 
     ``batch_size`` stays 1 for bodies with linear algebra: batches of draws put batched
     LAPACK calls (Cholesky, triangular solves) inside ``lax.map``'s loop, and that blocks
-    forever in XLA:CPU (jax 0.10.2), with or without a remainder batch: measured on the GP's
-    leave-one-out body, 2000 draws in batches of 16 hung, one at a time never did
-    (``tests/test_batched_map.py``).
+    forever in XLA:CPU (jax 0.10.2), with or without a remainder batch (the GP's
+    leave-one-out body in batches of 16 hangs, one draw at a time does not;
+    ``tests/test_batched_map.py``).
     """
     jdraws = {k: jnp.asarray(v) for k, v in draws.items()}
     n = jax.tree_util.tree_leaves(jdraws)[0].shape[0]

@@ -151,18 +151,15 @@ class LABRBF(Kernel):
     asymmetric KRR (:class:`bayeskern.estimators.labrbf.LABRBFRegressor`), or wrap it in
     :class:`LABRBFFeatures` for a GP.
 
-    Defaults and why (measured on airfoil, 80/20 splits, 200 support points, 2-core CPU;
-    full tables in ``benchmarks/results/labrbf.md``):
+    Defaults and why (the measurements behind them, on airfoil and the paper's synthetic
+    functions: the LAB-RBF results page of the documentation, ``benchmarks/results/labrbf.md``):
 
-    * ``p = 1``: the authors' code runs the non-squared form. With the tuned initial
-      bandwidth, split 0 gave test R² 0.967 for ``p = 1`` against 0.890 for ``p = 2``; with the
-      authors' fixed initial value the squared form overfits (R² 0.77, 0.78, -2.98, design
-      notes).
-    * ``max_support = "auto"``: a third of the training rows, at most 300 (airfoil: 300 of
-      1082; Appendix E, n = 200: 66). The paper finds 30-70 % of the rows best on its
-      synthetic functions (Fig. 4) and uses 200 on airfoil; measured on airfoil seeds 0 and 3
-      (one model): 200 support points R² 0.967 / 0.952, 300: 0.962 / 0.956, 400: 0.972 /
-      0.954; 300 bounds the cost of the m x m solve of every step.
+    * ``p = 1``: the authors' code runs the non-squared form; the squared form scored lower
+      on held-out airfoil data and overfits from the authors' fixed initial bandwidth.
+    * ``max_support = "auto"``: a third of the training rows, at most 300 (Appendix E,
+      n = 200: 66). The paper finds 30-70 % of the rows best on its synthetic functions
+      (Fig. 4) and uses 200 on airfoil, where 200, 300 and 400 support points score alike;
+      300 bounds the cost of the m x m solve of every step.
     * ``min_bandwidth = "auto"``: every bandwidth is kept at or above
       :func:`~bayeskern.learning.labrbf.bandwidth_floor`, :math:`0.1^{1/p}` over the median
       distance between training rows, where a kernel column is still 10 % below 1 at the
@@ -171,9 +168,9 @@ class LABRBF(Kernel):
       starts at the floor too.
     * ``theta0 = "auto"``: a scalar bandwidth chosen on a log grid
       :math:`\sqrt{30/d}\cdot 2^{-8..3}` (around the authors' initial value) by the error of
-      :math:`f_1` on the training points outside the initial support. On splits 2 and 3 it gave
-      R² 0.962 and 0.948 against 0.958 and 0.936 with the authors' :math:`\sqrt{30/d}`, and it
-      adapts to ``p = 2``. It usually picks wide kernels, which Adam then narrows locally.
+      :math:`f_1` on the training points outside the initial support; it scored at least as
+      well as the authors' :math:`\sqrt{30/d}` on held-out airfoil data and adapts to
+      ``p = 2``. It usually picks wide kernels, which Adam then narrows locally.
     * ``alpha`` (:math:`\lambda`) ``= 1e-3``, Adam ``learning_rate = 1e-2``, ``batch_size =
       128``, ``n_iter_round = 500``, ``n_iter_final = 5000``, gradient-norm clipping at 10 and
       new support points starting from the mean bandwidth, as in the authors' code; the support
@@ -182,7 +179,7 @@ class LABRBF(Kernel):
     * ``dtype = "float32"`` for the training steps (faster on CPU); the dual coefficients are
       recomputed in float64 after training. Training pads the support set to
       ``max_support`` and the data to fixed shapes so that one XLA program serves all rounds.
-    * Early stopping on a validation split changed R² by at most 0.001 on two splits, so it is
+    * Early stopping on a validation split barely changed held-out R² on airfoil, so it is
       off by default. With validation rows (``validation_index``, or ``early_stopping``) the
       fit keeps the untrained model (global bandwidth, initial support) when the trained one
       has the larger validation error (``trained_``, ``validation_mse_``): on noisy data
