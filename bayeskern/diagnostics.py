@@ -414,7 +414,24 @@ def auto_stop(
     :data:`AUTO_MARGIN` (ESS below ``ess_min / AUTO_MARGIN``, or :math:`\hat R^2 - 1` above
     ``AUTO_MARGIN`` times its threshold's): the run would end at the cap unconverged, after
     many more gradients. The margin leaves room for chains whose ESS per draw is still rising
-    as they forget their starts. ``None``: draw another block.
+    as they forget their starts.
+
+    Parameters
+    ----------
+    idata : arviz.InferenceData
+        The draws so far, ``draws`` per chain.
+    draws, max_draws : int
+        Draws per chain now, and the cap.
+    var_names : list of str, optional
+        The judged quantities (:func:`convergence_report`'s ``var_names``).
+    rhat_max, ess_per_chain : float
+        The criteria (Vehtari et al. 2021): R-hat at most ``rhat_max``, bulk and tail ESS at
+        least ``ess_per_chain`` per chain (``ess_min``).
+
+    Returns
+    -------
+    str or None
+        ``"mixed"``, ``"cap"`` or ``"projected"``; ``None``: draw another block.
     """
     report = convergence_report(
         idata, var_names=var_names, rhat_max=rhat_max, ess_per_chain=ess_per_chain, warn=False
