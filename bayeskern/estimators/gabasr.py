@@ -28,8 +28,8 @@ behind one option; ``sampler="auto"`` (the default) picks ``"nuts"`` for the reg
     the weight prior precision, the prediction at five probe inputs); the component
     parameters switch labels and are tabulated, not judged. Chains that hold different
     spectral modes (:meth:`chain_modes`) show up there as a large R-hat; a longer warm-up
-    lets them agree. Measured accuracy,
-    times and convergence: the GaBaSR results pages of the documentation.
+    lets them agree. Measured accuracy, times and convergence: the GaBaSR results pages of
+    the documentation.
 
 Inputs are centred by the median and scaled by the inter-quartile range (÷1.349, i.e. a
 robust standard deviation), then clipped to ±``clip`` robust units

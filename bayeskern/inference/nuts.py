@@ -361,9 +361,7 @@ def run_nuts(
         num_warmup=num_warmup,
         num_samples=taken,
         num_samples_requested=str(num_samples),
-        num_samples_capped=int(stopped == "cap"),
-        num_samples_stop=stopped or "fixed",
-        max_samples=max_samples if auto else taken,
+        **stop_attrs(stopped, max_samples, taken),
         num_chains=num_chains,
         chain_method=method,
         target_accept_prob=target_accept_prob,
@@ -375,6 +373,19 @@ def run_nuts(
         **map_info,
     )
     return idata
+
+
+def stop_attrs(stopped: str | None, max_samples: int, taken: int) -> dict:
+    """Return the ``posterior.attrs`` that say why a run stopped after ``taken`` draws.
+
+    ``stopped``: the reason :func:`bayeskern.diagnostics.auto_stop` gave a
+    ``num_samples="auto"`` run, ``None`` for a fixed count; ``max_samples``: its cap.
+    """
+    return dict(
+        num_samples_capped=int(stopped == "cap"),
+        num_samples_stop=stopped or "fixed",
+        max_samples=max_samples if stopped else taken,
+    )
 
 
 def _auto_stop(idata, judged: list[str] | None, taken: int, max_samples: int) -> str | None:

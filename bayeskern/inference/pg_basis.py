@@ -42,7 +42,7 @@ from numpyro.infer.util import potential_energy
 
 from bayeskern import diagnostics
 from bayeskern import random as bkr
-from bayeskern.inference.nuts import AUTO_BLOCK, AUTO_MAX_SAMPLES
+from bayeskern.inference.nuts import AUTO_BLOCK, AUTO_MAX_SAMPLES, stop_attrs
 from bayeskern.inference.start import as_key, model_functions
 from bayeskern.models.hsgp import scaled_factor
 
@@ -271,7 +271,7 @@ def run_pg_basis(
     )
     state = sampler.init(k_run, functions.starts, P, dtype)
     target = num_warmup + (min(AUTO_BLOCK, max_samples) if auto else num_samples)
-    done, blocks = 0, []
+    done, blocks, stopped = 0, [], None
     while True:
         while done < target:
             state, out = sampler.advance(state, done, Psi, kappa_stats)
@@ -305,9 +305,7 @@ def run_pg_basis(
         num_warmup=num_warmup,
         num_samples=taken,
         num_samples_requested=str(num_samples),
-        num_samples_capped=int(auto and stopped == "cap"),
-        num_samples_stop=stopped if auto else "fixed",
-        max_samples=max_samples if auto else taken,
+        **stop_attrs(stopped, max_samples, taken),
         num_chains=num_chains,
         mh_steps_per_sweep=MH_STEPS,
         mean_accept_rate=float(np.mean(stats["accept_rate"])),
