@@ -22,6 +22,7 @@ import platform
 import re
 import sys
 import time
+import warnings
 from pathlib import Path
 
 import numpy as np
@@ -131,6 +132,17 @@ def loadavg() -> str:
         return " ".join(open("/proc/loadavg").read().split()[:3])
     except OSError:
         return "n/a"
+
+
+def timed_fit(est, X, y) -> tuple[float, float]:
+    """Fit ``est`` on ``X, y`` with its warnings silenced; return the wall seconds and the
+    1-minute load average just before."""
+    load0 = os.getloadavg()[0]
+    t = time.perf_counter()
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        est.fit(X, y)
+    return time.perf_counter() - t, load0
 
 
 def interleaved_medians(fns: dict, repeats: int) -> dict:

@@ -22,13 +22,15 @@ os.environ.setdefault("OMP_NUM_THREADS", "1")
 
 import argparse  # noqa: E402
 import json  # noqa: E402
-import time  # noqa: E402
-import warnings  # noqa: E402
+import sys  # noqa: E402
 from pathlib import Path  # noqa: E402
 
 import numpy as np  # noqa: E402
 from sklearn.datasets import load_diabetes  # noqa: E402
 from sklearn.model_selection import train_test_split  # noqa: E402
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # benchmarks/: common.py
+from common import timed_fit  # noqa: E402
 
 import bayeskern as bk  # noqa: E402
 from bayeskern.inference import AUTO_BLOCK, AUTO_MAX_SAMPLES  # noqa: E402
@@ -51,12 +53,7 @@ def run(estimator, case):
     seed, X, y = _data(case)
     make = bk.GaBaSRRegressor if estimator == "gabasr" else bk.GPRegressor
     est = make(random_state=seed, progress_bar=False, num_samples=AUTO_MAX_SAMPLES)
-    load0 = os.getloadavg()[0]
-    t = time.perf_counter()
-    with warnings.catch_warnings():
-        warnings.simplefilter("ignore")
-        est.fit(X, y)
-    fit_s = time.perf_counter() - t
+    fit_s, load0 = timed_fit(est, X, y)
     post = est.idata_.posterior
     judged = None  # as the estimators pass them to run_nuts
     if estimator == "gabasr":

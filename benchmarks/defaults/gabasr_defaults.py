@@ -22,8 +22,7 @@ os.environ.setdefault("OMP_NUM_THREADS", "1")
 
 import argparse  # noqa: E402
 import json  # noqa: E402
-import time  # noqa: E402
-import warnings  # noqa: E402
+import sys  # noqa: E402
 from pathlib import Path  # noqa: E402
 
 import numpy as np  # noqa: E402
@@ -32,16 +31,10 @@ from sklearn.linear_model import BayesianRidge  # noqa: E402
 from sklearn.metrics import brier_score_loss, r2_score, roc_auc_score  # noqa: E402
 from sklearn.model_selection import train_test_split  # noqa: E402
 
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # benchmarks/: common.py
+from common import timed_fit as _fit  # noqa: E402
+
 import bayeskern as bk  # noqa: E402
-
-
-def _fit(est, X, y):
-    load0 = os.getloadavg()[0]
-    t = time.perf_counter()
-    with warnings.catch_warnings():
-        warnings.simplefilter("ignore")
-        est.fit(X, y)
-    return time.perf_counter() - t, load0
 
 
 def series(seed):

@@ -26,13 +26,12 @@ import os
 import resource
 import sys
 import time
-import warnings
 from pathlib import Path
 
 import numpy as np
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
-from common import loadavg, machine, write_text  # noqa: E402
+from common import loadavg, machine, timed_fit, write_text  # noqa: E402
 
 import bayeskern as bk  # noqa: E402
 
@@ -88,12 +87,7 @@ def main():
         if Xf is None:  # the same rows the large-data fit sampled on
             sub = rows[next(iter(rows))]["_rows"]
             Xf, yf = X[sub], y[sub]
-        load0 = os.getloadavg()[0]
-        t = time.perf_counter()
-        with warnings.catch_warnings():
-            warnings.simplefilter("ignore")
-            est.fit(Xf, yf)
-        fit_s = time.perf_counter() - t
+        fit_s, load0 = timed_fit(est, Xf, yf)
         t = time.perf_counter()
         m = bk.diagnostics.regression_metrics(yte, est.predictive(Xte))
         rows[name] = dict(
