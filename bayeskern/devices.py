@@ -15,8 +15,8 @@ chosen:
   ``0`` to leave JAX's default alone).
 
 It then asks for ``max(4, cores)`` CPU devices, so that the four default chains of every
-estimator run at once and the operating system shares the cores between them (measured on
-2 cores: one round of 4 chains on 4 devices is faster than two rounds on 2). These are
+estimator run at once and the operating system shares the cores between them, in one round
+rather than in rounds of as many chains as there are cores. These are
 virtual devices of the one CPU: computations that do not use them explicitly run on the
 first, as before.
 
@@ -96,8 +96,8 @@ def cpu_device_status() -> str:
 def blas_threads() -> int:
     """BLAS threads that bayeskern's fits and predictions use: ``$BAYESKERN_BLAS_THREADS``, else 1.
 
-    MCMC does many small factorizations; multi-threaded OpenBLAS spin-waits on them and, on a
-    busy machine, measured 100x slower (425 x 425 Cholesky: 700 ms vs 8 ms).
+    MCMC does many small factorizations; multi-threaded OpenBLAS spin-waits on them, which on
+    a busy machine makes each factorization many times slower than on one thread.
 
     Returns
     -------

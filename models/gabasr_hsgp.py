@@ -24,8 +24,8 @@ spacing :math:`\pi/(2L)`. A spectral line narrower than that (a periodicity that
 coherent over more than the box) falls on one or two basis functions, whose variance
 :math:`\sin^2(\omega_j(x + L))/L` varies along :math:`x`: the posterior then widens
 :math:`\sigma_k` until the line covers several functions, so the spread of a long-lived
-periodicity is over-estimated (tests: ``tests/test_gabasr_hsgp.py``; measured on CO2 in the
-results page ``gabasr_hsgp``).
+periodicity is over-estimated (``tests/test_gabasr_hsgp.py`` checks it; the results page
+``gabasr_hsgp`` shows it on CO2).
 """
 
 from __future__ import annotations

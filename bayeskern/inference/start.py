@@ -111,8 +111,8 @@ def model_functions(model: Callable, model_kwargs: dict, keys, init_strategy) ->
     """Potential, post-processing and start values of a NumPyro model, in one compiled trace.
 
     NumPyro's ``initialize_model`` does the same by running the model op by op (eagerly),
-    which compiles every operation separately: ~5-8 s for a GP, against one ~1 s compilation
-    here. The model is traced once under ``jit`` with the ``init_strategy`` substituted (one
+    which compiles every operation separately; here the whole trace is one compilation.
+    The model is traced once under ``jit`` with the ``init_strategy`` substituted (one
     start per key); the latent sites' supports come out of that trace. Models with discrete
     latent sites or supports that depend on other sites are refused.
     """

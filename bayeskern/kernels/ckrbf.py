@@ -331,7 +331,7 @@ class CkRBF(Kernel):
             return ell - jnp.asarray(self.log_offset_, dtype=dt), q
         # Concrete inputs (the SVM route): NumPy, block by block over the cell pairs, so that
         # each pair costs n_a * n_b * d and no XLA compilation is paid per new input shape
-        # (folds and per-cluster SVMs have many shapes; compiling each took seconds).
+        # (folds and per-cluster SVMs have many shapes, each a new compilation).
         X1, X2 = np.asarray(X1, dtype=float), np.asarray(X2, dtype=float)
         c1, c2 = self.cells(X1), self.cells(X2)
         q = np.zeros((len(X1), len(X2)))

@@ -70,9 +70,9 @@ def train_ckrbf(kernel: CkRBF, X, y=None) -> CkRBF:
 
 
 def _fit_partition(kernel: CkRBF, X) -> np.ndarray:
-    # scikit-learn's OpenMP threads oversubscribe a busy or small machine (k-means on
-    # 768 x 8 points took 4 s with threads and 0.04 s with one, measured on 2 cores), and
-    # grid searches already parallelize over fits
+    # scikit-learn's OpenMP threads oversubscribe a busy or small machine (k-means on a few
+    # thousand values is far faster on one thread there), and grid searches already
+    # parallelize over fits
     limit = 1 if X.size < 1_000_000 else None
     with threadpool_limits(limits=limit):
         return _fit_partition_threads(kernel, X)

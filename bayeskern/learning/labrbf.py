@@ -133,9 +133,9 @@ def bandwidth_floor(
     :math:`[-1, 1]` units, from up to ``n_pairs`` random pairs) and :math:`\ell` = ``level``:
     a support point with all bandwidths at the floor still has
     :math:`\mathcal K(x_j, x_i) = e^{-0.1} \approx 0.9` at the median distance instead of
-    exactly 1. Without it, bandwidths shrink towards 0 (measured: down to 1e-20 on small
-    data sets), the columns of :math:`K(X, X_{sv})` become constant, and
-    :math:`K + \lambda I` nearly singular, so the dual coefficients blow up.
+    exactly 1. Without it, bandwidths can shrink towards 0 on small data sets, the columns
+    of :math:`K(X, X_{sv})` become constant, and :math:`K + \lambda I` nearly singular, so
+    the dual coefficients blow up.
     """
     n = len(Z)
     i, j = rng.integers(0, n, n_pairs), rng.integers(0, n, n_pairs)
@@ -174,8 +174,8 @@ def train_labrbf(kernel: LABRBF, X, y, validation_index=None) -> LABRBF:
         A fitted copy of ``kernel``.
     """
     # Every step solves an m x m system (m <= a few hundred). Multi-threaded OpenBLAS
-    # busy-waits on such small problems: measured 90-130 ms per 350 x 350 solve on a
-    # loaded 2-core machine against 1 ms with one thread, which is as fast when idle.
+    # busy-waits on such small problems, far slower than one thread on a loaded machine,
+    # and one thread is as fast on an idle one.
     with threadpool_limits(limits=1, user_api="blas"):
         return _train(kernel, X, y, validation_index)
 
