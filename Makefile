@@ -51,9 +51,15 @@ CHROMIUM_SETUP = command -v chromium >/dev/null 2>&1 || \
 # module-scoped fitted fixtures are built once. A worker that dies (a crash in native code)
 # ends the run with its test named: pytest-xdist 3.8 replaces a crashed worker under
 # --dist loadfile with one that can wait forever for a second work unit (its issue #1327)
+# Then the kernel tests once more in float32 (BAYESKERN_X64=0, as a user who keeps JAX in
+# float32 runs them), with tolerances written for float64 and raised to float32's floor by
+# tests/conftest.py (assert_close, f32_floor).
+KERNEL_TESTS = tests/test_kernels.py tests/test_spectral_density.py tests/test_kernel_pytrees.py \
+	tests/test_kernel_properties.py
 test: lint
 	@$(CHROMIUM_SETUP)
 	$(BIN)/python -m pytest -q -n 2 --dist loadfile --max-worker-restart 0
+	BAYESKERN_X64=0 $(BIN)/python -m pytest -q -n 2 --dist loadfile $(KERNEL_TESTS)
 
 test-slow: $(VENV)/.installed-test
 	HYPOTHESIS_PROFILE=thorough $(BIN)/python -m pytest -q tests/test_kernel_properties.py && $(BIN)/python -m pytest -q -m slow

@@ -39,10 +39,33 @@ matplotlib.use("Agg")
 
 import jax  # noqa: E402
 
-jax.config.update("jax_enable_x64", True)
+# float64 unless BAYESKERN_X64=0 (as for the package): `make test` runs the kernel tests once
+# more that way, with the dtype-aware tolerances of tests/tolerances.py
+jax.config.update("jax_enable_x64", os.environ.get("BAYESKERN_X64", "1") != "0")
 
 import numpy as np  # noqa: E402
 import pytest  # noqa: E402
+
+#: float32's floor for the tolerances of the tests that run in both precisions (`make test`
+#: runs the kernel tests once more with BAYESKERN_X64=0): float32 keeps 7 digits, and a Gram
+#: entry or a density is a few operations away from its inputs
+F32_RTOL, F32_ATOL = 1e-4, 1e-6
+
+
+def assert_close(actual, desired, rtol=1e-7, atol=0.0, **kwargs):
+    """``np.testing.assert_allclose`` with tolerances written for float64, raised to float32's
+    floor when JAX runs in float32 (the shape of tinygp's ``tests/test_utils.py``)."""
+    if not jax.config.jax_enable_x64:
+        rtol, atol = max(rtol, F32_RTOL), max(atol, F32_ATOL)
+    np.testing.assert_allclose(
+        np.asarray(actual), np.asarray(desired), rtol=rtol, atol=atol, **kwargs
+    )
+
+
+def f32_floor(tol: float, floor: float = F32_ATOL) -> float:
+    """A tolerance written for float64, raised to ``floor`` when JAX runs in float32."""
+    return tol if jax.config.jax_enable_x64 else max(tol, floor)
+
 
 #: sampler settings for tests: enough to exercise the code, far from converged
 TINY = dict(num_warmup=20, num_samples=20, num_chains=1, progress_bar=False)

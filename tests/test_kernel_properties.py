@@ -10,6 +10,7 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 import pytest
+from conftest import assert_close, f32_floor
 from hypothesis import example, given, settings
 from hypothesis import strategies as st
 from hypothesis.extra.numpy import arrays
@@ -71,9 +72,11 @@ def fixed_kernels(ls, period):
 def assert_symmetric_psd(K, name):
     K = np.asarray(K)
     assert np.isfinite(K).all(), f"{name}: non-finite Gram entries"
-    np.testing.assert_allclose(K, K.T, atol=1e-10 * max(1.0, np.abs(K).max()), err_msg=name)
+    assert_close(K, K.T, atol=f32_floor(1e-10) * max(1.0, np.abs(K).max()), err_msg=name)
     lam_min = np.linalg.eigvalsh((K + K.T) / 2).min()
-    assert lam_min >= -1e-8 * max(1.0, np.abs(K).max()) * len(K), f"{name}: min eig {lam_min}"
+    assert lam_min >= -f32_floor(1e-8) * max(1.0, np.abs(K).max()) * len(K), (
+        f"{name}: min eig {lam_min}"
+    )
 
 
 @given(X=inputs(max_dim=1), ls=positive, period=positive)
@@ -186,8 +189,10 @@ def test_labrbf_documented_properties(T, data, p):
     Theta = data.draw(arrays(np.float64, (m, d), elements=st.floats(1e-3, 1e2)))
     K = np.asarray(_labrbf_gram(jnp.asarray(T), jnp.asarray(T), jnp.asarray(Theta), p))
     assert np.isfinite(K).all()
-    assert ((K > 0) | np.isclose(K, 0)).all() and (K <= 1 + 1e-12).all()  # values in [0, 1]
-    np.testing.assert_allclose(np.diag(K), 1.0)  # K(x_i, x_i) = 1
+    assert ((K > 0) | np.isclose(K, 0)).all() and (
+        K <= 1 + f32_floor(1e-12)
+    ).all()  # values in [0, 1]
+    assert_close(np.diag(K), 1.0)  # K(x_i, x_i) = 1
     # one bandwidth shared by every support point: the symmetric (isotropic / ARD) kernel,
     # positive semi-definite for p = 2 (an RBF) and p = 1 (a Laplacian)
     Ks = np.asarray(

@@ -6,6 +6,7 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 import pytest
+from conftest import assert_close
 
 import bayeskern  # noqa: F401  (enables float64)
 from bayeskern.kernels import (
@@ -175,12 +176,10 @@ def test_jit_with_kernel_argument_matches_eager_and_does_not_recompile(fitted, n
 
     jitted = jax.jit(gram)
     X1, X2 = jnp.asarray(X), jnp.asarray(XT)
-    np.testing.assert_allclose(
-        jitted(k, theta, X1, X2), k.gram(theta, X1, X2), rtol=1e-9, atol=1e-12
-    )
+    assert_close(jitted(k, theta, X1, X2), k.gram(theta, X1, X2), rtol=1e-9, atol=1e-12)
     # new values of the fitted arrays and of theta, same shapes: no new trace
     kp, thp = _perturb(k, 1.001), _perturb(theta, 1.05)
-    np.testing.assert_allclose(jitted(kp, thp, X1, X2), kp.gram(thp, X1, X2), rtol=1e-9, atol=1e-12)
+    assert_close(jitted(kp, thp, X1, X2), kp.gram(thp, X1, X2), rtol=1e-9, atol=1e-12)
     # SpectralMixture's fitted arrays set only the priors and defaults of theta
     if jax.tree.leaves(k) and not isinstance(k, SpectralMixture):
         assert not np.allclose(

@@ -11,6 +11,7 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 import pytest
+from conftest import assert_close, f32_floor
 from numpy.polynomial.hermite_e import hermegauss
 from scipy import integrate
 from scipy.special import gammaln, ive, kve
@@ -81,15 +82,15 @@ def X(rng):
 )
 def test_gram_matches_sklearn(ours, ref, X, rng):
     X2 = rng.normal(size=(7, 3))
-    np.testing.assert_allclose(np.asarray(ours(X)), ref(X), rtol=0, atol=TOL)
-    np.testing.assert_allclose(np.asarray(ours(X, X2)), ref(X, X2), rtol=0, atol=TOL)
+    assert_close(np.asarray(ours(X)), ref(X), rtol=0, atol=TOL)
+    assert_close(np.asarray(ours(X, X2)), ref(X, X2), rtol=0, atol=TOL)
 
 
 def test_rq_ard_is_rq_of_scaled_inputs(X):
     ls = np.array([0.5, 1.0, 3.0])
     K = RationalQuadratic(lengthscale=ls, alpha=1.5)(X)
     ref = skk.RationalQuadratic(length_scale=1.0, alpha=1.5)(X / ls)
-    np.testing.assert_allclose(np.asarray(K), ref, atol=TOL)
+    assert_close(np.asarray(K), ref, atol=TOL)
 
 
 NEW = {  # the ARD variants of the isotropic ones follow the same code path as RBF's
@@ -118,14 +119,14 @@ def test_psd_and_evaluate_gram_diag_prepared_agree(name, X):
     th = _sampled_theta(k)
     K = np.asarray(k.gram(th, X, X))
     assert np.linalg.eigvalsh(K).min() > -1e-10
-    np.testing.assert_allclose(K, K.T, atol=1e-14)
+    assert_close(K, K.T, atol=1e-14)
     E = np.asarray(jax.vmap(lambda a: jax.vmap(lambda b: k.evaluate(th, a, b))(X))(X))
-    np.testing.assert_allclose(E, K, atol=1e-12)
-    np.testing.assert_allclose(np.asarray(k.diag(th, X)), np.diag(K), atol=1e-12)
-    np.testing.assert_allclose(np.diag(K), 1.0, atol=1e-12)
+    assert_close(E, K, atol=1e-12)
+    assert_close(np.asarray(k.diag(th, X)), np.diag(K), atol=1e-12)
+    assert_close(np.diag(K), 1.0, atol=1e-12)
     # the per-fit cache: prepared with the fixed parameters only, then the sampled ones
     prepared = k.prepare(default_theta(k, np.ones(3)), X, X)
-    np.testing.assert_allclose(np.asarray(k.gram_prepared(th, prepared)), K, atol=1e-12)
+    assert_close(np.asarray(k.gram_prepared(th, prepared)), K, atol=1e-12)
 
 
 @pytest.mark.parametrize("name", list(NEW))
@@ -133,14 +134,10 @@ def test_jit_round_trip_and_pytree(name, X):
     k = name_leaves(NEW[name]())
     th = _sampled_theta(k)
     f = jax.jit(lambda kern, t, A, B: kern.gram(t, A, B))
-    np.testing.assert_allclose(
-        np.asarray(f(k, th, X, X[:5])), np.asarray(k.gram(th, X, X[:5])), atol=1e-13
-    )
+    assert_close(np.asarray(f(k, th, X, X[:5])), np.asarray(k.gram(th, X, X[:5])), atol=1e-13)
     g = jax.jit(lambda kern, t, w: kern.spectral_density(t, w))
     w = jnp.asarray(np.linspace(-2, 2, 15).reshape(5, 3))
-    np.testing.assert_allclose(
-        np.asarray(g(k, th, w)), np.asarray(k.spectral_density(th, w)), rtol=1e-12
-    )
+    assert_close(np.asarray(g(k, th, w)), np.asarray(k.spectral_density(th, w)), rtol=1e-12)
 
 
 @pytest.mark.parametrize("name", list(NEW))
@@ -186,7 +183,7 @@ def test_names_config_and_exports(X):
         lengthscale=[1.0, 2.0, 0.5]
     )
     k2 = kernel_from_config(k.get_config())
-    np.testing.assert_allclose(np.asarray(k2(X)), np.asarray(k(X)), atol=1e-14)
+    assert_close(np.asarray(k2(X)), np.asarray(k(X)), atol=1e-14)
 
 
 @pytest.mark.slow  # ~15 s of NUTS compilation; the config round trip above is the fast check
@@ -200,7 +197,7 @@ def test_saved_run_with_matern_and_rq_reloads(tmp_path, rng):
     m.save(tmp_path / "run")
     m2 = bk.load_run(tmp_path / "run")
     assert [type(leaf) for leaf in m2.kernel_.leaves()] == [Matern32, RationalQuadratic]
-    np.testing.assert_allclose(m2.predict(X[:5]), m.predict(X[:5]), rtol=1e-10)
+    assert_close(m2.predict(X[:5]), m.predict(X[:5]), rtol=1e-10)
 
 
 # --------------------------------------------------------------------------- Bochner
@@ -229,13 +226,17 @@ def test_bochner_1d(name):
     k, th = _named(_kernel_1d(name))
     S = _density_fn(k, th)
     s1 = lambda w: float(S(np.array([[w]]))[0])  # noqa: E731
-    total, _ = integrate.quad(s1, 0, np.inf, limit=200, epsabs=1e-11)
-    assert total / np.pi == pytest.approx(1.0, abs=1e-8)
+    total, _ = integrate.quad(s1, 0, np.inf, limit=200, epsabs=f32_floor(1e-11, 1e-7))
+    assert total / np.pi == pytest.approx(1.0, abs=f32_floor(1e-8, 1e-5))
+    if not jax.config.jax_enable_x64:
+        # QUADPACK's Fourier integral (QAWF) extrapolates over cycles of the far tail, where a
+        # float32 density is rounding noise; the 2-D test checks the transform in float32
+        return
     taus = np.array([0.1, 0.5, 1.3, 2.7])
     exact = np.asarray(k.gram(th, jnp.asarray(taus[:, None]), jnp.zeros((1, 1))))[:, 0]
     for tau, ref in zip(taus, exact, strict=True):
         val, _ = integrate.quad(s1, 0, np.inf, weight="cos", wvar=tau, limlst=200)
-        assert val / np.pi == pytest.approx(ref, abs=1e-8), tau
+        assert val / np.pi == pytest.approx(ref, abs=f32_floor(1e-8, 1e-5)), tau
 
 
 def _kernel_2d(name, ard):
@@ -271,11 +272,15 @@ def test_bochner_2d(name, ard):
         lhs = 4 * np.sum(Sw * np.outer(np.cos(w1 * tau[0]), np.cos(w1 * tau[1]))) / (2 * np.pi) ** 2
         pts = np.stack([tau[0] + eps * Z1.ravel(), tau[1] + eps * Z2.ravel()], axis=1)
         kv = np.asarray(k.gram(th, jnp.asarray(pts), jnp.zeros((1, 2))))[:, 0]
-        assert lhs == pytest.approx(np.sum(ZW.ravel() * kv), abs=1e-8), tau
+        assert lhs == pytest.approx(np.sum(ZW.ravel() * kv), abs=f32_floor(1e-8, 1e-5)), tau
     phi = 2 * np.pi * np.arange(64) / 64
     dirs = np.stack([np.cos(phi), np.sin(phi)], axis=1)
-    radial, _ = integrate.quad_vec(lambda r: r * S(r * dirs), 0, np.inf, epsabs=1e-12)
-    assert np.mean(radial) * 2 * np.pi / (2 * np.pi) ** 2 == pytest.approx(1.0, abs=1e-8)
+    radial, _ = integrate.quad_vec(
+        lambda r: r * S(r * dirs), 0, np.inf, epsabs=f32_floor(1e-12, 1e-7), limit=200
+    )
+    assert np.mean(radial) * 2 * np.pi / (2 * np.pi) ** 2 == pytest.approx(
+        1.0, abs=f32_floor(1e-8, 1e-5)
+    )
 
 
 def test_known_densities_and_ard_substitution():
@@ -284,16 +289,16 @@ def test_known_densities_and_ard_substitution():
     ls = np.array([0.7, 1.9])
     k, th = _named(RBF(lengthscale=ls), 2)
     ref = 2 * np.pi * np.prod(ls) * np.exp(-0.5 * np.sum((ls * w) ** 2, axis=1))
-    np.testing.assert_allclose(np.asarray(k.spectral_density(th, w)), ref, rtol=1e-13)
+    assert_close(np.asarray(k.spectral_density(th, w)), ref, rtol=1e-13)
     for cls, nu in ((Laplacian, 0.5), (Matern32, 1.5), (Matern52, 2.5)):
         k, th = _named(cls(lengthscale=ls), 2)
         c = 4 * np.pi * math.gamma(nu + 1) * (2 * nu) ** nu / math.gamma(nu)
         ref = c * np.prod(ls) * (2 * nu + np.sum((ls * w) ** 2, axis=1)) ** (-(nu + 1))
-        np.testing.assert_allclose(np.asarray(k.spectral_density(th, w)), ref, rtol=1e-13)
+        assert_close(np.asarray(k.spectral_density(th, w)), ref, rtol=1e-13)
     # an isotropic length-scale equals the same value repeated per column
     k1, th1 = _named(Matern52(lengthscale=0.8), 2)
     k2, th2 = _named(Matern52(lengthscale=[0.8, 0.8]), 2)
-    np.testing.assert_allclose(
+    assert_close(
         np.asarray(k1.spectral_density(th1, w)), np.asarray(k2.spectral_density(th2, w)), rtol=1e-14
     )
 
@@ -332,7 +337,7 @@ def test_rq_density_matches_bessel_closed_form(d, rng):
         ref = _rq_closed_form(alpha, ls, w)
         keep = ref > 1e-250  # far tails underflow in the closed form first
         assert keep.sum() >= 30
-        np.testing.assert_allclose(ours[keep], ref[keep], rtol=1e-9, err_msg=f"alpha={alpha}")
+        assert_close(ours[keep], ref[keep], rtol=1e-9, err_msg=f"alpha={alpha}")
 
 
 def test_rq_density_gradients_match_closed_form():
@@ -343,16 +348,16 @@ def test_rq_density_gradients_match_closed_form():
         th = {"rationalquadratic_lengthscale": ls, "rationalquadratic_alpha": alpha}
         return k.spectral_density(th, jnp.asarray(w))
 
-    alpha, ls = 1.7, jnp.array([0.8, 1.3])
-    ja, jl = jax.jit(jax.jacfwd(ours, argnums=(0, 1)))(alpha, ls)
+    alpha, ls = 1.7, np.array([0.8, 1.3])  # the finite differences in float64, in either mode
+    ja, jl = jax.jit(jax.jacfwd(ours, argnums=(0, 1)))(alpha, jnp.asarray(ls))
     e = 1e-6
     fa = (_rq_closed_form(alpha + e, ls, w) - _rq_closed_form(alpha - e, ls, w)) / (2 * e)
-    np.testing.assert_allclose(np.asarray(ja), fa, rtol=1e-6)
+    assert_close(np.asarray(ja), fa, rtol=1e-6)
     for j in range(2):
         dl = np.zeros(2)
         dl[j] = e
         fl = (_rq_closed_form(alpha, ls + dl, w) - _rq_closed_form(alpha, ls - dl, w)) / (2 * e)
-        np.testing.assert_allclose(np.asarray(jl[:, j]), fl, rtol=1e-6)
+        assert_close(np.asarray(jl[:, j]), fl, rtol=1e-6)
 
 
 def test_rq_density_tends_to_rbf():
@@ -373,7 +378,7 @@ def test_rq_density_infinite_at_zero_only_when_alpha_small():
     k, th = _named(RationalQuadratic(lengthscale=1.0, alpha=3.0), 2)
     # S(0) = (2π)^{d/2} α^{d/2} Γ(α - d/2) / Γ(α) for α > d/2
     ref = 2 * np.pi * 3.0 * math.gamma(2.0) / math.gamma(3.0)
-    assert float(k.spectral_density(th, w0)[0]) == pytest.approx(ref, rel=1e-10)
+    assert float(k.spectral_density(th, w0)[0]) == pytest.approx(ref, rel=f32_floor(1e-10, 1e-5))
 
 
 # --------------------------------------------------------------------------- sums, errors
@@ -382,9 +387,7 @@ def test_sum_density_is_the_sum():
     th = default_theta(k, np.ones(2))
     w = jnp.asarray(np.random.default_rng(1).normal(size=(9, 2)))
     parts = [t.spectral_density(th, w) for t in k.terms()]
-    np.testing.assert_allclose(
-        np.asarray(k.spectral_density(th, w)), np.asarray(parts[0] + parts[1]), rtol=1e-14
-    )
+    assert_close(np.asarray(k.spectral_density(th, w)), np.asarray(parts[0] + parts[1]), rtol=1e-14)
 
 
 def test_has_spectral_density():
@@ -440,18 +443,18 @@ def test_periodic_cosine_series_reproduces_the_kernel(ls):
     k, th = _named(Periodic(period=period, lengthscale=ls), 1)
     n = Periodic.n_harmonics_for(ls, tol=1e-10)
     q = np.asarray(k.cosine_coefficients(th, n))
-    assert q.shape == (n + 1,) and np.all(q > 0)
-    np.testing.assert_allclose(q[0], ive(0, 1 / ls**2), rtol=1e-13)
+    # positive; in float32 the last of the tail round to 0
+    assert q.shape == (n + 1,) and np.all(q > 0 if jax.config.jax_enable_x64 else q >= 0)
+    assert_close(q[0], ive(0, 1 / ls**2), rtol=1e-13)
     # absolute accuracy: the DFT of a function bounded by 1, rounding ~1e-16
-    np.testing.assert_allclose(
-        q[1:], 2 * ive(np.arange(1, n + 1), 1 / ls**2), rtol=1e-12, atol=1e-15
-    )
+    assert_close(q[1:], 2 * ive(np.arange(1, n + 1), 1 / ls**2), rtol=1e-12, atol=1e-15)
     tau = np.linspace(-2 * period, 2 * period, 301)
     series = np.cos(2 * np.pi * np.outer(tau, np.arange(n + 1)) / period) @ q
     exact = np.asarray(k.gram(th, jnp.asarray(tau[:, None]), jnp.zeros((1, 1))))[:, 0]
-    assert np.max(np.abs(series - exact)) < 1e-8
-    # one harmonic fewer misses the tolerance: the error is the dropped sum, at τ = 0
-    assert 1.0 - np.sum(q[:-1]) > 1e-10
+    assert np.max(np.abs(series - exact)) < f32_floor(1e-8, 1e-5)
+    if jax.config.jax_enable_x64:  # in float32 the sum's rounding is larger than 1e-10
+        # one harmonic fewer misses the tolerance: the error is the dropped sum, at τ = 0
+        assert 1.0 - np.sum(q[:-1]) > 1e-10
 
 
 def test_periodic_coefficients_small_lengthscale_and_gradient():
@@ -461,8 +464,10 @@ def test_periodic_coefficients_small_lengthscale_and_gradient():
         th["periodic_lengthscale"] = jnp.asarray(ls)
         n = Periodic.n_harmonics_for(ls, 1e-12)
         q = np.asarray(k.cosine_coefficients(th, n))
-        assert np.all(np.isfinite(q)) and np.sum(q) == pytest.approx(1.0, abs=1e-11)
-        np.testing.assert_allclose(
+        assert np.all(np.isfinite(q)) and np.sum(q) == pytest.approx(
+            1.0, abs=f32_floor(1e-11, 1e-4)
+        )
+        assert_close(
             q[:20], np.r_[1, 2 * np.ones(19)] * ive(np.arange(20), ls**-2), rtol=1e-10, atol=1e-15
         )
 
@@ -475,7 +480,7 @@ def test_periodic_coefficients_small_lengthscale_and_gradient():
     e = 1e-6
     fd = (ive(np.arange(13), (0.8 + e) ** -2) - ive(np.arange(13), (0.8 - e) ** -2)) / (2 * e)
     fd[1:] *= 2
-    np.testing.assert_allclose(g, fd, rtol=1e-6, atol=1e-12)
+    assert_close(g, fd, rtol=1e-6, atol=1e-12)
 
 
 def test_periodic_argument_errors():

@@ -50,8 +50,14 @@ def _lengthscale_prior():
 def sqdist(A, B):
     r"""Return the squared Euclidean distances between the rows of ``A`` and ``B``.
 
-    Clipped at zero against rounding, :math:`\|a\|^2 + \|b\|^2 - 2a^\top b`.
+    In float64 :math:`\|a\|^2 + \|b\|^2 - 2a^\top b` (one matrix product), clipped at zero
+    against rounding. That form errs by about :math:`\epsilon\|a\|^2`, so :math:`r` errs by
+    :math:`\sqrt{\epsilon}\|a\|` near :math:`r = 0`: harmless in float64, but in float32
+    (:math:`\sqrt\epsilon \approx 3\cdot10^{-4}`) it shows in kernels with a slope at
+    :math:`r = 0` (Laplacian); float32 therefore sums the squared differences.
     """
+    if A.dtype == jnp.float32 or B.dtype == jnp.float32:
+        return jnp.sum(jnp.square(A[:, None, :] - B[None, :, :]), axis=-1)
     sq = jnp.sum(A * A, 1)[:, None] + jnp.sum(B * B, 1)[None, :] - 2.0 * A @ B.T
     return jnp.maximum(sq, 0.0)
 
@@ -293,6 +299,25 @@ _RQ_WINDOW = 40.0
 
 
 @jax.jit  # one compilation per shape instead of ~80 small ones when called eagerly
+def _log_gamma_ratio(alpha):
+    r""":math:`\alpha\log\alpha - \alpha - \log\Gamma(\alpha)`, without cancellation.
+
+    Past :math:`\alpha = 10` by Stirling's series, :math:`\tfrac12\log(\alpha/2\pi) -
+    \sum_k B_{2k} / (2k(2k-1)\alpha^{2k-1})` with five terms (remainder below
+    :math:`2\cdot10^{-14}`; Abramowitz & Stegun 1964, eq. 6.1.40); below, directly.
+    """
+    a = jnp.maximum(alpha, 10.0)
+    inv2 = 1.0 / (a * a)
+    series = (
+        1.0 / 12.0
+        - inv2 * (1.0 / 360.0 - inv2 * (1.0 / 1260.0 - inv2 * (1.0 / 1680.0 - inv2 / 1188.0)))
+    ) / a
+    large = 0.5 * jnp.log(a / (2.0 * math.pi)) - series
+    b = jnp.minimum(alpha, 10.0)
+    small = b * jnp.log(b) - b - gammaln(b)
+    return jnp.where(alpha >= 10.0, large, small)
+
+
 def _rq_unit_density(alpha, u):
     r"""Spectral density of the rational quadratic kernel with unit length-scale.
 
@@ -312,15 +337,16 @@ def _rq_unit_density(alpha, u):
     from a curvature bound and refined by Newton steps from outside (for a concave function
     they never cross the end point), and held out of the gradient: the derivatives in
     α and the length-scale are the trapezoid sums of the integrand's derivatives, whose
-    nodes do not move with α. Measured against the closed form (scipy's ``kve``): relative
-    error below 1e-11 for α in [0.05, 1e5], d ≤ 3, q in [1e-10, 1e4]; the tests check 1e-9.
+    nodes do not move with α. The tests compare it with the closed form (scipy's ``kve``)
+    to a relative 1e-9 for α in [0.05, 1e5].
     At ``u = 0`` with α ≤ d/2 the density is infinite.
     """
     d = u.shape[1]
     dtype = u.dtype
     q_raw = jnp.sum(u * u, axis=1)
     # q = 0 would put the window's left end at -inf; past 1e300 the density underflows anyway
-    q = jnp.clip(q_raw, jnp.finfo(dtype).tiny, 1e300)
+    big = min(1e300, float(jnp.finfo(dtype).max) * 1e-8)  # 1e300 in float64, 3e30 in float32
+    q = jnp.clip(q_raw, jnp.finfo(dtype).tiny, big)
     p = alpha - 0.5 * d
 
     def G(t, a, pp):
@@ -338,7 +364,7 @@ def _rq_unit_density(alpha, u):
     g_star = G(t_star, a_, p_)
 
     def reach(curv):  # a Δ with e^Δ - 1 - Δ >= 40 / curv (G'' <= -curv e^{±Δ} beyond t*)
-        r = jnp.minimum(_RQ_WINDOW / curv, 1e300)  # finite: Newton below needs a finite start
+        r = jnp.minimum(_RQ_WINDOW / curv, big)  # finite: Newton below needs a finite start
         return jnp.minimum(jnp.sqrt(2.0 * r), jnp.log1p(r) + 1.0)
 
     lo = t_star - reach(0.5 * q_ / x)
@@ -352,8 +378,10 @@ def _rq_unit_density(alpha, u):
     w = jnp.full(_RQ_NODES, 1.0 / (_RQ_NODES - 1), dtype=dtype).at[jnp.array([0, -1])].mul(0.5)
     t = lo[:, None] + (hi - lo)[:, None] * s[None, :]  # (m, nodes)
     h = (hi - lo)[:, None] * w[None, :]
-    g = p * t - alpha * jnp.exp(t) - 0.5 * q[:, None] * jnp.exp(-t)
-    log_c = 0.5 * d * math.log(2.0 * math.pi) + alpha * jnp.log(alpha) - gammaln(alpha)
+    # G + α and log c - α: the two large terms α log α - log Γ(α) and -α e^t cancel in the
+    # product, exactly here (Stirling's series past α = 10) instead of in the rounding
+    g = p * t - alpha * jnp.expm1(t) - 0.5 * q[:, None] * jnp.exp(-t)
+    log_c = 0.5 * d * math.log(2.0 * math.pi) + _log_gamma_ratio(alpha)
     out = jnp.exp(log_c + logsumexp(g, b=h, axis=1))
     return jnp.where((q_raw == 0) & (p <= 0), jnp.inf, out)
 
@@ -562,7 +590,9 @@ class Periodic(Kernel):
         basis = np.cos(np.outer(np.arange(n + 1), theta_k)) / N  # (n + 1, N)
         basis[1:] *= 2.0
         f = jnp.exp((jnp.asarray(np.cos(theta_k), dtype=dtype) - 1.0) / ls**2)
-        return jnp.asarray(basis, dtype=dtype) @ f
+        # the q_j are positive; rounding of the sum can leave a tiny negative value in the
+        # tail (float32), which a prior variance must not be
+        return jnp.maximum(jnp.asarray(basis, dtype=dtype) @ f, 0.0)
 
     @staticmethod
     def n_harmonics_for(lengthscale: float, tol: float = 1e-8) -> int:
@@ -645,12 +675,16 @@ class MahalanobisRBF(Kernel):
             if len(X) < 2:
                 raise ValueError("X needs at least 2 rows to estimate MahalanobisRBF's covariance")
             cov = np.atleast_2d(np.cov(X, rowvar=False))
-            # a constant feature has zero variance: give it unit variance (it adds nothing to
-            # distances between the training points); then regularize a singular sample
-            # covariance towards its diagonal
-            const = np.diag(cov) <= 1e-300
+            # a constant feature has zero variance, up to the rounding of its mean (about
+            # 1e-34 for a column of equal values near 1; its inverse overflows float32): give
+            # it unit variance (it adds nothing to distances between the training points);
+            # then regularize a singular sample covariance towards its diagonal
+            const = np.diag(cov) <= (1e-12 * np.abs(X).max(axis=0)) ** 2
             cov[const, const] = 1.0
-            cov = cov + 1e-8 * np.trace(cov) / len(cov) * np.eye(len(cov))
+            # (relative 1e-8; 1e-5 when JAX computes in float32, whose Cholesky factor of the
+            # precision needs a condition number well below 1 / eps = 8e6)
+            rel = 1e-8 if jax.config.jax_enable_x64 else 1e-5
+            cov = cov + rel * np.trace(cov) / len(cov) * np.eye(len(cov))
             k.precision_ = np.linalg.inv(cov)
         return k
 
