@@ -6,7 +6,7 @@ shapes (each fit compiles a sampler) are marked ``slow`` (``make test-slow``).
 """
 
 import pytest
-from sklearn.utils.estimator_checks import estimator_checks_generator
+from sklearn.utils.estimator_checks import check_param_validation, estimator_checks_generator
 
 import bayeskern as bk
 
@@ -64,3 +64,32 @@ def _params():
 @pytest.mark.parametrize("estimator, check", _params())
 def test_sklearn_contract(estimator, check):
     check(estimator)
+
+
+def _every_estimator():
+    """Every public estimator, as a user constructs it (KernelSVC needs a kernel)."""
+    return [
+        bk.GPRegressor(**TINY),
+        bk.GPClassifier(**TINY),
+        bk.GaBaSRRegressor(**TINY),
+        bk.GaBaSRClassifier(**TINY),
+        bk.KernelSVC(kernel=bk.kernels.RBF()),
+        bk.CkRBFClassifier(),
+        bk.MkRBFClassifier(),
+        bk.ConformalKernelClassifier(),
+        bk.VSKClassifier(),
+        bk.VSKRegressor(),
+        bk.VSKFeatureExtractor(),
+        bk.LABRBFRegressor(progress_bar=False),
+    ]
+
+
+@pytest.mark.parametrize("estimator", _every_estimator(), ids=lambda e: type(e).__name__)
+def test_every_argument_is_declared_and_checked(estimator):
+    """scikit-learn's own check of ``_parameter_constraints``.
+
+    Every ``__init__`` argument has a constraint, and for each argument a value of no allowed
+    type, and a value outside the allowed ones, make ``fit`` raise ``InvalidParameterError``
+    naming the argument and the estimator, before any fitting.
+    """
+    check_param_validation(type(estimator).__name__, estimator)

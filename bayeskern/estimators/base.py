@@ -24,12 +24,12 @@ import jax.numpy as jnp
 import numpy as np
 from sklearn.base import is_classifier
 from sklearn.utils import check_random_state
+from sklearn.utils._param_validation import Interval, StrOptions
 from sklearn.utils.validation import check_is_fitted
 from sklearn.utils.validation import validate_data as _sk_validate_data
 
 from bayeskern import diagnostics
 from bayeskern.batching import batched_map, pad_rows
-from bayeskern.inference import check_sampler_counts
 from bayeskern.predictive import draw_seed, row_uniforms
 from bayeskern.programs import shared_jit
 
@@ -387,6 +387,40 @@ def proba_interval(draws: np.ndarray, interval) -> tuple[np.ndarray, np.ndarray]
     return q[0], q[1]
 
 
+class IntInterval(Interval):
+    """scikit-learn's ``IntInterval(left, right)`` that refuses ``bool``.
+
+    ``True`` is an ``int`` in Python but never a count a user means.
+    """
+
+    def __init__(self, left, right=None, *, closed="left"):
+        super().__init__(numbers.Integral, left, right, closed=closed)
+
+    def is_satisfied_by(self, val):
+        """Return whether ``val`` is an integer (not a bool) inside the interval."""
+        return not isinstance(val, (bool, np.bool_)) and super().is_satisfied_by(val)
+
+
+#: ``"auto"``: the estimator chooses (scikit-learn's constraint format)
+AUTO = StrOptions({"auto"})
+#: a finite number > 0
+POSITIVE = Interval(numbers.Real, 0, None, closed="neither")
+
+#: the constraints of the MCMC settings that the Bayesian estimators share, in scikit-learn's
+#: ``_parameter_constraints`` format (checked by ``BaseEstimator._validate_params`` at the
+#: start of ``fit``); an estimator that lets ``num_warmup`` or ``num_samples`` be ``"auto"``
+#: adds :data:`AUTO` to their lists
+SAMPLER_CONSTRAINTS = {
+    "num_warmup": [IntInterval(0, None, closed="left")],
+    "num_samples": [IntInterval(1, None, closed="left")],
+    "num_chains": [IntInterval(1, None, closed="left")],
+    "chain_method": [None, StrOptions({"parallel", "sequential", "vectorized", "processes"})],
+    "target_accept_prob": [Interval(numbers.Real, 0, 1, closed="neither")],
+    "progress_bar": ["boolean"],
+    "random_state": ["random_state"],
+}
+
+
 class BayesianEstimatorMixin:
     """Common behaviour of the NUTS-based estimators (sampler settings, validation, save)."""
 
@@ -398,9 +432,7 @@ class BayesianEstimatorMixin:
         # a new fit starts a new cache (compiled maps, prediction factors, the last
         # predictive): nothing computed for an earlier fit is kept
         self._cache = {}
-        check_sampler_counts(
-            self.num_warmup, self.num_samples, self.num_chains, auto=self._AUTO_COUNTS
-        )
+        self._validate_params()  # the class's _parameter_constraints
         X, y = validate_data(
             self, X, y, dtype=np.float64, ensure_min_samples=2, y_numeric=not classifier
         )

@@ -19,14 +19,15 @@ import numpy as np
 from sklearn.base import BaseEstimator, ClassifierMixin
 from sklearn.cluster import KMeans
 from sklearn.svm import SVC
+from sklearn.utils._param_validation import Interval, StrOptions
 from sklearn.utils.metaestimators import available_if
 from sklearn.utils.multiclass import check_classification_targets
 from sklearn.utils.validation import check_is_fitted
 from threadpoolctl import threadpool_limits
 
 from bayeskern.devices import limit_blas
-from bayeskern.estimators.base import validate_data
-from bayeskern.estimators.svm import KernelSVC
+from bayeskern.estimators.base import POSITIVE, IntInterval, validate_data
+from bayeskern.estimators.svm import SVC_CONSTRAINTS, KernelSVC
 from bayeskern.kernels.ckrbf import PARTITIONS, CkRBF
 
 __all__ = ["CkRBFClassifier", "MkRBFClassifier", "loo_against_baselines", "GAMMA_FACTORS"]
@@ -36,17 +37,19 @@ __all__ = ["CkRBFClassifier", "MkRBFClassifier", "loo_against_baselines", "GAMMA
 GAMMA_FACTORS = (0.25, 0.5, 1.0, 2.0, 4.0)
 
 
-def _resolve_gamma(gamma, n_features: int, allow_auto: bool = False) -> float:
-    if isinstance(gamma, str):
-        if gamma not in (("scale", "auto") if allow_auto else ("scale",)):
-            raise ValueError(
-                f"gamma must be {'auto, ' if allow_auto else ''}'scale' or a "
-                f"positive number, got {gamma!r}"
-            )
-        return 1.0 / n_features
-    if not (isinstance(gamma, numbers.Real) and np.isfinite(gamma) and gamma > 0):
-        raise ValueError(f"gamma must be 'auto', 'scale' or a positive number, got {gamma!r}")
-    return float(gamma)
+def _resolve_gamma(gamma, n_features: int) -> float:
+    """``"scale"`` (and ``"auto"``, the start of its search): :math:`1/d`; a number: itself."""
+    return 1.0 / n_features if isinstance(gamma, str) else float(gamma)
+
+
+#: the cluster-based kernels' own arguments (scikit-learn's constraint format)
+_CLUSTER_CONSTRAINTS = {
+    "n_clusters": [IntInterval(1, None, closed="left")],
+    "eps": [Interval(numbers.Real, 0, 1, closed="neither")],
+    "normalize": ["boolean"],
+    "X_unlabeled": [None, "array-like"],
+    "random_state": ["random_state"],
+}
 
 
 def _check_unlabeled(X_unlabeled, n_features: int):
@@ -129,6 +132,14 @@ class CkRBFClassifier(KernelSVC):
     classes_, X_fit_, n_features_in_
     """
 
+    _parameter_constraints: dict = {
+        **SVC_CONSTRAINTS,
+        **_CLUSTER_CONSTRAINTS,
+        "gamma": [POSITIVE, StrOptions({"auto", "scale"})],
+        "partition": [StrOptions(set(PARTITIONS))],
+        "radial": ["boolean"],
+    }
+
     def __init__(
         self,
         C: float = 1.0,
@@ -190,15 +201,12 @@ class CkRBFClassifier(KernelSVC):
     @limit_blas
     def fit(self, X, y):
         """Partition ``X`` (and ``X_unlabeled``), build the Gram matrix, fit the SVC."""
-        if self.partition not in PARTITIONS:
-            raise ValueError(f"partition must be one of {PARTITIONS}, got {self.partition!r}")
+        self._validate_params()
         X, y = validate_data(self, X, y, dtype=np.float64, ensure_min_samples=2)
         check_classification_targets(y)
-        self.gamma_ = _resolve_gamma(self.gamma, X.shape[1], allow_auto=True)
+        self.gamma_ = _resolve_gamma(self.gamma, X.shape[1])
         self.gamma_scores_ = {}
         if isinstance(self.gamma, str) and self.gamma == "auto":
-            if not (np.isscalar(self.C) and self.C > 0):
-                raise ValueError(f"C must be a positive number, got {self.C!r}")
             self.gamma_, self.gamma_scores_ = self._select_gamma(X, y)
         names = getattr(self, "feature_names_in_", None)  # validate_data on the array drops them
         super().fit(X, y)
@@ -299,6 +307,12 @@ class MkRBFClassifier(ClassifierMixin, BaseEstimator):
     classes_, n_features_in_
     """
 
+    _parameter_constraints: dict = {
+        **_CLUSTER_CONSTRAINTS,
+        "C": [POSITIVE],
+        "gamma": [POSITIVE, StrOptions({"scale"})],
+    }
+
     def __init__(
         self,
         C: float = 1.0,
@@ -320,12 +334,9 @@ class MkRBFClassifier(ClassifierMixin, BaseEstimator):
     @limit_blas
     def fit(self, X, y):
         """Cluster ``X`` (and ``X_unlabeled``), then fit one SVM per cluster."""
+        self._validate_params()
         X, y = validate_data(self, X, y, dtype=np.float64, ensure_min_samples=2)
         check_classification_targets(y)
-        if not isinstance(self.n_clusters, numbers.Integral) or self.n_clusters < 1:
-            raise ValueError(f"n_clusters must be a positive integer, got {self.n_clusters!r}")
-        if not (isinstance(self.C, numbers.Real) and self.C > 0):
-            raise ValueError(f"C must be a positive number, got {self.C!r}")
         gamma = _resolve_gamma(self.gamma, self.n_features_in_)
         U = _check_unlabeled(self.X_unlabeled, self.n_features_in_)
         Xall = X if U is None else np.vstack([X, U])

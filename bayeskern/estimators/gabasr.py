@@ -49,11 +49,14 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 from sklearn.base import RegressorMixin
+from sklearn.utils._param_validation import Interval, StrOptions
 from threadpoolctl import threadpool_limits
 
 from bayeskern import diagnostics
 from bayeskern.batching import batched_map, row_slices
 from bayeskern.estimators.base import (
+    AUTO,
+    IntInterval,
     JointPredictiveMixin,
     PredictiveRegressorMixin,
     Standardizer,
@@ -185,9 +188,8 @@ class GaBaSRRegressor(  # noqa: D101 (__doc__ is an f-string)
         posterior: the spectral parameters see the subset only (their posterior is wider
         than the full-data one), the function values see every row. Forces the features
         model; no pointwise log-likelihood group is stored. ``None``: every row enters the
-        sampler (each gradient is a pass over all rows, :math:`O(N M^2)`: measured 0.5 s
-        per gradient at N = 20 000 with 261 columns on 2 loaded CPU cores, so NUTS over
-        :math:`10^6` rows is out of reach there).
+        sampler (each gradient is a pass over all rows, :math:`O(N M^2)`, and NUTS takes
+        thousands of gradients, which puts :math:`10^6` rows out of reach on a few cores).
     num_conditioned_draws : int, default 100
         With ``max_sample_rows``: how many draws (evenly spaced over the chains) are
         conditioned on all rows and mixed in predictions (one pass over the data each;
@@ -230,6 +232,20 @@ class GaBaSRRegressor(  # noqa: D101 (__doc__ is an f-string)
     convergence_ : ConvergenceReport
         Judged on permutation-invariant quantities only (``convergence_vars_``).
     """
+
+    _parameter_constraints: dict = {
+        **_GaBaSRBase._parameter_constraints,
+        "num_warmup": [*_GaBaSRBase._parameter_constraints["num_warmup"], AUTO],
+        "num_samples": [*_GaBaSRBase._parameter_constraints["num_samples"], AUTO],
+        "model": [StrOptions({"auto", "exact", "hsgp", "features"})],
+        "trend_degree": [IntInterval(0, 5, closed="both"), AUTO],
+        "hsgp_boundary": [Interval(numbers.Real, 1.2, 20, closed="both")],
+        "num_map_starts": [IntInterval(1, None, closed="left")],
+        "exact_max_n": [IntInterval(1, None, closed="left")],
+        "chunk_size": [IntInterval(1, None, closed="left")],
+        "max_sample_rows": [None, IntInterval(10, None, closed="left")],
+        "num_conditioned_draws": [IntInterval(1, None, closed="left")],
+    }
 
     def __init__(
         self,
@@ -306,32 +322,13 @@ class GaBaSRRegressor(  # noqa: D101 (__doc__ is an f-string)
         )
 
     def _check_exact_params(self):
-        if self.model not in ("auto", "exact", "hsgp", "features"):
-            raise ValueError(
-                f"model must be 'auto', 'exact', 'hsgp' or 'features', got {self.model!r}"
-            )
         if self.model in ("exact", "hsgp") and (self.sampler_ != "nuts" or self.locally_stationary):
             raise ValueError(
                 f"model={self.model!r} needs sampler='nuts' and "
                 f"locally_stationary=False (got sampler={self.sampler!r}, "
                 f"locally_stationary={self.locally_stationary!r})"
             )
-        td = self.trend_degree
-        if not (isinstance(td, str) and td == "auto") and (
-            isinstance(td, bool) or not isinstance(td, numbers.Integral) or not 0 <= td <= 5
-        ):
-            raise ValueError(f"trend_degree must be 'auto' or an integer in 0..5, got {td!r}")
-        b = self.hsgp_boundary
-        if isinstance(b, bool) or not isinstance(b, numbers.Real) or not 1.2 <= b <= 20:
-            raise ValueError(f"hsgp_boundary must be a number in [1.2, 20], got {b!r}")
-        for name in ("num_map_starts", "exact_max_n", "chunk_size", "num_conditioned_draws"):
-            v = getattr(self, name)
-            if isinstance(v, bool) or not isinstance(v, numbers.Integral) or v < 1:
-                raise ValueError(f"{name} must be an integer >= 1, got {v!r}")
-        m = self.max_sample_rows
-        if m is not None and (isinstance(m, bool) or not isinstance(m, numbers.Integral) or m < 10):
-            raise ValueError(f"max_sample_rows must be None or an integer >= 10, got {m!r}")
-        if m is not None and self.model in ("exact", "hsgp"):
+        if self.max_sample_rows is not None and self.model in ("exact", "hsgp"):
             raise ValueError(
                 "max_sample_rows needs the random-feature model (the spectral-"
                 "mixture GP conditions on all rows); use model='auto' or "
@@ -398,9 +395,9 @@ class GaBaSRRegressor(  # noqa: D101 (__doc__ is an f-string)
 
     def fit(self, X, y):
         """Sample the posterior of the spectral density (weights and noise integrated out)."""
+        X, y = self._validate_fit(X, y, classifier=False)
         self._check_params()
         self._check_exact_params()
-        X, y = self._validate_fit(X, y, classifier=False)
         t0 = time.perf_counter()
         with threadpool_limits(1, user_api="blas"):
             Z, B = self._setup(X)

@@ -8,17 +8,19 @@ density and the saved state. The numerical work lives in those modules; this is 
 
 from __future__ import annotations
 
-import numbers
-
 import jax.numpy as jnp
 import numpy as np
 from sklearn.base import BaseEstimator
+from sklearn.utils._param_validation import StrOptions
 from sklearn.utils.validation import check_is_fitted
 from threadpoolctl import threadpool_limits
 
 from bayeskern import diagnostics
 from bayeskern.estimators.base import (
+    AUTO,
+    SAMPLER_CONSTRAINTS,
     BayesianEstimatorMixin,
+    IntInterval,
     Standardizer,
     flat_draws,
     validate_binary,
@@ -131,9 +133,19 @@ class _GaBaSRBase(BayesianEstimatorMixin, BaseEstimator):
         self.random_state = random_state
 
     # ------------------------------------------------------------------ validation
+    _parameter_constraints: dict = {
+        **SAMPLER_CONSTRAINTS,
+        "sampler": [StrOptions({"auto", "nuts", "gibbs"})],
+        "locally_stationary": ["boolean"],
+        "n_features": [IntInterval(1, None, closed="left")],
+        "n_components": [IntInterval(1, None, closed="left"), AUTO],
+        "mean_function": [StrOptions(set(MEAN_FUNCTIONS))],
+        "input_transform": [StrOptions({"robust", "standard"})],
+        "map_steps": [IntInterval(0, None, closed="left")],
+    }
+
     def _check_params(self):
-        if self.sampler not in ("auto", "nuts", "gibbs"):
-            raise ValueError(f"sampler must be 'auto', 'nuts' or 'gibbs', got {self.sampler!r}")
+        """Check the rules between arguments (each argument alone: ``_parameter_constraints``)."""
         self.sampler_ = self._AUTO_SAMPLER if self.sampler == "auto" else self.sampler
         if self.sampler_ != "gibbs" and self.chain_method == "processes":
             raise ValueError(
@@ -142,40 +154,17 @@ class _GaBaSRBase(BayesianEstimatorMixin, BaseEstimator):
             )
         if self.sampler_ == "gibbs" and self.chain_method in ("vectorized", "parallel"):
             # vmapped LAPACK calls inside the sweep's loops can hang XLA:CPU (jax 0.10.2), and
-            # so did pmapped chains: GaBaSRClassifier(chain_method="parallel") on breast_cancer
-            # sat at 0 % CPU for 10 minutes on 4 CPU devices (2026-11-23)
+            # so can pmapped chains (the process sits idle, never returning)
             raise ValueError(
                 f"chain_method={self.chain_method!r} is not available with the "
                 "Gibbs sampler (factorizations inside its loops, batched or "
                 "pmapped over CPU devices, can hang XLA:CPU); use None or "
                 "'sequential'"
             )
-        for name in ("n_features", "n_components"):
-            v = getattr(self, name)
-            if name == "n_components" and isinstance(v, str) and v == "auto":
-                continue
-            if isinstance(v, bool) or not isinstance(v, numbers.Integral) or v < 1:
-                raise ValueError(f"{name} must be an integer >= 1 or 'auto', got {v!r}")
         if self._n_components_features() > self.n_features:
             raise ValueError(
                 f"n_components ({self.n_components}) must not exceed n_features ({self.n_features})"
             )
-        if self.mean_function not in MEAN_FUNCTIONS:
-            raise ValueError(
-                f"mean_function must be one of {MEAN_FUNCTIONS}, got {self.mean_function!r}"
-            )
-        if self.input_transform not in ("robust", "standard"):
-            raise ValueError(
-                f"input_transform must be 'robust' or 'standard', got {self.input_transform!r}"
-            )
-        if not isinstance(self.locally_stationary, (bool, np.bool_)):
-            raise TypeError(f"locally_stationary must be a bool, got {self.locally_stationary!r}")
-        if (
-            isinstance(self.map_steps, bool)
-            or not isinstance(self.map_steps, numbers.Integral)
-            or self.map_steps < 0
-        ):
-            raise ValueError(f"map_steps must be a non-negative integer, got {self.map_steps!r}")
 
     def _n_components_features(self) -> int:
         """Return the truncation level of the random-feature model (``"auto"``: 4)."""

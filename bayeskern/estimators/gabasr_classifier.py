@@ -20,6 +20,7 @@ from threadpoolctl import threadpool_limits
 from bayeskern.batching import row_slices
 from bayeskern.devices import limit_blas
 from bayeskern.estimators.base import (
+    IntInterval,
     cached_jit,
     check_interval,
     map_draws,
@@ -68,6 +69,11 @@ class GaBaSRClassifier(ClassifierMixin, _GaBaSRBase):  # noqa: D101 (__doc__ is 
     _task = "classification"
     _AUTO_SAMPLER = "gibbs"
 
+    _parameter_constraints: dict = {
+        **_GaBaSRBase._parameter_constraints,
+        "full_bayes_max_n": [IntInterval(1, None, closed="left")],
+    }
+
     def __init__(
         self,
         *,
@@ -107,8 +113,8 @@ class GaBaSRClassifier(ClassifierMixin, _GaBaSRBase):  # noqa: D101 (__doc__ is 
 
     def fit(self, X, y):
         """Sample the posterior of the spectral density and the weights."""
-        self._check_params()
         X, y = self._validate_fit(X, y, classifier=True)
+        self._check_params()
         check_classification_targets(y)  # "Unknown label type: continuous" for float targets
         self.classes_, y01 = validate_binary(y, multiclass_estimator="bk.GPClassifier")
         t0 = time.perf_counter()

@@ -19,6 +19,7 @@ import numpy as np
 from scipy import special, stats
 from sklearn.base import BaseEstimator, ClassifierMixin, RegressorMixin
 from sklearn.utils import check_random_state, check_X_y
+from sklearn.utils._param_validation import StrOptions
 from sklearn.utils.validation import check_is_fitted
 
 from bayeskern import diagnostics
@@ -26,7 +27,10 @@ from bayeskern.batching import batched_map, row_slices
 from bayeskern.blr import Stats, scan_feature_stats
 from bayeskern.devices import limit_blas
 from bayeskern.estimators.base import (
+    AUTO,
+    SAMPLER_CONSTRAINTS,
     BayesianEstimatorMixin,
+    IntInterval,
     JointPredictiveMixin,
     PredictiveRegressorMixin,
     Standardizer,
@@ -56,7 +60,7 @@ from bayeskern.hsgp import (
 from bayeskern.inference import AUTO_BLOCK, find_map, run_nuts
 from bayeskern.inference.pg_basis import run_pg_basis
 from bayeskern.inference.processes import can_start_processes
-from bayeskern.kernels import RBF, get_kernel, name_leaves, term_name
+from bayeskern.kernels import RBF, Kernel, get_kernel, name_leaves, term_name
 from bayeskern.laplace import SOFTMAX_MC_DRAWS, probit_logit
 from bayeskern.linalg import cholesky, triangular_inverse
 from bayeskern.models.gp import (
@@ -163,6 +167,18 @@ class _GPBase(BayesianEstimatorMixin, BaseEstimator):
     #: ``num_samples="auto"``: blocks of draws until converged
     #: (:func:`bayeskern.inference.run_nuts`, :func:`bayeskern.inference.pg_basis.run_pg_basis`)
     _AUTO_COUNTS = True
+    _parameter_constraints: dict = {
+        **SAMPLER_CONSTRAINTS,
+        "num_warmup": [*SAMPLER_CONSTRAINTS["num_warmup"], AUTO],
+        "num_samples": [*SAMPLER_CONSTRAINTS["num_samples"], AUTO],
+        "kernel": [None, Kernel, str],
+        "init": [StrOptions({"map", "prior"})],
+        "dense_mass": ["boolean"],
+        "adapt_mass_matrix": [None, "boolean"],
+        "approximation": [StrOptions({"auto", "exact", "hsgp"})],
+        # a sequence: one count per input column, checked in _check_approximation_params
+        "n_basis": [None, IntInterval(1, None, closed="left"), "array-like"],
+    }
     #: the warm-up that ``num_warmup="auto"`` means: the regressor's default
     AUTO_WARMUP = 200
 
@@ -442,28 +458,18 @@ class _BasisMixin:
 
     # ------------------------------------------------------------ choosing the approximation
     def _check_approximation_params(self):
-        if self.approximation not in ("auto", "exact", "hsgp"):
-            raise ValueError(
-                f"approximation must be 'auto', 'exact' or 'hsgp', got {self.approximation!r}"
-            )
+        # the rest of approximation, n_basis and chunk_size is in _parameter_constraints
         nb = self.n_basis
-        ok = nb is None or (
-            isinstance(nb, (int, np.integer)) and not isinstance(nb, bool) and nb >= 1
-        )
-        if not ok and isinstance(nb, (list, tuple, np.ndarray)):
-            ok = len(nb) > 0 and all(
+        if isinstance(nb, (list, tuple, np.ndarray)) and not (
+            len(nb) > 0
+            and all(
                 isinstance(v, (int, np.integer)) and not isinstance(v, bool) and v >= 1 for v in nb
             )
-        if not ok:
+        ):
             raise ValueError(
                 "n_basis must be None, a positive int or a sequence of positive "
                 f"ints (one per input column), got {nb!r}"
             )
-        cs = getattr(self, "chunk_size", None)
-        if cs is not None and (
-            isinstance(cs, bool) or not isinstance(cs, (int, np.integer)) or cs < 1
-        ):
-            raise ValueError(f"chunk_size must be None or a positive int, got {cs!r}")
 
     def _resolve_approximation(self, kernel, Xs, warn: bool = True) -> str:
         """Return ``"exact"`` or ``"hsgp"`` for ``approximation`` on these data."""
@@ -793,6 +799,11 @@ class GPRegressor(  # noqa: D101 (__doc__ is an f-string)
     basis_checks_ : list of BasisCheck
         With the basis: the posterior mass outside what the basis resolves, per length-scale.
     """
+
+    _parameter_constraints: dict = {
+        **_GPBase._parameter_constraints,
+        "chunk_size": [None, IntInterval(1, None, closed="left")],
+    }
 
     def __init__(
         self,
@@ -1296,6 +1307,11 @@ class GPClassifier(ClassifierMixin, _BasisMixin, _GPBase):  # noqa: D101 (__doc_
     {_SAMPLER_DOC}
     """
 
+    _parameter_constraints: dict = {
+        **_GPBase._parameter_constraints,
+        "inference": [StrOptions({"laplace", "latent"})],
+    }
+
     def __init__(
         self,
         kernel=None,
@@ -1340,8 +1356,6 @@ class GPClassifier(ClassifierMixin, _BasisMixin, _GPBase):  # noqa: D101 (__doc_
 
         With ``inference="latent"``, also the latent function.
         """
-        if self.inference not in ("laplace", "latent"):
-            raise ValueError(f"inference must be 'laplace' or 'latent', got {self.inference!r}")
         X, y = self._validate_fit(X, y, classifier=True)
         self._check_approximation_params()
         self.classes_, y01 = validate_classes(y)

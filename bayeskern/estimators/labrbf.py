@@ -27,16 +27,22 @@ LOO and WAIC work.
 
 from __future__ import annotations
 
+import numbers
+
 import numpy as np
 from scipy import stats
 from scipy.linalg import solve_triangular
 from sklearn.base import BaseEstimator, RegressorMixin
+from sklearn.utils._param_validation import Interval, Options
 from sklearn.utils.validation import check_is_fitted
 
 from bayeskern import blr, diagnostics
 from bayeskern.devices import limit_blas
 from bayeskern.estimators.base import (
+    AUTO,
+    POSITIVE,
     BayesianEstimatorMixin,
+    IntInterval,
     PredictiveRegressorMixin,
     validate_data,
 )
@@ -81,21 +87,19 @@ class LABRBFRegressor(
     :math:`f_1`, so every training row enters it (each row is seen by at least two of the
     three models); the Bayesian last layer is fitted on the *held-out* residuals of the
     blocks (30 % of the rows), each from the model that did not see the row, so the
-    intervals are calibrated. Why: with one model, holding 10 % of the rows out for the
-    intervals cost 0.004-0.03 test R² on airfoil (seeds 0-4: 0.938-0.964 against
-    0.948-0.970 on all rows), and the training of one model is itself noisy (two random
-    seeds on the same rows differed by up to 0.016 R²). Averaging cross-fitted models
-    recovers the rows and damps that noise: airfoil seed 3, single models 0.941-0.952, mean
-    of two 0.954, of three 0.956 (all seeds: ``docs/results/kernel_learners.md``). It costs
-    ``n_estimators`` trainings (about 10 s each on airfoil, 2-core CPU).
+    intervals are calibrated. Why: with one model, the rows held out for the intervals are
+    lost to the fit, and the training of one model is itself noisy (another random seed on
+    the same rows gives another fit). Averaging cross-fitted models recovers the rows and
+    damps that noise (the kernel-learner results page measures both). It costs
+    ``n_estimators`` trainings.
 
     **Stopping rule.** Each model's calibration block also decides, once, whether its trained
     bandwidths are kept or the untrained model (one global bandwidth, ``theta0``/``alpha`` from
     the grid) is used: the trained one is kept unless it has the larger squared error on the
     block. A two-way choice barely biases the block's residuals, so the intervals stay
-    calibrated. Why: on noisy data Algorithm 1 fits the noise; on diabetes (80/20, seeds 0-2)
-    the trained models scored test R² -0.63 to -0.25, the untrained ones 0.30-0.44 (tuned RBF
-    KRR 0.29-0.41). On airfoil and parkinsons the trained models are kept.
+    calibrated. Why: on noisy data Algorithm 1 fits the noise, and the trained bandwidths
+    predict worse than one global bandwidth (the kernel-learner results page shows it on
+    diabetes, and the trained models kept on airfoil and parkinsons).
 
     Parameters
     ----------
@@ -120,13 +124,12 @@ class LABRBFRegressor(
         ``tol``, ``early_stopping``, ``validation_fraction``, ``n_iter_no_change``,
         ``eval_every``, ``dtype``, ``min_bandwidth``), as in ``KernelRidge(kernel_params=...)``.
     n_estimators : int
-        Number of cross-fitted LAB-RBF models averaged for the point prediction (default 2).
+        Number of cross-fitted LAB-RBF models averaged for the point prediction (default 3).
     calibration_fraction : float
         Fraction of the rows in each model's held-out calibration block (default 0.1; the
         blocks together hold ``n_estimators * calibration_fraction`` of the rows). ``0``
         trains every model on every row, as the paper does, and fits the last layer on the
-        training residuals: over-confident (90 % intervals covered 64-71 % of the airfoil
-        test rows).
+        training residuals, which are optimistic: the intervals are too narrow.
     prior_precision : "auto" or float
         :math:`\lambda_0` of the last layer; ``"auto"`` maximises the evidence on a grid.
     a0, b0 : float
@@ -227,33 +230,35 @@ class LABRBFRegressor(
         except TypeError as e:
             raise ValueError(f"kernel_params has an argument LABRBF does not take: {e}") from None
 
+    _parameter_constraints: dict = {
+        "p": [Options(numbers.Integral, {1, 2})],
+        "max_support": [IntInterval(1, None, closed="left"), AUTO],
+        "alpha": [POSITIVE, AUTO],
+        "theta0": [POSITIVE, AUTO],
+        "learning_rate": [POSITIVE],
+        "n_iter_round": [IntInterval(0, None, closed="left")],
+        "n_iter_final": [IntInterval(0, None, closed="left")],
+        "kernel_params": [None, dict],
+        "n_estimators": [IntInterval(1, None, closed="left")],
+        "calibration_fraction": [Interval(numbers.Real, 0, 1, closed="left")],
+        "prior_precision": [POSITIVE, AUTO],
+        "a0": [POSITIVE],
+        "b0": [POSITIVE],
+        "num_samples": [IntInterval(1, None, closed="left")],
+        "num_chains": [IntInterval(1, None, closed="left")],
+        "progress_bar": ["boolean"],
+        "random_state": ["random_state"],
+    }
+
     def _check_bayes_params(self):
-        cf = self.calibration_fraction
-        if not (isinstance(cf, (int, float)) and 0.0 <= cf < 1.0):
-            raise ValueError(f"calibration_fraction must be in [0, 1), got {cf!r}")
-        ne = self.n_estimators
-        if isinstance(ne, bool) or not isinstance(ne, (int, np.integer)) or ne < 1:
-            raise ValueError(f"n_estimators must be an integer >= 1, got {ne!r}")
+        ne, cf = self.n_estimators, self.calibration_fraction
         if ne * cf > 0.5:
             raise ValueError(f"n_estimators * calibration_fraction must be <= 0.5, got {ne} * {cf}")
-        if self.kernel_params is not None and not isinstance(self.kernel_params, dict):
-            raise ValueError(f"kernel_params must be a dict or None, got {self.kernel_params!r}")
-        for name in ("a0", "b0"):
-            v = getattr(self, name)
-            if not (isinstance(v, (int, float)) and np.isfinite(v) and v > 0):
-                raise ValueError(f"{name} must be a finite number > 0, got {v!r}")
-        pp = self.prior_precision
-        if not (isinstance(pp, str) and pp == "auto"):
-            if not (isinstance(pp, (int, float)) and np.isfinite(pp) and pp > 0):
-                raise ValueError(f"prior_precision must be 'auto' or a number > 0, got {pp!r}")
-        for name in ("num_samples", "num_chains"):
-            v = getattr(self, name)
-            if isinstance(v, bool) or not isinstance(v, (int, np.integer)) or v < 1:
-                raise ValueError(f"{name} must be an integer >= 1, got {v!r}")
 
     @limit_blas
     def fit(self, X, y):
         """Train the cross-fitted LAB-RBF models (Algorithm 1) and the Bayesian last layer."""
+        self._validate_params()
         X, y = validate_data(self, X, y, dtype=np.float64, ensure_min_samples=4, y_numeric=True)
         y = np.asarray(y, dtype=float)
         self._check_bayes_params()
@@ -261,7 +266,7 @@ class LABRBFRegressor(
         n, E = len(y), int(self.n_estimators)
         # Disjoint calibration blocks, one per model: each residual of the last layer comes
         # from the model that did not see the row (the residuals of training rows are
-        # optimistic: 90 % intervals covered 64-71 % of the airfoil test rows).
+        # optimistic: intervals from them are too narrow).
         n_cal = int(round(self.calibration_fraction * n))
         perm = np.random.default_rng(seed).permutation(n)
         if self.calibration_fraction > 0 and n_cal >= 2 and n - E * n_cal >= 4:
@@ -281,9 +286,9 @@ class LABRBFRegressor(
 
         # Bayesian last layer on the held-out calibration rows. Without them
         # (calibration_fraction = 0, tiny data) it uses the training rows outside the
-        # support, whose residuals are optimistic (64-71 % coverage of 90 % intervals on
-        # airfoil). (Leave-one-out residuals of the support points, LABRBF.loo_residuals,
-        # were measured too: far too wide, 100 % coverage, the learned kernels are narrow.)
+        # support, whose residuals are optimistic. (Leave-one-out residuals of the support
+        # points, LABRBF.loo_residuals, would be far too wide: the learned kernels are
+        # narrow, so a point left out is predicted badly.)
         self.y_scale_ = float(np.std(y)) if np.std(y) > 0 else 1.0
         if len(blocks[0]):
             rows = np.concatenate(blocks)

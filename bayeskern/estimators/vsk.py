@@ -23,6 +23,8 @@ Campi, Marchetti & Perracchione, *Learning via variably scaled kernels* (2021):
 
 from __future__ import annotations
 
+import numbers
+
 import numpy as np
 from sklearn.base import BaseEstimator, ClassifierMixin, RegressorMixin, TransformerMixin
 from sklearn.feature_selection import SelectFromModel
@@ -32,13 +34,14 @@ from sklearn.naive_bayes import GaussianNB
 from sklearn.preprocessing import MinMaxScaler
 from sklearn.svm import SVC
 from sklearn.utils import check_random_state
+from sklearn.utils._param_validation import Interval, StrOptions
 from sklearn.utils.multiclass import check_classification_targets, type_of_target
 from sklearn.utils.validation import check_is_fitted
 
 from bayeskern.devices import limit_blas
-from bayeskern.estimators.base import validate_binary, validate_data
+from bayeskern.estimators.base import POSITIVE, IntInterval, validate_binary, validate_data
 from bayeskern.kernels.conditioning import condition_number, krn_fit
-from bayeskern.kernels.vsk import VSK, NaiveBayesScaling, make_scaling
+from bayeskern.kernels.vsk import VSK, NaiveBayesScaling, Scaling, make_scaling
 
 __all__ = [
     "VSKClassifier",
@@ -78,12 +81,14 @@ def _binary_classes(y) -> np.ndarray:
     return validate_binary(y)[0]
 
 
-def _check_common(est, kernel_ok=True):
-    if kernel_ok and est.kernel not in _KERNELS:
-        raise ValueError(f"kernel must be one of {_KERNELS}, got {est.kernel!r}")
-    w = est.weight
-    if isinstance(w, bool) or not (np.isscalar(w) and np.isfinite(w) and w >= 0):
-        raise ValueError(f"weight must be a finite number >= 0, got {w!r}")
+#: the arguments VSKClassifier and VSKRegressor share (scikit-learn's constraint format);
+#: ``make_scaling`` checks what a scaling may be
+_VSK_CONSTRAINTS = {
+    "kernel": [StrOptions(set(_KERNELS))],
+    "scaling": [str, Scaling, callable, list],
+    "weight": [Interval(numbers.Real, 0, None, closed="left")],
+}
+_FINITE_NONNEGATIVE = Interval(numbers.Real, 0, None, closed="left")
 
 
 def _scaled_prior(prior_data, d):
@@ -147,6 +152,17 @@ class VSKClassifier(ClassifierMixin, BaseEstimator):
     classes_ : the two class labels; :math:`\psi` is the probability of ``classes_[1]``.
     """
 
+    _parameter_constraints: dict = {
+        **_VSK_CONSTRAINTS,
+        "C": [POSITIVE],
+        "gamma": [POSITIVE, StrOptions({"scale", "auto"})],
+        "prior_data": [None, tuple],
+        "class_weight": [dict, StrOptions({"balanced"}), None],
+        "tol": [POSITIVE],
+        "max_iter": [IntInterval(-1, None, closed="left")],
+        "random_state": ["random_state"],
+    }
+
     def __init__(
         self,
         C: float = 1.0,
@@ -174,11 +190,9 @@ class VSKClassifier(ClassifierMixin, BaseEstimator):
     @limit_blas
     def fit(self, X, y):
         """Learn :math:`\\psi` and the min–max scaling, then the SVC on :math:`\\Psi(X)`."""
+        self._validate_params()
         X, y = validate_data(self, X, y, dtype=np.float64, ensure_min_samples=2)
         self.classes_ = _binary_classes(y)
-        _check_common(self)
-        if isinstance(self.C, bool) or not (np.isscalar(self.C) and self.C > 0):
-            raise ValueError(f"C must be a positive number, got {self.C!r}")
         scaling = make_scaling(self.scaling)
         prior = _scaled_prior(self.prior_data, X.shape[1])
         if prior is not None:
@@ -290,6 +304,14 @@ class VSKRegressor(RegressorMixin, BaseEstimator):
     scaling_ : the fitted scaling function.
     """
 
+    _parameter_constraints: dict = {
+        **_VSK_CONSTRAINTS,
+        "gamma": [POSITIVE],
+        "nu": [_FINITE_NONNEGATIVE],
+        "columns": [None, "array-like"],
+        "normalize": ["boolean"],
+    }
+
     def __init__(
         self,
         gamma: float = 1.0,
@@ -311,15 +333,9 @@ class VSKRegressor(RegressorMixin, BaseEstimator):
     @limit_blas
     def fit(self, X, y):
         """Fit :math:`\\psi`, then the network coefficients."""
+        self._validate_params()
         X, y = validate_data(self, X, y, dtype=np.float64, ensure_min_samples=2, y_numeric=True)
         y = np.asarray(y, dtype=float)
-        _check_common(self)
-        g = self.gamma
-        if isinstance(g, bool) or not (np.isscalar(g) and np.isfinite(g) and g > 0):
-            raise ValueError(f"gamma must be a positive number, got {g!r}")
-        nu = self.nu
-        if isinstance(nu, bool) or not (np.isscalar(nu) and np.isfinite(nu) and nu >= 0):
-            raise ValueError(f"nu must be a finite number >= 0, got {nu!r}")
         self.x_columns_ = VSK(columns=self.columns)._x_columns(X.shape[1])
         self.scaling_ = make_scaling(self.scaling).fit(X, y)
         psi = np.asarray(self.scaling_.transform(X))
@@ -328,7 +344,7 @@ class VSKRegressor(RegressorMixin, BaseEstimator):
         self.X_fit_ = self._augment(X)
         K = self._kernel(self.X_fit_, self.X_fit_)
         self.cond_ = condition_number(K, symmetric=True)
-        self.coef_ = krn_fit(K, y, nu)
+        self.coef_ = krn_fit(K, y, self.nu)
         if not np.all(np.isfinite(self.coef_)):
             raise FloatingPointError(
                 "VSKRegressor: the network coefficients are not finite; raise nu or lower gamma"
@@ -393,6 +409,12 @@ class VSKFeatureExtractor(TransformerMixin, BaseEstimator):
     nb_ : the fitted ``GaussianNB``; ``scaler_`` : the ``MinMaxScaler``.
     """
 
+    _parameter_constraints: dict = {
+        "keep": [None, "array-like"],
+        "n_features": [IntInterval(1, None, closed="left")],
+        "random_state": ["random_state"],
+    }
+
     def __init__(self, keep=None, n_features: int = 2, random_state=None):
         self.keep = keep
         self.n_features = n_features
@@ -401,12 +423,13 @@ class VSKFeatureExtractor(TransformerMixin, BaseEstimator):
     @limit_blas
     def fit(self, X, y):
         """Choose the kept features, fit the scaler and the naive-Bayes classifier."""
+        self._validate_params()
         X, y = validate_data(self, X, y, dtype=np.float64, ensure_min_samples=2)
         check_classification_targets(y)
         d = X.shape[1]
         if self.keep is None:
             n = self.n_features
-            if isinstance(n, bool) or not isinstance(n, (int, np.integer)) or not 1 <= n <= d:
+            if n > d:
                 raise ValueError(
                     f"n_features must be an int in [1, {d}] for X with n_features = {d}, got {n!r}"
                 )
