@@ -388,9 +388,10 @@ def proba_interval(draws: np.ndarray, interval) -> tuple[np.ndarray, np.ndarray]
 
 
 class IntInterval(Interval):
-    """scikit-learn's ``IntInterval(left, right)`` that refuses ``bool``.
+    """scikit-learn's ``Interval(numbers.Integral, left, right)`` that refuses ``bool``.
 
-    ``True`` is an ``int`` in Python but never a count a user means.
+    ``True`` is an ``int`` in Python but never a count a user means. ``IntInterval(1)`` is
+    [1, inf).
     """
 
     def __init__(self, left, right=None, *, closed="left"):
@@ -411,9 +412,9 @@ POSITIVE = Interval(numbers.Real, 0, None, closed="neither")
 #: start of ``fit``); an estimator that lets ``num_warmup`` or ``num_samples`` be ``"auto"``
 #: adds :data:`AUTO` to their lists
 SAMPLER_CONSTRAINTS = {
-    "num_warmup": [IntInterval(0, None, closed="left")],
-    "num_samples": [IntInterval(1, None, closed="left")],
-    "num_chains": [IntInterval(1, None, closed="left")],
+    "num_warmup": [IntInterval(0)],
+    "num_samples": [IntInterval(1)],
+    "num_chains": [IntInterval(1)],
     "chain_method": [None, StrOptions({"parallel", "sequential", "vectorized", "processes"})],
     "target_accept_prob": [Interval(numbers.Real, 0, 1, closed="neither")],
     "progress_bar": ["boolean"],

@@ -44,7 +44,7 @@ def _resolve_gamma(gamma, n_features: int) -> float:
 
 #: the cluster-based kernels' own arguments (scikit-learn's constraint format)
 _CLUSTER_CONSTRAINTS = {
-    "n_clusters": [IntInterval(1, None, closed="left")],
+    "n_clusters": [IntInterval(1)],
     "eps": [Interval(numbers.Real, 0, 1, closed="neither")],
     "normalize": ["boolean"],
     "X_unlabeled": [None, "array-like"],

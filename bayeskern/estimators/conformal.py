@@ -118,9 +118,9 @@ class ConformalKernelClassifier(KernelSVC):
             Options(numbers.Real, {np.inf}),
             AUTO,
         ],
-        "n_expansion": [None, IntInterval(1, None, closed="left")],
+        "n_expansion": [None, IntInterval(1)],
         "eta0": [POSITIVE],
-        "n_iter": [IntInterval(1, None, closed="left")],
+        "n_iter": [IntInterval(1)],
         "random_state": ["random_state"],
     }
 

@@ -240,11 +240,11 @@ class GaBaSRRegressor(  # noqa: D101 (__doc__ is an f-string)
         "model": [StrOptions({"auto", "exact", "hsgp", "features"})],
         "trend_degree": [IntInterval(0, 5, closed="both"), AUTO],
         "hsgp_boundary": [Interval(numbers.Real, 1.2, 20, closed="both")],
-        "num_map_starts": [IntInterval(1, None, closed="left")],
-        "exact_max_n": [IntInterval(1, None, closed="left")],
-        "chunk_size": [IntInterval(1, None, closed="left")],
-        "max_sample_rows": [None, IntInterval(10, None, closed="left")],
-        "num_conditioned_draws": [IntInterval(1, None, closed="left")],
+        "num_map_starts": [IntInterval(1)],
+        "exact_max_n": [IntInterval(1)],
+        "chunk_size": [IntInterval(1)],
+        "max_sample_rows": [None, IntInterval(10)],
+        "num_conditioned_draws": [IntInterval(1)],
     }
 
     def __init__(

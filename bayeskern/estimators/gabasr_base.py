@@ -137,11 +137,11 @@ class _GaBaSRBase(BayesianEstimatorMixin, BaseEstimator):
         **SAMPLER_CONSTRAINTS,
         "sampler": [StrOptions({"auto", "nuts", "gibbs"})],
         "locally_stationary": ["boolean"],
-        "n_features": [IntInterval(1, None, closed="left")],
-        "n_components": [IntInterval(1, None, closed="left"), AUTO],
+        "n_features": [IntInterval(1)],
+        "n_components": [IntInterval(1), AUTO],
         "mean_function": [StrOptions(set(MEAN_FUNCTIONS))],
         "input_transform": [StrOptions({"robust", "standard"})],
-        "map_steps": [IntInterval(0, None, closed="left")],
+        "map_steps": [IntInterval(0)],
     }
 
     def _check_params(self):

@@ -71,7 +71,7 @@ class GaBaSRClassifier(ClassifierMixin, _GaBaSRBase):  # noqa: D101 (__doc__ is 
 
     _parameter_constraints: dict = {
         **_GaBaSRBase._parameter_constraints,
-        "full_bayes_max_n": [IntInterval(1, None, closed="left")],
+        "full_bayes_max_n": [IntInterval(1)],
     }
 
     def __init__(

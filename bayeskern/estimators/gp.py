@@ -177,7 +177,7 @@ class _GPBase(BayesianEstimatorMixin, BaseEstimator):
         "adapt_mass_matrix": [None, "boolean"],
         "approximation": [StrOptions({"auto", "exact", "hsgp"})],
         # a sequence: one count per input column, checked in _check_approximation_params
-        "n_basis": [None, IntInterval(1, None, closed="left"), "array-like"],
+        "n_basis": [None, IntInterval(1), "array-like"],
     }
     #: the warm-up that ``num_warmup="auto"`` means: the regressor's default
     AUTO_WARMUP = 200
@@ -802,7 +802,7 @@ class GPRegressor(  # noqa: D101 (__doc__ is an f-string)
 
     _parameter_constraints: dict = {
         **_GPBase._parameter_constraints,
-        "chunk_size": [None, IntInterval(1, None, closed="left")],
+        "chunk_size": [None, IntInterval(1)],
     }
 
     def __init__(

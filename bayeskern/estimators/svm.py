@@ -38,7 +38,7 @@ SVC_CONSTRAINTS = {
     "class_weight": [dict, StrOptions({"balanced"}), None],
     "probability": ["boolean"],
     "tol": [POSITIVE],
-    "max_iter": [IntInterval(-1, None, closed="left")],
+    "max_iter": [IntInterval(-1)],
 }
 
 

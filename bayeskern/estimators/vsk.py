@@ -159,7 +159,7 @@ class VSKClassifier(ClassifierMixin, BaseEstimator):
         "prior_data": [None, tuple],
         "class_weight": [dict, StrOptions({"balanced"}), None],
         "tol": [POSITIVE],
-        "max_iter": [IntInterval(-1, None, closed="left")],
+        "max_iter": [IntInterval(-1)],
         "random_state": ["random_state"],
     }
 
@@ -411,7 +411,7 @@ class VSKFeatureExtractor(TransformerMixin, BaseEstimator):
 
     _parameter_constraints: dict = {
         "keep": [None, "array-like"],
-        "n_features": [IntInterval(1, None, closed="left")],
+        "n_features": [IntInterval(1)],
         "random_state": ["random_state"],
     }
 
