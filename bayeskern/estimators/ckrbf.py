@@ -18,7 +18,6 @@ import numbers
 import numpy as np
 from sklearn.base import BaseEstimator, ClassifierMixin
 from sklearn.cluster import KMeans
-from sklearn.svm import SVC
 from sklearn.utils._param_validation import Interval, StrOptions
 from sklearn.utils.metaestimators import available_if
 from sklearn.utils.multiclass import check_classification_targets
@@ -96,10 +95,10 @@ class CkRBFClassifier(KernelSVC):
         3-fold stratified CV accuracy of this SVM on the training data (ties to the value
         nearest 1/d); the partition and the γ-free factors are computed once per fold (the
         γ-conversion of Czarnecki & Tabor 2014), so it costs 15 small SVM fits and 3
-        clusterings. Why: with the fixed 1/d, ``CkRBFClassifier()`` scored 0.766 on Pima
-        (stratified 10-fold, [0, 1] scaling, seeds 0-4) against 0.769 for scikit-learn's
-        ``SVC()``; with ``"auto"`` 0.775 (``docs/results/kernel_learners.md``). Numeric values
-        are what a ``GridSearchCV`` over ``{"C": [...], "gamma": [...]}`` passes.
+        clusterings. Why: the typical within-cell exponent depends on the data, and with the
+        fixed 1/d the classifier fell behind scikit-learn's ``SVC()`` on Pima (the
+        kernel-learner results page has the numbers). Numeric values are what a
+        ``GridSearchCV`` over ``{"C": [...], "gamma": [...]}`` passes.
     n_clusters : int, default 2
         Number of cells :math:`k` (:math:`C_2\mathrm{RBF}` is the paper's recommendation).
     partition : {"kmeans", "gmm", "dpgmm"}, default "kmeans"
@@ -182,21 +181,6 @@ class CkRBFClassifier(KernelSVC):
             X_unlabeled=_check_unlabeled(self.X_unlabeled, self.n_features_in_),
             random_state=self.random_state,
         )
-
-    def _svc(self) -> SVC:
-        # scikit-learn 1.9 deprecates SVC's ``probability`` and warns whenever it is passed,
-        # even as False (KernelSVC._svc always passes it); pass it only when requested
-        params = dict(
-            C=self.C,
-            kernel="precomputed",
-            class_weight=self.class_weight,
-            tol=self.tol,
-            max_iter=self.max_iter,
-            random_state=self.random_state,
-        )
-        if self.probability:
-            params["probability"] = True
-        return SVC(**params)
 
     @limit_blas
     def fit(self, X, y):

@@ -12,7 +12,6 @@ from __future__ import annotations
 import numbers
 
 import numpy as np
-from sklearn.svm import SVC
 from sklearn.utils._param_validation import Interval, Options, StrOptions
 from sklearn.utils.metaestimators import available_if
 from sklearn.utils.multiclass import check_classification_targets
@@ -163,20 +162,6 @@ class ConformalKernelClassifier(KernelSVC):
                 return 1.0 / (X.shape[1] * var) if var > 0 else 1.0
             return 1.0 / X.shape[1]
         return float(value)
-
-    def _svc(self) -> SVC:
-        # SVC warns that `probability` is deprecated (scikit-learn 1.9) even when it is False:
-        # pass it only when it is asked for
-        kw = {"probability": True} if self.probability else {}
-        return SVC(
-            C=self.C,
-            kernel="precomputed",
-            class_weight=self.class_weight,
-            tol=self.tol,
-            max_iter=self.max_iter,
-            random_state=self.random_state,
-            **kw,
-        )
 
     def _make_kernel(self, mu=None) -> Conformal:
         # SVC's exp(-gamma |x - z|^2) is the RBF with lengthscale 1/sqrt(2 gamma)
