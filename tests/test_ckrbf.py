@@ -336,7 +336,7 @@ def test_classifier_bad_parameters():
         CkRBFClassifier(partition="dbscan").fit(X, y)
     with pytest.raises(ValueError, match="X_unlabeled must have shape"):
         CkRBFClassifier(X_unlabeled=np.zeros((5, 3))).fit(X, y)
-    with pytest.raises(ValueError, match="C must be"):
+    with pytest.raises(ValueError, match="'C' parameter of CkRBFClassifier must be"):
         CkRBFClassifier(C=0).fit(X, y)
     with pytest.raises(ValueError, match="n_clusters"):
         MkRBFClassifier(n_clusters=0).fit(X, y)

@@ -210,7 +210,7 @@ def test_auto_picks_the_basis_form_for_many_rows_in_few_columns():
         est.fit(X4, X4[:, 0])
     with pytest.raises(ValueError, match="hsgp_boundary"):
         GaBaSRRegressor(hsgp_boundary=1.0).fit(x[:20, None], y[:20])
-    with pytest.raises(ValueError, match="model must be"):
+    with pytest.raises(ValueError, match="'model' parameter of GaBaSRRegressor must be"):
         GaBaSRRegressor(model="basis").fit(x[:20, None], y[:20])
 
 

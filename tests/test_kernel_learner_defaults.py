@@ -85,7 +85,7 @@ def test_conformal_defaults_adapt_to_the_data():
     # a numeric mu skips the search; inf is the base kernel (q = 1)
     base = bk.ConformalKernelClassifier(mu=float("inf"), random_state=0).fit(Xs, y)
     assert base.mu_scores_ == {} and np.allclose(base.conformal_factor(Xs), 1.0)
-    with pytest.raises(ValueError, match="mu must be 'auto'"):
+    with pytest.raises(ValueError, match="'mu' parameter of ConformalKernelClassifier must be"):
         bk.ConformalKernelClassifier(mu="best").fit(Xs, y)
 
 

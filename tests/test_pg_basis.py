@@ -202,7 +202,7 @@ def test_basis_route_refuses_what_it_cannot_do():
         bk.GPClassifier(approximation="hsgp", **QUICK).fit(X, y3)
     with pytest.raises(ValueError, match="approximation='hsgp' handles two classes"):
         bk.GPClassifier(approximation="hsgp", inference="latent", **QUICK).fit(X, y)
-    with pytest.raises(ValueError, match="approximation must be"):
+    with pytest.raises(ValueError, match="'approximation' parameter of GPClassifier must be"):
         bk.GPClassifier(approximation="basis").fit(X, y)
     with pytest.raises(ValueError, match="n_basis"):
         bk.GPClassifier(approximation="hsgp", n_basis=0).fit(X, y)

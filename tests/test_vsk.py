@@ -396,9 +396,9 @@ def test_svm_vsk_prior_data_and_string_labels():
 def test_classifier_bad_input():
     X, y = _data(n=30)
     for kw, msg in (
-        ({"kernel": "poly"}, "kernel must be"),
+        ({"kernel": "poly"}, "'kernel' parameter of VSKClassifier must be"),
         ({"weight": -1.0}, "weight"),
-        ({"C": 0.0}, "C must be"),
+        ({"C": 0.0}, "'C' parameter of VSKClassifier must be"),
         ({"scaling": "magic"}, "unknown scaling"),
     ):
         with pytest.raises(ValueError, match=msg):

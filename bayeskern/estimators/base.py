@@ -29,7 +29,7 @@ from sklearn.utils.validation import validate_data as _sk_validate_data
 
 from bayeskern import diagnostics
 from bayeskern.batching import batched_map, pad_rows
-from bayeskern.inference import check_sampler_counts
+from bayeskern.estimators.params import SAMPLER_CONSTRAINTS
 from bayeskern.predictive import draw_seed, row_uniforms
 from bayeskern.programs import shared_jit
 
@@ -193,10 +193,9 @@ def map_draws(fn, draws: dict, *args, batch_size: int = 1):
     shapes do not compile again.
 
     ``batch_size`` stays 1 for bodies with linear algebra: batches of draws put batched
-    LAPACK calls (Cholesky, triangular solves) inside ``lax.map``'s loop, and that blocks
-    forever in XLA:CPU (jax 0.10.2), with or without a remainder batch (the GP's
-    leave-one-out body in batches of 16 hangs, one draw at a time does not;
-    ``tests/test_batched_map.py``).
+    LAPACK calls (Cholesky, triangular solves) inside ``lax.map``'s loop, and that can
+    block forever in XLA:CPU, with or without a remainder batch, where one draw at a time
+    does not (``tests/test_batched_map.py``).
     """
     jdraws = {k: jnp.asarray(v) for k, v in draws.items()}
     n = jax.tree_util.tree_leaves(jdraws)[0].shape[0]
@@ -391,6 +390,8 @@ class BayesianEstimatorMixin:
     """Common behaviour of the NUTS-based estimators (sampler settings, validation, save)."""
 
     # ------------------------------------------------------------------ validation
+    #: the sampler arguments; each estimator adds its own (scikit-learn's format)
+    _parameter_constraints: dict = dict(SAMPLER_CONSTRAINTS)
     #: whether ``num_warmup`` and ``num_samples`` may be ``"auto"``
     _AUTO_COUNTS = False
 
@@ -398,9 +399,6 @@ class BayesianEstimatorMixin:
         # a new fit starts a new cache (compiled maps, prediction factors, the last
         # predictive): nothing computed for an earlier fit is kept
         self._cache = {}
-        check_sampler_counts(
-            self.num_warmup, self.num_samples, self.num_chains, auto=self._AUTO_COUNTS
-        )
         X, y = validate_data(
             self, X, y, dtype=np.float64, ensure_min_samples=2, y_numeric=not classifier
         )

@@ -16,9 +16,10 @@ from __future__ import annotations
 import numbers
 
 import numpy as np
-from sklearn.base import BaseEstimator, ClassifierMixin
+from sklearn.base import BaseEstimator, ClassifierMixin, _fit_context
 from sklearn.cluster import KMeans
 from sklearn.svm import SVC
+from sklearn.utils._param_validation import StrOptions
 from sklearn.utils.metaestimators import available_if
 from sklearn.utils.multiclass import check_classification_targets
 from sklearn.utils.validation import check_is_fitted
@@ -26,6 +27,7 @@ from threadpoolctl import threadpool_limits
 
 from bayeskern.devices import limit_blas
 from bayeskern.estimators.base import validate_data
+from bayeskern.estimators.params import NumberInterval, count, positive
 from bayeskern.estimators.svm import KernelSVC
 from bayeskern.kernels.ckrbf import PARTITIONS, CkRBF
 
@@ -36,17 +38,9 @@ __all__ = ["CkRBFClassifier", "MkRBFClassifier", "loo_against_baselines", "GAMMA
 GAMMA_FACTORS = (0.25, 0.5, 1.0, 2.0, 4.0)
 
 
-def _resolve_gamma(gamma, n_features: int, allow_auto: bool = False) -> float:
-    if isinstance(gamma, str):
-        if gamma not in (("scale", "auto") if allow_auto else ("scale",)):
-            raise ValueError(
-                f"gamma must be {'auto, ' if allow_auto else ''}'scale' or a "
-                f"positive number, got {gamma!r}"
-            )
-        return 1.0 / n_features
-    if not (isinstance(gamma, numbers.Real) and np.isfinite(gamma) and gamma > 0):
-        raise ValueError(f"gamma must be 'auto', 'scale' or a positive number, got {gamma!r}")
-    return float(gamma)
+def _resolve_gamma(gamma, n_features: int) -> float:
+    """Return ``gamma`` as a number: ``1/d`` for ``"scale"`` (and as the start of ``"auto"``)."""
+    return 1.0 / n_features if isinstance(gamma, str) else float(gamma)
 
 
 def _check_unlabeled(X_unlabeled, n_features: int):
@@ -129,6 +123,18 @@ class CkRBFClassifier(KernelSVC):
     classes_, X_fit_, n_features_in_
     """
 
+    _parameter_constraints: dict = {
+        **KernelSVC._SVC_CONSTRAINTS,
+        "gamma": [positive(), StrOptions({"auto", "scale"})],
+        "n_clusters": [count(1)],
+        "partition": [StrOptions(set(PARTITIONS))],
+        "radial": ["boolean"],
+        "eps": [NumberInterval(numbers.Real, 0, 1, closed="neither")],
+        "normalize": ["boolean"],
+        "X_unlabeled": ["array-like", None],
+        "random_state": ["random_state"],
+    }
+
     def __init__(
         self,
         C: float = 1.0,
@@ -188,17 +194,14 @@ class CkRBFClassifier(KernelSVC):
         return SVC(**params)
 
     @limit_blas
+    @_fit_context(prefer_skip_nested_validation=True)
     def fit(self, X, y):
         """Partition ``X`` (and ``X_unlabeled``), build the Gram matrix, fit the SVC."""
-        if self.partition not in PARTITIONS:
-            raise ValueError(f"partition must be one of {PARTITIONS}, got {self.partition!r}")
         X, y = validate_data(self, X, y, dtype=np.float64, ensure_min_samples=2)
         check_classification_targets(y)
-        self.gamma_ = _resolve_gamma(self.gamma, X.shape[1], allow_auto=True)
+        self.gamma_ = _resolve_gamma(self.gamma, X.shape[1])
         self.gamma_scores_ = {}
         if isinstance(self.gamma, str) and self.gamma == "auto":
-            if not (np.isscalar(self.C) and self.C > 0):
-                raise ValueError(f"C must be a positive number, got {self.C!r}")
             self.gamma_, self.gamma_scores_ = self._select_gamma(X, y)
         names = getattr(self, "feature_names_in_", None)  # validate_data on the array drops them
         super().fit(X, y)
@@ -299,6 +302,16 @@ class MkRBFClassifier(ClassifierMixin, BaseEstimator):
     classes_, n_features_in_
     """
 
+    _parameter_constraints: dict = {
+        "C": [positive()],
+        "gamma": [positive(), StrOptions({"scale"})],
+        "n_clusters": [count(1)],
+        "eps": [NumberInterval(numbers.Real, 0, 1, closed="neither")],
+        "normalize": ["boolean"],
+        "X_unlabeled": ["array-like", None],
+        "random_state": ["random_state"],
+    }
+
     def __init__(
         self,
         C: float = 1.0,
@@ -318,14 +331,11 @@ class MkRBFClassifier(ClassifierMixin, BaseEstimator):
         self.random_state = random_state
 
     @limit_blas
+    @_fit_context(prefer_skip_nested_validation=True)
     def fit(self, X, y):
         """Cluster ``X`` (and ``X_unlabeled``), then fit one SVM per cluster."""
         X, y = validate_data(self, X, y, dtype=np.float64, ensure_min_samples=2)
         check_classification_targets(y)
-        if not isinstance(self.n_clusters, numbers.Integral) or self.n_clusters < 1:
-            raise ValueError(f"n_clusters must be a positive integer, got {self.n_clusters!r}")
-        if not (isinstance(self.C, numbers.Real) and self.C > 0):
-            raise ValueError(f"C must be a positive number, got {self.C!r}")
         gamma = _resolve_gamma(self.gamma, self.n_features_in_)
         U = _check_unlabeled(self.X_unlabeled, self.n_features_in_)
         Xall = X if U is None else np.vstack([X, U])

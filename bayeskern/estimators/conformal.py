@@ -12,13 +12,16 @@ from __future__ import annotations
 import numbers
 
 import numpy as np
+from sklearn.base import _fit_context
 from sklearn.svm import SVC
+from sklearn.utils._param_validation import StrOptions
 from sklearn.utils.metaestimators import available_if
 from sklearn.utils.multiclass import check_classification_targets
 from sklearn.utils.validation import check_is_fitted
 
 from bayeskern.devices import limit_blas
 from bayeskern.estimators.base import validate_data
+from bayeskern.estimators.params import NumberInterval, count, positive
 from bayeskern.estimators.svm import KernelSVC, kernel_gram
 from bayeskern.kernels import name_leaves
 from bayeskern.kernels.conformal import Conformal, SquaredExponential, check_class_labels
@@ -63,9 +66,7 @@ class ConformalKernelClassifier(KernelSVC):
         features. ``None`` uses ``gamma`` (the setup of Gu 2021: both kernels share
         :math:`\gamma`); then a user's grid value such as :math:`\gamma = 0.1` on 30
         standardized features makes :math:`K_1(x, e_j) \approx e^{-6}` for every pair but
-        :math:`x = e_j`, :math:`q` spikes at its own expansion points and the SVM overfits
-        (measured: WDBC mean accuracy 0.960 against 0.968 with ``"scale"``, stratified
-        70/30, seeds 0-4, the grid below).
+        :math:`x = e_j`, :math:`q` spikes at its own expansion points and the SVM overfits.
     optimizer : {"eigen", "gradient"}
         Generalized eigenproblem (eq. 63) or the gradient ascent of Gu (2021, Algorithm 1).
     mu : "auto" or float
@@ -74,10 +75,9 @@ class ConformalKernelClassifier(KernelSVC):
         Default ``"auto"``: chosen from :data:`MU_CANDIDATES` = (1e-3, 1e-1, inf) by 3-fold
         stratified CV accuracy of this SVM on the training data (ties to the learned kernel).
         Why: the Fisher-optimal :math:`q` has one coefficient per expansion point and can
-        overfit noisy classes (Pima, fixed ``mu=1e-3``: mean accuracy 0.728 against 0.758 for
-        the RBF SVC); the internal CV falls back to the base kernel where the learned one
-        does not help (Pima 0.749). Choosing ``mu`` by the held-out Fisher ratio instead was
-        measured too and did worse (WDBC 0.960, Pima 0.749). Cost: 9 extra kernel + SVC fits.
+        overfit noisy classes (then it does worse than the RBF SVC); the internal CV falls
+        back to the base kernel where the learned one does not help. Choosing ``mu`` by the
+        held-out Fisher ratio instead does worse. Cost: 9 extra kernel + SVC fits.
     n_expansion : int or None
         Number of expansion points of :math:`q`, subsampled from the training points
         (``None``: all, as in Gu 2021; set it for large ``N``: the cost is
@@ -101,6 +101,19 @@ class ConformalKernelClassifier(KernelSVC):
     n_iter_ : iterations of the SVC solver (the largest over its binary problems).
     classes_ : class labels.
     """
+
+    _parameter_constraints: dict = {
+        **KernelSVC._SVC_CONSTRAINTS,
+        "gamma": [positive(), StrOptions({"scale", "auto"})],
+        "gamma1": [positive(), StrOptions({"scale", "auto"}), None],
+        "optimizer": [StrOptions({"eigen", "gradient"})],
+        # inf: the base kernel (q = 1)
+        "mu": [NumberInterval(numbers.Real, 0, None, closed="both"), StrOptions({"auto"})],
+        "n_expansion": [count(1), None],
+        "eta0": [positive()],
+        "n_iter": [count(1)],
+        "random_state": ["random_state"],
+    }
 
     def __init__(
         self,
@@ -133,17 +146,14 @@ class ConformalKernelClassifier(KernelSVC):
         self.random_state = random_state
 
     @staticmethod
-    def _resolve_gamma(value, X, name: str) -> float:
+    def _resolve_gamma(value, X) -> float:
+        """Return ``gamma`` or ``gamma1`` as a number (``"scale"`` and ``"auto"`` as SVC's)."""
         if isinstance(value, str):
             if value == "scale":
                 var = X.var()
                 return 1.0 / (X.shape[1] * var) if var > 0 else 1.0
-            if value == "auto":
-                return 1.0 / X.shape[1]
-            raise ValueError(f"{name} must be a positive float, 'scale' or 'auto', got {value!r}")
-        if isinstance(value, numbers.Real) and not isinstance(value, bool) and value > 0:
-            return float(value)
-        raise ValueError(f"{name} must be a positive float, 'scale' or 'auto', got {value!r}")
+            return 1.0 / X.shape[1]
+        return float(value)
 
     def _svc(self) -> SVC:
         # SVC warns that `probability` is deprecated (scikit-learn 1.9) even when it is False:
@@ -174,20 +184,15 @@ class ConformalKernelClassifier(KernelSVC):
         )
 
     @limit_blas
+    @_fit_context(prefer_skip_nested_validation=True)
     def fit(self, X, y):
         """Learn the conformal factor on ``(X, y)``, then the SVC on :math:`K = QK_0Q`."""
         X, y = validate_data(self, X, y, dtype=np.float64, ensure_min_samples=2)
         check_classification_targets(y)
         check_class_labels(y, X.shape[0])
-        self.gamma_ = self._resolve_gamma(self.gamma, X, "gamma")
-        self.gamma1_ = (
-            self.gamma_ if self.gamma1 is None else self._resolve_gamma(self.gamma1, X, "gamma1")
-        )
-        if not (np.isscalar(self.C) and self.C > 0):
-            raise ValueError(f"C must be a positive number, got {self.C!r}")
+        self.gamma_ = self._resolve_gamma(self.gamma, X)
+        self.gamma1_ = self.gamma_ if self.gamma1 is None else self._resolve_gamma(self.gamma1, X)
         if isinstance(self.mu, str):
-            if self.mu != "auto":
-                raise ValueError(f"mu must be 'auto' or a non-negative number, got {self.mu!r}")
             self.mu_, self.mu_scores_ = self._select_mu(X, y)
         else:
             self.mu_, self.mu_scores_ = self.mu, {}

@@ -48,7 +48,8 @@ import warnings
 import jax
 import jax.numpy as jnp
 import numpy as np
-from sklearn.base import RegressorMixin
+from sklearn.base import RegressorMixin, _fit_context
+from sklearn.utils._param_validation import StrOptions
 from threadpoolctl import threadpool_limits
 
 from bayeskern import diagnostics
@@ -64,6 +65,7 @@ from bayeskern.estimators.base import (
 from bayeskern.estimators.gabasr_base import PARAMS_DOC, _GaBaSRBase
 from bayeskern.estimators.gabasr_classifier import GaBaSRClassifier
 from bayeskern.estimators.gp import FACTOR_CACHE_BYTES, loo_rows
+from bayeskern.estimators.params import AUTO_COUNT_CONSTRAINTS, NumberInterval, count
 from bayeskern.inference import run_nuts
 from bayeskern.inference.gibbs_predict import predict_regression, regression_posteriors
 from bayeskern.linalg import cholesky, gaussian_conditional
@@ -185,9 +187,8 @@ class GaBaSRRegressor(  # noqa: D101 (__doc__ is an f-string)
         posterior: the spectral parameters see the subset only (their posterior is wider
         than the full-data one), the function values see every row. Forces the features
         model; no pointwise log-likelihood group is stored. ``None``: every row enters the
-        sampler (each gradient is a pass over all rows, :math:`O(N M^2)`: measured 0.5 s
-        per gradient at N = 20 000 with 261 columns on 2 loaded CPU cores, so NUTS over
-        :math:`10^6` rows is out of reach there).
+        sampler (each gradient is a pass over all rows, :math:`O(N M^2)`, so NUTS over
+        millions of rows is out of reach on a CPU).
     num_conditioned_draws : int, default 100
         With ``max_sample_rows``: how many draws (evenly spaced over the chains) are
         conditioned on all rows and mixed in predictions (one pass over the data each;
@@ -230,6 +231,19 @@ class GaBaSRRegressor(  # noqa: D101 (__doc__ is an f-string)
     convergence_ : ConvergenceReport
         Judged on permutation-invariant quantities only (``convergence_vars_``).
     """
+
+    _parameter_constraints: dict = {
+        **_GaBaSRBase._parameter_constraints,
+        **AUTO_COUNT_CONSTRAINTS,
+        "model": [StrOptions({"auto", "exact", "hsgp", "features"})],
+        "trend_degree": [count(0, 5), StrOptions({"auto"})],
+        "num_map_starts": [count(1)],
+        "exact_max_n": [count(1)],
+        "hsgp_boundary": [NumberInterval(numbers.Real, 1.2, 20, closed="both")],
+        "chunk_size": [count(1)],
+        "max_sample_rows": [count(10), None],
+        "num_conditioned_draws": [count(1)],
+    }
 
     def __init__(
         self,
@@ -306,32 +320,14 @@ class GaBaSRRegressor(  # noqa: D101 (__doc__ is an f-string)
         )
 
     def _check_exact_params(self):
-        if self.model not in ("auto", "exact", "hsgp", "features"):
-            raise ValueError(
-                f"model must be 'auto', 'exact', 'hsgp' or 'features', got {self.model!r}"
-            )
+        """Refuse the combinations of arguments the spectral-mixture GP cannot fit."""
         if self.model in ("exact", "hsgp") and (self.sampler_ != "nuts" or self.locally_stationary):
             raise ValueError(
                 f"model={self.model!r} needs sampler='nuts' and "
                 f"locally_stationary=False (got sampler={self.sampler!r}, "
                 f"locally_stationary={self.locally_stationary!r})"
             )
-        td = self.trend_degree
-        if not (isinstance(td, str) and td == "auto") and (
-            isinstance(td, bool) or not isinstance(td, numbers.Integral) or not 0 <= td <= 5
-        ):
-            raise ValueError(f"trend_degree must be 'auto' or an integer in 0..5, got {td!r}")
-        b = self.hsgp_boundary
-        if isinstance(b, bool) or not isinstance(b, numbers.Real) or not 1.2 <= b <= 20:
-            raise ValueError(f"hsgp_boundary must be a number in [1.2, 20], got {b!r}")
-        for name in ("num_map_starts", "exact_max_n", "chunk_size", "num_conditioned_draws"):
-            v = getattr(self, name)
-            if isinstance(v, bool) or not isinstance(v, numbers.Integral) or v < 1:
-                raise ValueError(f"{name} must be an integer >= 1, got {v!r}")
-        m = self.max_sample_rows
-        if m is not None and (isinstance(m, bool) or not isinstance(m, numbers.Integral) or m < 10):
-            raise ValueError(f"max_sample_rows must be None or an integer >= 10, got {m!r}")
-        if m is not None and self.model in ("exact", "hsgp"):
+        if self.max_sample_rows is not None and self.model in ("exact", "hsgp"):
             raise ValueError(
                 "max_sample_rows needs the random-feature model (the spectral-"
                 "mixture GP conditions on all rows); use model='auto' or "
@@ -396,6 +392,7 @@ class GaBaSRRegressor(  # noqa: D101 (__doc__ is an f-string)
         rng = np.random.default_rng(self._seed())
         return np.sort(rng.choice(n, self.max_sample_rows, replace=False))
 
+    @_fit_context(prefer_skip_nested_validation=True)
     def fit(self, X, y):
         """Sample the posterior of the spectral density (weights and noise integrated out)."""
         self._check_params()

@@ -8,11 +8,10 @@ density and the saved state. The numerical work lives in those modules; this is 
 
 from __future__ import annotations
 
-import numbers
-
 import jax.numpy as jnp
 import numpy as np
 from sklearn.base import BaseEstimator
+from sklearn.utils._param_validation import StrOptions
 from sklearn.utils.validation import check_is_fitted
 from threadpoolctl import threadpool_limits
 
@@ -23,6 +22,7 @@ from bayeskern.estimators.base import (
     flat_draws,
     validate_binary,
 )
+from bayeskern.estimators.params import count
 from bayeskern.hsgp import Basis
 from bayeskern.inference import as_key
 from bayeskern.inference.gabasr_gibbs import GibbsPrior, gibbs_sample
@@ -97,6 +97,17 @@ class _GaBaSRBase(BayesianEstimatorMixin, BaseEstimator):
     #: what ``sampler="auto"`` resolves to (``sampler_``)
     _AUTO_SAMPLER = "nuts"
 
+    _parameter_constraints: dict = {
+        **BayesianEstimatorMixin._parameter_constraints,
+        "sampler": [StrOptions({"auto", "nuts", "gibbs"})],
+        "locally_stationary": ["boolean"],
+        "n_features": [count(1)],
+        "n_components": [count(1), StrOptions({"auto"})],
+        "mean_function": [StrOptions(set(MEAN_FUNCTIONS))],
+        "input_transform": [StrOptions({"robust", "standard"})],
+        "map_steps": [count(0)],
+    }
+
     def __init__(
         self,
         *,
@@ -132,8 +143,7 @@ class _GaBaSRBase(BayesianEstimatorMixin, BaseEstimator):
 
     # ------------------------------------------------------------------ validation
     def _check_params(self):
-        if self.sampler not in ("auto", "nuts", "gibbs"):
-            raise ValueError(f"sampler must be 'auto', 'nuts' or 'gibbs', got {self.sampler!r}")
+        """Resolve ``sampler_``; refuse what no single constraint can say."""
         self.sampler_ = self._AUTO_SAMPLER if self.sampler == "auto" else self.sampler
         if self.sampler_ != "gibbs" and self.chain_method == "processes":
             raise ValueError(
@@ -141,41 +151,18 @@ class _GaBaSRBase(BayesianEstimatorMixin, BaseEstimator):
                 "process (None, 'parallel', 'vectorized' or 'sequential')"
             )
         if self.sampler_ == "gibbs" and self.chain_method in ("vectorized", "parallel"):
-            # vmapped LAPACK calls inside the sweep's loops can hang XLA:CPU (jax 0.10.2), and
-            # so did pmapped chains: GaBaSRClassifier(chain_method="parallel") on breast_cancer
-            # sat at 0 % CPU for 10 minutes on 4 CPU devices (2026-11-23)
+            # vmapped LAPACK calls inside the sweep's loops can hang XLA:CPU, and pmapped
+            # chains can stall on CPU devices
             raise ValueError(
                 f"chain_method={self.chain_method!r} is not available with the "
                 "Gibbs sampler (factorizations inside its loops, batched or "
                 "pmapped over CPU devices, can hang XLA:CPU); use None or "
                 "'sequential'"
             )
-        for name in ("n_features", "n_components"):
-            v = getattr(self, name)
-            if name == "n_components" and isinstance(v, str) and v == "auto":
-                continue
-            if isinstance(v, bool) or not isinstance(v, numbers.Integral) or v < 1:
-                raise ValueError(f"{name} must be an integer >= 1 or 'auto', got {v!r}")
         if self._n_components_features() > self.n_features:
             raise ValueError(
                 f"n_components ({self.n_components}) must not exceed n_features ({self.n_features})"
             )
-        if self.mean_function not in MEAN_FUNCTIONS:
-            raise ValueError(
-                f"mean_function must be one of {MEAN_FUNCTIONS}, got {self.mean_function!r}"
-            )
-        if self.input_transform not in ("robust", "standard"):
-            raise ValueError(
-                f"input_transform must be 'robust' or 'standard', got {self.input_transform!r}"
-            )
-        if not isinstance(self.locally_stationary, (bool, np.bool_)):
-            raise TypeError(f"locally_stationary must be a bool, got {self.locally_stationary!r}")
-        if (
-            isinstance(self.map_steps, bool)
-            or not isinstance(self.map_steps, numbers.Integral)
-            or self.map_steps < 0
-        ):
-            raise ValueError(f"map_steps must be a non-negative integer, got {self.map_steps!r}")
 
     def _n_components_features(self) -> int:
         """Return the truncation level of the random-feature model (``"auto"``: 4)."""

@@ -7,13 +7,14 @@ describes both estimators and re-exports this one.
 
 from __future__ import annotations
 
+import numbers
 import time
 
 import jax
 import jax.numpy as jnp
 import numpy as np
 from scipy import stats
-from sklearn.base import ClassifierMixin
+from sklearn.base import ClassifierMixin, _fit_context
 from sklearn.utils.multiclass import check_classification_targets
 from threadpoolctl import threadpool_limits
 
@@ -27,6 +28,7 @@ from bayeskern.estimators.base import (
     validate_binary,
 )
 from bayeskern.estimators.gabasr_base import PARAMS_DOC, _GaBaSRBase
+from bayeskern.estimators.params import NumberInterval
 from bayeskern.inference.gibbs_predict import predict_proba
 from bayeskern.models import gabasr as G
 from bayeskern.models.gabasr_setup import add_mixture_weights, classification_initial_values
@@ -68,6 +70,11 @@ class GaBaSRClassifier(ClassifierMixin, _GaBaSRBase):  # noqa: D101 (__doc__ is 
     _task = "classification"
     _AUTO_SAMPLER = "gibbs"
 
+    _parameter_constraints: dict = {
+        **_GaBaSRBase._parameter_constraints,
+        "full_bayes_max_n": [NumberInterval(numbers.Real, 0, None, closed="left")],
+    }
+
     def __init__(
         self,
         *,
@@ -105,6 +112,7 @@ class GaBaSRClassifier(ClassifierMixin, _GaBaSRBase):  # noqa: D101 (__doc__ is 
         )
         self.full_bayes_max_n = full_bayes_max_n
 
+    @_fit_context(prefer_skip_nested_validation=True)
     def fit(self, X, y):
         """Sample the posterior of the spectral density and the weights."""
         self._check_params()

@@ -17,8 +17,9 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 from scipy import special, stats
-from sklearn.base import BaseEstimator, ClassifierMixin, RegressorMixin
+from sklearn.base import BaseEstimator, ClassifierMixin, RegressorMixin, _fit_context
 from sklearn.utils import check_random_state, check_X_y
+from sklearn.utils._param_validation import StrOptions
 from sklearn.utils.validation import check_is_fitted
 
 from bayeskern import diagnostics
@@ -42,6 +43,7 @@ from bayeskern.estimators.base import (
     restore_kernel,
     validate_classes,
 )
+from bayeskern.estimators.params import AUTO_COUNT_CONSTRAINTS, count
 from bayeskern.hsgp import (
     MAX_COLUMNS,
     HSGPDesign,
@@ -56,7 +58,7 @@ from bayeskern.hsgp import (
 from bayeskern.inference import AUTO_BLOCK, find_map, run_nuts
 from bayeskern.inference.pg_basis import run_pg_basis
 from bayeskern.inference.processes import can_start_processes
-from bayeskern.kernels import RBF, get_kernel, name_leaves, term_name
+from bayeskern.kernels import RBF, Kernel, get_kernel, name_leaves, term_name
 from bayeskern.laplace import SOFTMAX_MC_DRAWS, probit_logit
 from bayeskern.linalg import cholesky, triangular_inverse
 from bayeskern.models.gp import (
@@ -133,6 +135,15 @@ _SAMPLER_DOC = """
 
 
 class _GPBase(BayesianEstimatorMixin, BaseEstimator):
+    _parameter_constraints: dict = {
+        **BayesianEstimatorMixin._parameter_constraints,
+        **AUTO_COUNT_CONSTRAINTS,
+        "kernel": [Kernel, str, None],
+        "init": [StrOptions({"map", "prior"})],
+        "dense_mass": ["boolean", list],
+        "adapt_mass_matrix": ["boolean", None],
+    }
+
     def __init__(
         self,
         kernel=None,
@@ -339,6 +350,7 @@ class _GPBase(BayesianEstimatorMixin, BaseEstimator):
         """
         from numpyro.infer import Predictive
 
+        self._validate_params()
         n_draws = int(n_draws)
         if n_draws < 1:
             raise ValueError(f"n_draws must be >= 1, got {n_draws}")
@@ -441,29 +453,24 @@ class _BasisMixin:
     """The Hilbert-space basis: choosing it, checking it, its fitted attributes (both GPs)."""
 
     # ------------------------------------------------------------ choosing the approximation
+    #: ``approximation``, ``n_basis`` (and the regressor's ``chunk_size``)
+    _BASIS_CONSTRAINTS: dict = {
+        "approximation": [StrOptions({"auto", "exact", "hsgp"})],
+        "n_basis": [count(1), "array-like", None],
+    }
+
     def _check_approximation_params(self):
-        if self.approximation not in ("auto", "exact", "hsgp"):
-            raise ValueError(
-                f"approximation must be 'auto', 'exact' or 'hsgp', got {self.approximation!r}"
-            )
+        """Check the entries of a sequence ``n_basis`` (the rest is ``_parameter_constraints``)."""
         nb = self.n_basis
-        ok = nb is None or (
-            isinstance(nb, (int, np.integer)) and not isinstance(nb, bool) and nb >= 1
-        )
-        if not ok and isinstance(nb, (list, tuple, np.ndarray)):
-            ok = len(nb) > 0 and all(
-                isinstance(v, (int, np.integer)) and not isinstance(v, bool) and v >= 1 for v in nb
-            )
-        if not ok:
+        if nb is None or np.ndim(nb) == 0:
+            return
+        if len(nb) == 0 or not all(
+            isinstance(v, (int, np.integer)) and not isinstance(v, bool) and v >= 1 for v in nb
+        ):
             raise ValueError(
                 "n_basis must be None, a positive int or a sequence of positive "
                 f"ints (one per input column), got {nb!r}"
             )
-        cs = getattr(self, "chunk_size", None)
-        if cs is not None and (
-            isinstance(cs, bool) or not isinstance(cs, (int, np.integer)) or cs < 1
-        ):
-            raise ValueError(f"chunk_size must be None or a positive int, got {cs!r}")
 
     def _resolve_approximation(self, kernel, Xs, warn: bool = True) -> str:
         """Return ``"exact"`` or ``"hsgp"`` for ``approximation`` on these data."""
@@ -829,10 +836,17 @@ class GPRegressor(  # noqa: D101 (__doc__ is an f-string)
         self.n_basis = n_basis
         self.chunk_size = chunk_size
 
+    _parameter_constraints: dict = {
+        **_GPBase._parameter_constraints,
+        **_BasisMixin._BASIS_CONSTRAINTS,
+        "chunk_size": [count(1), None],
+    }
+
     #: ``approximation="auto"`` runs the exact GP up to this many rows
     _AUTO_EXACT_ROWS = AUTO_EXACT_MAX_ROWS
 
     @limit_blas
+    @_fit_context(prefer_skip_nested_validation=True)
     def fit(self, X, y):
         """Sample the posterior of the kernel hyper-parameters and the noise."""
         X, y = self._validate_fit(X, y, classifier=False)
@@ -1331,17 +1345,22 @@ class GPClassifier(ClassifierMixin, _BasisMixin, _GPBase):  # noqa: D101 (__doc_
         self.approximation = approximation
         self.n_basis = n_basis
 
+    _parameter_constraints: dict = {
+        **_GPBase._parameter_constraints,
+        **_BasisMixin._BASIS_CONSTRAINTS,
+        "inference": [StrOptions({"laplace", "latent"})],
+    }
+
     #: ``approximation="auto"`` runs the exact GP up to this many rows
     _AUTO_EXACT_ROWS = CLASSIFIER_AUTO_EXACT_MAX_ROWS
 
     @limit_blas
+    @_fit_context(prefer_skip_nested_validation=True)
     def fit(self, X, y):
         """Sample the kernel hyper-parameters.
 
         With ``inference="latent"``, also the latent function.
         """
-        if self.inference not in ("laplace", "latent"):
-            raise ValueError(f"inference must be 'laplace' or 'latent', got {self.inference!r}")
         X, y = self._validate_fit(X, y, classifier=True)
         self._check_approximation_params()
         self.classes_, y01 = validate_classes(y)
@@ -1754,8 +1773,7 @@ def _draw_key(draw):
 
 
 #: Largest size (bytes) of the per-draw prediction factors :math:`L^{-1}` kept after a fit
-#: (draws x N_train^2 x 8): 20 draws of 300 rows take 14 MB, 2000 draws of 425 rows 2.9 GB
-#: (over: those factor per chunk of new points instead).
+#: (draws x N_train^2 x 8 bytes; over: those factor per chunk of new points instead).
 FACTOR_CACHE_BYTES = 2**29
 
 

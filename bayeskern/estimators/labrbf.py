@@ -27,10 +27,13 @@ LOO and WAIC work.
 
 from __future__ import annotations
 
+import numbers
+
 import numpy as np
 from scipy import stats
 from scipy.linalg import solve_triangular
-from sklearn.base import BaseEstimator, RegressorMixin
+from sklearn.base import BaseEstimator, RegressorMixin, _fit_context
+from sklearn.utils._param_validation import Options, StrOptions
 from sklearn.utils.validation import check_is_fitted
 
 from bayeskern import blr, diagnostics
@@ -40,6 +43,7 @@ from bayeskern.estimators.base import (
     PredictiveRegressorMixin,
     validate_data,
 )
+from bayeskern.estimators.params import NumberInterval, count, positive
 from bayeskern.kernels.labrbf import LABRBF
 from bayeskern.predictive import MixturePredictive
 from bayeskern.runs import register_estimator
@@ -81,13 +85,11 @@ class LABRBFRegressor(
     :math:`f_1`, so every training row enters it (each row is seen by at least two of the
     three models); the Bayesian last layer is fitted on the *held-out* residuals of the
     blocks (30 % of the rows), each from the model that did not see the row, so the
-    intervals are calibrated. Why: with one model, holding 10 % of the rows out for the
-    intervals cost 0.004-0.03 test R² on airfoil (seeds 0-4: 0.938-0.964 against
-    0.948-0.970 on all rows), and the training of one model is itself noisy (two random
-    seeds on the same rows differed by up to 0.016 R²). Averaging cross-fitted models
-    recovers the rows and damps that noise: airfoil seed 3, single models 0.941-0.952, mean
-    of two 0.954, of three 0.956 (all seeds: ``docs/results/kernel_learners.md``). It costs
-    ``n_estimators`` trainings (about 10 s each on airfoil, 2-core CPU).
+    intervals are calibrated. Why: with one model, the rows held out for the intervals are
+    lost to the point prediction, and the training of one model is itself noisy (random
+    seeds on the same rows differ). Averaging cross-fitted models recovers the rows and
+    damps that noise (the numbers are on the results pages). It costs ``n_estimators``
+    trainings.
 
     **Stopping rule.** Each model's calibration block also decides, once, whether its trained
     bandwidths are kept or the untrained model (one global bandwidth, ``theta0``/``alpha`` from
@@ -125,8 +127,8 @@ class LABRBFRegressor(
         Fraction of the rows in each model's held-out calibration block (default 0.1; the
         blocks together hold ``n_estimators * calibration_fraction`` of the rows). ``0``
         trains every model on every row, as the paper does, and fits the last layer on the
-        training residuals: over-confident (90 % intervals covered 64-71 % of the airfoil
-        test rows).
+        training residuals: over-confident (training residuals are smaller than those of new
+        rows).
     prior_precision : "auto" or float
         :math:`\lambda_0` of the last layer; ``"auto"`` maximises the evidence on a grid.
     a0, b0 : float
@@ -172,6 +174,23 @@ class LABRBFRegressor(
     >>> est = LABRBFRegressor(random_state=0).fit(X[:1200], y[:1200])  # doctest: +SKIP
     >>> lo, hi = est.predict_interval(X[1200:], 0.9)  # doctest: +SKIP
     """
+
+    _parameter_constraints: dict = {
+        **BayesianEstimatorMixin._parameter_constraints,
+        "p": [Options(numbers.Integral, {1, 2})],
+        "max_support": [count(1), StrOptions({"auto"})],
+        "alpha": [positive(), StrOptions({"auto"})],
+        "theta0": [positive(), StrOptions({"auto"})],
+        "learning_rate": [positive()],
+        "n_iter_round": [count(0)],
+        "n_iter_final": [count(0)],
+        "kernel_params": [dict, None],
+        "n_estimators": [count(1)],
+        "calibration_fraction": [NumberInterval(numbers.Real, 0, 1, closed="left")],
+        "prior_precision": [positive(), StrOptions({"auto"})],
+        "a0": [positive()],
+        "b0": [positive()],
+    }
 
     def __init__(
         self,
@@ -227,41 +246,20 @@ class LABRBFRegressor(
         except TypeError as e:
             raise ValueError(f"kernel_params has an argument LABRBF does not take: {e}") from None
 
-    def _check_bayes_params(self):
-        cf = self.calibration_fraction
-        if not (isinstance(cf, (int, float)) and 0.0 <= cf < 1.0):
-            raise ValueError(f"calibration_fraction must be in [0, 1), got {cf!r}")
-        ne = self.n_estimators
-        if isinstance(ne, bool) or not isinstance(ne, (int, np.integer)) or ne < 1:
-            raise ValueError(f"n_estimators must be an integer >= 1, got {ne!r}")
-        if ne * cf > 0.5:
-            raise ValueError(f"n_estimators * calibration_fraction must be <= 0.5, got {ne} * {cf}")
-        if self.kernel_params is not None and not isinstance(self.kernel_params, dict):
-            raise ValueError(f"kernel_params must be a dict or None, got {self.kernel_params!r}")
-        for name in ("a0", "b0"):
-            v = getattr(self, name)
-            if not (isinstance(v, (int, float)) and np.isfinite(v) and v > 0):
-                raise ValueError(f"{name} must be a finite number > 0, got {v!r}")
-        pp = self.prior_precision
-        if not (isinstance(pp, str) and pp == "auto"):
-            if not (isinstance(pp, (int, float)) and np.isfinite(pp) and pp > 0):
-                raise ValueError(f"prior_precision must be 'auto' or a number > 0, got {pp!r}")
-        for name in ("num_samples", "num_chains"):
-            v = getattr(self, name)
-            if isinstance(v, bool) or not isinstance(v, (int, np.integer)) or v < 1:
-                raise ValueError(f"{name} must be an integer >= 1, got {v!r}")
-
     @limit_blas
+    @_fit_context(prefer_skip_nested_validation=True)
     def fit(self, X, y):
         """Train the cross-fitted LAB-RBF models (Algorithm 1) and the Bayesian last layer."""
         X, y = validate_data(self, X, y, dtype=np.float64, ensure_min_samples=4, y_numeric=True)
         y = np.asarray(y, dtype=float)
-        self._check_bayes_params()
+        ne, cf = self.n_estimators, self.calibration_fraction
+        if ne * cf > 0.5:
+            raise ValueError(f"n_estimators * calibration_fraction must be <= 0.5, got {ne} * {cf}")
         seed = self._seed()
         n, E = len(y), int(self.n_estimators)
         # Disjoint calibration blocks, one per model: each residual of the last layer comes
         # from the model that did not see the row (the residuals of training rows are
-        # optimistic: 90 % intervals covered 64-71 % of the airfoil test rows).
+        # optimistic, so intervals from them are too narrow).
         n_cal = int(round(self.calibration_fraction * n))
         perm = np.random.default_rng(seed).permutation(n)
         if self.calibration_fraction > 0 and n_cal >= 2 and n - E * n_cal >= 4:
@@ -281,9 +279,8 @@ class LABRBFRegressor(
 
         # Bayesian last layer on the held-out calibration rows. Without them
         # (calibration_fraction = 0, tiny data) it uses the training rows outside the
-        # support, whose residuals are optimistic (64-71 % coverage of 90 % intervals on
-        # airfoil). (Leave-one-out residuals of the support points, LABRBF.loo_residuals,
-        # were measured too: far too wide, 100 % coverage, the learned kernels are narrow.)
+        # support, whose residuals are optimistic. (Leave-one-out residuals of the support
+        # points, LABRBF.loo_residuals, are far too wide: the learned kernels are narrow.)
         self.y_scale_ = float(np.std(y)) if np.std(y) > 0 else 1.0
         if len(blocks[0]):
             rows = np.concatenate(blocks)
@@ -432,8 +429,8 @@ class LABRBFRegressor(
         (ambiguity decomposition, Krogh & Vedelsby 1995:
         :math:`(\bar f - y)^2 = \frac1E\sum_j (f_j - y)^2 - a`). The scale used is
         :math:`\sqrt{\max(s^2(t) - a(t),\ s^2(t)/E)}` (the floor: errors of the models
-        are not negatively correlated). Without the correction, 90 % intervals covered 95 %
-        of the parkinsons test rows.
+        are not negatively correlated). Without the correction, the intervals are those of one
+        model, too wide for the mean, which errs less.
         """
         X = self._check_X(X)
         Phi = self._features(X)

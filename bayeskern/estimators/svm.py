@@ -10,15 +10,19 @@ to build their kernel in :meth:`KernelSVC._make_kernel`.
 
 from __future__ import annotations
 
+import numbers
+
 import numpy as np
-from sklearn.base import BaseEstimator, ClassifierMixin
+from sklearn.base import BaseEstimator, ClassifierMixin, _fit_context
 from sklearn.svm import SVC
+from sklearn.utils._param_validation import StrOptions
 from sklearn.utils.metaestimators import available_if
 from sklearn.utils.multiclass import check_classification_targets
 from sklearn.utils.validation import check_is_fitted
 
 from bayeskern.devices import limit_blas
 from bayeskern.estimators.base import validate_data
+from bayeskern.estimators.params import NumberInterval, count, positive
 from bayeskern.kernels import gram, name_leaves
 from bayeskern.kernels.base import Kernel, default_theta
 
@@ -47,6 +51,16 @@ class KernelSVC(ClassifierMixin, BaseEstimator):
     class_weight, probability, tol, max_iter
         As in :class:`sklearn.svm.SVC`.
     """
+
+    #: the arguments handed to :class:`sklearn.svm.SVC` (as SVC declares them)
+    _SVC_CONSTRAINTS: dict = {
+        "C": [positive()],
+        "class_weight": [dict, StrOptions({"balanced"}), None],
+        "probability": ["boolean"],
+        "tol": [NumberInterval(numbers.Real, 0, None, closed="neither")],
+        "max_iter": [count(-1)],
+    }
+    _parameter_constraints: dict = {**_SVC_CONSTRAINTS, "kernel": [Kernel, None]}
 
     def __init__(
         self,
@@ -84,12 +98,11 @@ class KernelSVC(ClassifierMixin, BaseEstimator):
         )
 
     @limit_blas
+    @_fit_context(prefer_skip_nested_validation=True)
     def fit(self, X, y):
         """Fit the kernel on ``(X, y)``, then the SVC on its training Gram matrix."""
         X, y = validate_data(self, X, y, dtype=np.float64, ensure_min_samples=2)
         check_classification_targets(y)
-        if not (np.isscalar(self.C) and self.C > 0):
-            raise ValueError(f"C must be a positive number, got {self.C!r}")
         self.kernel_ = name_leaves(name_leaves(self._make_kernel()).fit(X, y))
         self.X_fit_ = X
         self.svc_ = self._svc().fit(kernel_gram(self.kernel_, X), y)

@@ -23,8 +23,16 @@ Campi, Marchetti & Perracchione, *Learning via variably scaled kernels* (2021):
 
 from __future__ import annotations
 
+import numbers
+
 import numpy as np
-from sklearn.base import BaseEstimator, ClassifierMixin, RegressorMixin, TransformerMixin
+from sklearn.base import (
+    BaseEstimator,
+    ClassifierMixin,
+    RegressorMixin,
+    TransformerMixin,
+    _fit_context,
+)
 from sklearn.feature_selection import SelectFromModel
 from sklearn.metrics.pairwise import linear_kernel, rbf_kernel
 from sklearn.model_selection import GridSearchCV
@@ -32,13 +40,15 @@ from sklearn.naive_bayes import GaussianNB
 from sklearn.preprocessing import MinMaxScaler
 from sklearn.svm import SVC
 from sklearn.utils import check_random_state
+from sklearn.utils._param_validation import StrOptions
 from sklearn.utils.multiclass import check_classification_targets, type_of_target
 from sklearn.utils.validation import check_is_fitted
 
 from bayeskern.devices import limit_blas
 from bayeskern.estimators.base import validate_binary, validate_data
+from bayeskern.estimators.params import count, non_negative, positive
 from bayeskern.kernels.conditioning import condition_number, krn_fit
-from bayeskern.kernels.vsk import VSK, NaiveBayesScaling, make_scaling
+from bayeskern.kernels.vsk import VSK, NaiveBayesScaling, Scaling, make_scaling
 
 __all__ = [
     "VSKClassifier",
@@ -78,12 +88,12 @@ def _binary_classes(y) -> np.ndarray:
     return validate_binary(y)[0]
 
 
-def _check_common(est, kernel_ok=True):
-    if kernel_ok and est.kernel not in _KERNELS:
-        raise ValueError(f"kernel must be one of {_KERNELS}, got {est.kernel!r}")
-    w = est.weight
-    if isinstance(w, bool) or not (np.isscalar(w) and np.isfinite(w) and w >= 0):
-        raise ValueError(f"weight must be a finite number >= 0, got {w!r}")
+#: the arguments both VSK estimators take (names of ``scaling`` are checked by ``make_scaling``)
+_VSK_CONSTRAINTS: dict = {
+    "kernel": [StrOptions(set(_KERNELS))],
+    "scaling": [Scaling, str, list, tuple, callable],
+    "weight": [non_negative()],
+}
 
 
 def _scaled_prior(prior_data, d):
@@ -147,6 +157,17 @@ class VSKClassifier(ClassifierMixin, BaseEstimator):
     classes_ : the two class labels; :math:`\psi` is the probability of ``classes_[1]``.
     """
 
+    _parameter_constraints: dict = {
+        **_VSK_CONSTRAINTS,
+        "C": [positive()],
+        "gamma": [positive(), StrOptions({"scale", "auto"})],
+        "prior_data": [tuple, list, None],
+        "class_weight": [dict, StrOptions({"balanced"}), None],
+        "tol": [positive()],
+        "max_iter": [count(-1)],
+        "random_state": ["random_state"],
+    }
+
     def __init__(
         self,
         C: float = 1.0,
@@ -172,13 +193,11 @@ class VSKClassifier(ClassifierMixin, BaseEstimator):
         self.random_state = random_state
 
     @limit_blas
+    @_fit_context(prefer_skip_nested_validation=True)
     def fit(self, X, y):
         """Learn :math:`\\psi` and the min–max scaling, then the SVC on :math:`\\Psi(X)`."""
         X, y = validate_data(self, X, y, dtype=np.float64, ensure_min_samples=2)
         self.classes_ = _binary_classes(y)
-        _check_common(self)
-        if isinstance(self.C, bool) or not (np.isscalar(self.C) and self.C > 0):
-            raise ValueError(f"C must be a positive number, got {self.C!r}")
         scaling = make_scaling(self.scaling)
         prior = _scaled_prior(self.prior_data, X.shape[1])
         if prior is not None:
@@ -290,6 +309,14 @@ class VSKRegressor(RegressorMixin, BaseEstimator):
     scaling_ : the fitted scaling function.
     """
 
+    _parameter_constraints: dict = {
+        **_VSK_CONSTRAINTS,
+        "gamma": [positive()],
+        "nu": [non_negative()],
+        "columns": [numbers.Integral, "array-like", None],
+        "normalize": ["boolean"],
+    }
+
     def __init__(
         self,
         gamma: float = 1.0,
@@ -309,17 +336,11 @@ class VSKRegressor(RegressorMixin, BaseEstimator):
         self.normalize = normalize
 
     @limit_blas
+    @_fit_context(prefer_skip_nested_validation=True)
     def fit(self, X, y):
         """Fit :math:`\\psi`, then the network coefficients."""
         X, y = validate_data(self, X, y, dtype=np.float64, ensure_min_samples=2, y_numeric=True)
         y = np.asarray(y, dtype=float)
-        _check_common(self)
-        g = self.gamma
-        if isinstance(g, bool) or not (np.isscalar(g) and np.isfinite(g) and g > 0):
-            raise ValueError(f"gamma must be a positive number, got {g!r}")
-        nu = self.nu
-        if isinstance(nu, bool) or not (np.isscalar(nu) and np.isfinite(nu) and nu >= 0):
-            raise ValueError(f"nu must be a finite number >= 0, got {nu!r}")
         self.x_columns_ = VSK(columns=self.columns)._x_columns(X.shape[1])
         self.scaling_ = make_scaling(self.scaling).fit(X, y)
         psi = np.asarray(self.scaling_.transform(X))
@@ -328,7 +349,7 @@ class VSKRegressor(RegressorMixin, BaseEstimator):
         self.X_fit_ = self._augment(X)
         K = self._kernel(self.X_fit_, self.X_fit_)
         self.cond_ = condition_number(K, symmetric=True)
-        self.coef_ = krn_fit(K, y, nu)
+        self.coef_ = krn_fit(K, y, self.nu)
         if not np.all(np.isfinite(self.coef_)):
             raise FloatingPointError(
                 "VSKRegressor: the network coefficients are not finite; raise nu or lower gamma"
@@ -393,12 +414,19 @@ class VSKFeatureExtractor(TransformerMixin, BaseEstimator):
     nb_ : the fitted ``GaussianNB``; ``scaler_`` : the ``MinMaxScaler``.
     """
 
+    _parameter_constraints: dict = {
+        "keep": [numbers.Integral, "array-like", None],
+        "n_features": [count(1)],
+        "random_state": ["random_state"],
+    }
+
     def __init__(self, keep=None, n_features: int = 2, random_state=None):
         self.keep = keep
         self.n_features = n_features
         self.random_state = random_state
 
     @limit_blas
+    @_fit_context(prefer_skip_nested_validation=True)
     def fit(self, X, y):
         """Choose the kept features, fit the scaler and the naive-Bayes classifier."""
         X, y = validate_data(self, X, y, dtype=np.float64, ensure_min_samples=2)
