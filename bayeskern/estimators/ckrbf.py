@@ -26,9 +26,9 @@ from sklearn.utils.validation import check_is_fitted
 from threadpoolctl import threadpool_limits
 
 from bayeskern.devices import limit_blas
-from bayeskern.estimators.base import validate_data
 from bayeskern.estimators.params import NumberInterval, count, positive
 from bayeskern.estimators.svm import KernelSVC
+from bayeskern.estimators.validation import validate_data
 from bayeskern.kernels.ckrbf import PARTITIONS, CkRBF
 
 __all__ = ["CkRBFClassifier", "MkRBFClassifier", "loo_against_baselines", "GAMMA_FACTORS"]

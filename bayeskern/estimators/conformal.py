@@ -20,9 +20,9 @@ from sklearn.utils.multiclass import check_classification_targets
 from sklearn.utils.validation import check_is_fitted
 
 from bayeskern.devices import limit_blas
-from bayeskern.estimators.base import validate_data
 from bayeskern.estimators.params import NumberInterval, count, positive
 from bayeskern.estimators.svm import KernelSVC, kernel_gram
+from bayeskern.estimators.validation import validate_data
 from bayeskern.kernels import name_leaves
 from bayeskern.kernels.conformal import Conformal, SquaredExponential, check_class_labels
 

@@ -54,18 +54,19 @@ from threadpoolctl import threadpool_limits
 
 from bayeskern import diagnostics
 from bayeskern.batching import batched_map, row_slices
-from bayeskern.estimators.base import (
-    JointPredictiveMixin,
-    PredictiveRegressorMixin,
-    Standardizer,
-    cached_jit,
-    map_draws,
-    remember_last,
-)
+from bayeskern.estimators.base import Standardizer
+from bayeskern.estimators.draws import map_draws
 from bayeskern.estimators.gabasr_base import PARAMS_DOC, _GaBaSRBase
 from bayeskern.estimators.gabasr_classifier import GaBaSRClassifier
-from bayeskern.estimators.gp import FACTOR_CACHE_BYTES, loo_rows
+from bayeskern.estimators.gp_base import FACTOR_CACHE_BYTES
+from bayeskern.estimators.gp_basis import loo_rows
 from bayeskern.estimators.params import AUTO_COUNT_CONSTRAINTS, NumberInterval, count
+from bayeskern.estimators.prediction import (
+    JointPredictiveMixin,
+    PredictiveRegressorMixin,
+    cached_jit,
+    remember_last,
+)
 from bayeskern.inference import run_nuts
 from bayeskern.inference.gibbs_predict import predict_regression, regression_posteriors
 from bayeskern.linalg import cholesky, gaussian_conditional
@@ -644,7 +645,7 @@ class GaBaSRRegressor(  # noqa: D101 (__doc__ is an f-string)
     def _add_hsgp_loo(self, Z, ys):
         """Store the basis model's LOO densities; return the predictive at their rows.
 
-        All rows, or a subsample for large data (:func:`bayeskern.estimators.gp.loo_rows`).
+        All rows, or a subsample for large data (:func:`bayeskern.estimators.gp_basis.loo_rows`).
         """
         n_draws = len(self._draws(["noise"])["noise"])
         rows = loo_rows(len(Z), n_draws, self._hsgp_stats().Pty.shape[0], self._seed())

@@ -16,13 +16,10 @@ from sklearn.utils.validation import check_is_fitted
 from threadpoolctl import threadpool_limits
 
 from bayeskern import diagnostics
-from bayeskern.estimators.base import (
-    BayesianEstimatorMixin,
-    Standardizer,
-    flat_draws,
-    validate_binary,
-)
+from bayeskern.estimators.base import BayesianEstimatorMixin, Standardizer
+from bayeskern.estimators.draws import flat_draws
 from bayeskern.estimators.params import count
+from bayeskern.estimators.validation import validate_binary
 from bayeskern.hsgp import Basis
 from bayeskern.inference import as_key
 from bayeskern.inference.gabasr_gibbs import GibbsPrior, gibbs_sample

@@ -20,15 +20,11 @@ from threadpoolctl import threadpool_limits
 
 from bayeskern.batching import row_slices
 from bayeskern.devices import limit_blas
-from bayeskern.estimators.base import (
-    cached_jit,
-    check_interval,
-    map_draws,
-    proba_interval,
-    validate_binary,
-)
+from bayeskern.estimators.draws import map_draws, proba_interval
 from bayeskern.estimators.gabasr_base import PARAMS_DOC, _GaBaSRBase
 from bayeskern.estimators.params import NumberInterval
+from bayeskern.estimators.prediction import cached_jit
+from bayeskern.estimators.validation import check_interval, validate_binary
 from bayeskern.inference.gibbs_predict import predict_proba
 from bayeskern.models import gabasr as G
 from bayeskern.models.gabasr_setup import add_mixture_weights, classification_initial_values

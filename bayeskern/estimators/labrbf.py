@@ -38,12 +38,10 @@ from sklearn.utils.validation import check_is_fitted
 
 from bayeskern import blr, diagnostics
 from bayeskern.devices import limit_blas
-from bayeskern.estimators.base import (
-    BayesianEstimatorMixin,
-    PredictiveRegressorMixin,
-    validate_data,
-)
+from bayeskern.estimators.base import BayesianEstimatorMixin
 from bayeskern.estimators.params import NumberInterval, count, positive
+from bayeskern.estimators.prediction import PredictiveRegressorMixin
+from bayeskern.estimators.validation import validate_data
 from bayeskern.kernels.labrbf import LABRBF
 from bayeskern.predictive import MixturePredictive
 from bayeskern.runs import register_estimator

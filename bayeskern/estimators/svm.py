@@ -21,8 +21,8 @@ from sklearn.utils.multiclass import check_classification_targets
 from sklearn.utils.validation import check_is_fitted
 
 from bayeskern.devices import limit_blas
-from bayeskern.estimators.base import validate_data
 from bayeskern.estimators.params import NumberInterval, count, positive
+from bayeskern.estimators.validation import validate_data
 from bayeskern.kernels import gram, name_leaves
 from bayeskern.kernels.base import Kernel, default_theta
 

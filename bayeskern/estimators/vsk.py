@@ -45,8 +45,8 @@ from sklearn.utils.multiclass import check_classification_targets, type_of_targe
 from sklearn.utils.validation import check_is_fitted
 
 from bayeskern.devices import limit_blas
-from bayeskern.estimators.base import validate_binary, validate_data
 from bayeskern.estimators.params import count, non_negative, positive
+from bayeskern.estimators.validation import validate_binary, validate_data
 from bayeskern.kernels.conditioning import condition_number, krn_fit
 from bayeskern.kernels.vsk import VSK, NaiveBayesScaling, Scaling, make_scaling
 
