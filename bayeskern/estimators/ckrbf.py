@@ -87,10 +87,10 @@ class CkRBFClassifier(KernelSVC):
         3-fold stratified CV accuracy of this SVM on the training data (ties to the value
         nearest 1/d); the partition and the γ-free factors are computed once per fold (the
         γ-conversion of Czarnecki & Tabor 2014), so it costs 15 small SVM fits and 3
-        clusterings. Why: with the fixed 1/d, ``CkRBFClassifier()`` scored 0.766 on Pima
-        (stratified 10-fold, [0, 1] scaling, seeds 0-4) against 0.769 for scikit-learn's
-        ``SVC()``; with ``"auto"`` 0.775 (``docs/results/kernel_learners.md``). Numeric values
-        are what a ``GridSearchCV`` over ``{"C": [...], "gamma": [...]}`` passes.
+        clusterings. Why: with the fixed 1/d, ``CkRBFClassifier()`` can score below
+        scikit-learn's ``SVC()``, which ``"auto"`` corrects (the numbers are on the results
+        pages). Numeric values are what a ``GridSearchCV`` over
+        ``{"C": [...], "gamma": [...]}`` passes.
     n_clusters : int, default 2
         Number of cells :math:`k` (:math:`C_2\mathrm{RBF}` is the paper's recommendation).
     partition : {"kmeans", "gmm", "dpgmm"}, default "kmeans"
@@ -104,7 +104,7 @@ class CkRBFClassifier(KernelSVC):
         Divide the kernel by the geometric mean of its diagonal over the training points,
         so that ``C`` keeps its usual meaning whatever the units of ``X``. ``False`` is the
         paper's formula, whose scale :math:`\det(2\Sigma)^{-1/2}` multiplies the effective
-        ``C`` (by about :math:`10^5` on Pima scaled to [0, 1]).
+        ``C`` (by orders of magnitude on data scaled to [0, 1]).
     X_unlabeled : array of shape (m, n_features) or None, default None
         Extra, unlabeled inputs used with the training inputs to build the partition and
         covariances. The construction uses no labels, so the paper clusters all data

@@ -34,8 +34,8 @@ from bayeskern.programs import shared_jit
 __all__ = ["loo_rows"]
 
 
-#: ``approximation="auto"`` runs the exact GP up to this many rows (the CO2 demo's 425
-#: rows stay exact), the Hilbert-space basis above when the kernel allows it
+#: ``approximation="auto"`` runs the exact GP up to this many rows (small data sets stay
+#: exact), the Hilbert-space basis above when the kernel allows it
 AUTO_EXACT_MAX_ROWS = 1000
 #: the classifier's ``approximation="auto"`` runs the exact (embedded-Laplace) GP up to this
 #: many rows, the basis (Pólya-Gamma Gibbs) above when the kernel allows it

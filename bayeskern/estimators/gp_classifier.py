@@ -88,7 +88,7 @@ class GPClassifier(  # noqa: D101 (__doc__ is an f-string)
         :math:`f = b + L\\eta` (exact, much slower; two classes only). Both are the same model.
         With ``chain_method=None`` on a CPU, the Laplace route runs its chains one after
         another, in one process per core when the fit is long enough to pay for starting
-        them (on several CPU devices at once, jaxlib 0.10's Cholesky kernel can leave every
+        them (on several CPU devices at once, jaxlib's Cholesky kernel can leave every
         thread of XLA:CPU's pool waiting, and the fit never ends).
     approximation : {{"auto", "exact", "hsgp"}}
         Two classes: ``"hsgp"`` puts the latent function on the Hilbert-space basis of

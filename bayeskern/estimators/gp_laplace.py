@@ -51,10 +51,10 @@ class _LaplaceChainsMixin:
     def _laplace_chains(self, Xs, y, n_classes: int) -> dict:
         """How the Laplace route's chains run when the user chose no ``chain_method``.
 
-        On a CPU not one per device: jaxlib 0.10's LAPACK kernels hand their work to XLA:CPU's
+        On a CPU not one per device: jaxlib's LAPACK kernels hand their work to XLA:CPU's
         thread pool and wait for it, the pool's threads also run the devices' programs, and
         with chains on several devices at once every thread can end up waiting (the fit
-        then blocks forever; so did two chains on two of four devices). So the chains run
+        then blocks forever, even with two chains on two of four devices). So the chains run
         one after another, in one process per core (``"processes"``) when their work
         (:data:`LAPLACE_PROCESS_WORK`) pays for starting the processes, else in this one.
         Elsewhere JAX's default rule (:func:`bayeskern.inference.choose_chain_method`).

@@ -93,9 +93,8 @@ class LABRBFRegressor(
     bandwidths are kept or the untrained model (one global bandwidth, ``theta0``/``alpha`` from
     the grid) is used: the trained one is kept unless it has the larger squared error on the
     block. A two-way choice barely biases the block's residuals, so the intervals stay
-    calibrated. Why: on noisy data Algorithm 1 fits the noise; on diabetes (80/20, seeds 0-2)
-    the trained models scored test R² -0.63 to -0.25, the untrained ones 0.30-0.44 (tuned RBF
-    KRR 0.29-0.41). On airfoil and parkinsons the trained models are kept.
+    calibrated. Why: on noisy data Algorithm 1 fits the noise, and then the trained model
+    predicts worse than the untrained one; where it predicts better it is kept.
 
     Parameters
     ----------
