@@ -11,9 +11,7 @@ import jax.numpy as jnp
 import numpy as np
 
 from bayeskern.estimators.draws import map_draws
-from bayeskern.estimators.prediction import (
-    cached_jit,
-)
+from bayeskern.estimators.prediction import cached_jit
 from bayeskern.inference.gibbs_predict import predict_regression, regression_posteriors
 from bayeskern.models import gabasr as G
 from bayeskern.predictive import MixturePredictive

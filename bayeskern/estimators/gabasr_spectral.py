@@ -17,9 +17,7 @@ from bayeskern.batching import batched_map, row_slices
 from bayeskern.estimators.draws import map_draws
 from bayeskern.estimators.gp_base import FACTOR_CACHE_BYTES
 from bayeskern.estimators.gp_basis import loo_rows
-from bayeskern.estimators.prediction import (
-    cached_jit,
-)
+from bayeskern.estimators.prediction import cached_jit
 from bayeskern.inference import run_nuts
 from bayeskern.linalg import cholesky, gaussian_conditional
 from bayeskern.models import gabasr as G
