@@ -402,9 +402,9 @@ def test_hsgp_refuses_what_the_basis_cannot_represent(kernel, n_cols, match):
 @pytest.mark.parametrize(
     "params, match",
     [
-        (dict(approximation="fast"), "approximation must be"),
-        (dict(n_basis=0), "n_basis must be"),
-        (dict(chunk_size=-1), "chunk_size must be"),
+        (dict(approximation="fast"), "'approximation' parameter of GPRegressor must be"),
+        (dict(n_basis=0), "'n_basis' parameter of GPRegressor must be"),
+        (dict(chunk_size=-1), "'chunk_size' parameter of GPRegressor must be"),
     ],
 )
 def test_bad_approximation_parameters_name_the_argument(params, match):
