@@ -19,7 +19,7 @@ from sklearn.gaussian_process.kernels import RBF as SkRBF
 from sklearn.gaussian_process.kernels import ConstantKernel
 
 import bayeskern as bk
-from bayeskern.estimators import base
+from bayeskern.estimators import draws
 from bayeskern.estimators.base import thin_draws
 
 SMALL = dict(TINY, num_chains=2)
@@ -243,7 +243,7 @@ def test_thin_draws_bounds_the_stored_values():
 
 def test_posterior_predictive_thinned_when_large(fitted, monkeypatch):
     est = fitted[2]["gp"]
-    monkeypatch.setattr(base, "PREDICTIVE_MAX_VALUES", 40 * 8)  # 40 rows: 8 draws in all
+    monkeypatch.setattr(draws, "PREDICTIVE_MAX_VALUES", 40 * 8)  # 40 rows: 8 draws in all
     est._add_posterior_predictive()
     pp = est.idata_.posterior_predictive["y"]
     assert pp.shape == (2, 4, 40)

@@ -5,10 +5,15 @@ cloning and errors run in the default suite, the ones that refit NUTS many times
 shapes (each fit compiles a sampler) are marked ``slow`` (``make test-slow``).
 """
 
+import inspect
+
+import numpy as np
 import pytest
+from sklearn.utils._param_validation import InvalidParameterError
 from sklearn.utils.estimator_checks import check_param_validation, estimator_checks_generator
 
 import bayeskern as bk
+import bayeskern.estimators
 
 TINY = dict(num_warmup=3, num_samples=3, num_chains=1, progress_bar=False, random_state=0)
 
@@ -66,6 +71,43 @@ def test_sklearn_contract(estimator, check):
     check(estimator)
 
 
+#: a numeric parameter of each public estimator, given a value no constraint allows (-1)
+NUMERIC = {
+    "GPRegressor": "num_chains",
+    "GPClassifier": "num_samples",
+    "GaBaSRRegressor": "n_features",
+    "GaBaSRClassifier": "num_warmup",
+    "VSKClassifier": "C",
+    "VSKRegressor": "gamma",
+    "VSKFeatureExtractor": "n_features",
+    "CkRBFClassifier": "n_clusters",
+    "MkRBFClassifier": "C",
+    "LABRBFRegressor": "n_estimators",
+    "ConformalKernelClassifier": "eta0",
+    "KernelSVC": "C",
+}
+ESTIMATORS = [
+    obj
+    for name in bayeskern.estimators.__all__
+    if isinstance(obj := getattr(bayeskern.estimators, name), type)
+]
+
+
+def test_every_public_estimator_has_a_numeric_case():
+    assert {cls.__name__ for cls in ESTIMATORS} == set(NUMERIC)
+
+
+@pytest.mark.parametrize("cls", ESTIMATORS, ids=lambda cls: cls.__name__)
+def test_parameter_constraints_declared_and_enforced(cls):
+    """Every argument has scikit-learn constraints; ``fit`` refuses a bad one by name."""
+    params = set(inspect.signature(cls.__init__).parameters) - {"self"}
+    assert params <= set(cls._parameter_constraints), params - set(cls._parameter_constraints)
+    name = NUMERIC[cls.__name__]
+    X, y = np.arange(8.0).reshape(4, 2), np.array([0, 1, 0, 1])
+    with pytest.raises(InvalidParameterError, match=f"'{name}' parameter of {cls.__name__}"):
+        cls(**{name: -1}).fit(X, y)
+
+
 def _every_estimator():
     """Every public estimator, as a user constructs it (KernelSVC needs a kernel)."""
     return [
@@ -85,11 +127,11 @@ def _every_estimator():
 
 
 @pytest.mark.parametrize("estimator", _every_estimator(), ids=lambda e: type(e).__name__)
-def test_every_argument_is_declared_and_checked(estimator):
-    """scikit-learn's own check of ``_parameter_constraints``.
+def test_every_argument_is_checked_by_scikit_learn(estimator):
+    """scikit-learn's own check of ``_parameter_constraints``, argument by argument.
 
-    Every ``__init__`` argument has a constraint, and for each argument a value of no allowed
-    type, and a value outside the allowed ones, make ``fit`` raise ``InvalidParameterError``
-    naming the argument and the estimator, before any fitting.
+    The constraints name exactly the ``__init__`` arguments, and for each argument a value of
+    no allowed type, and a value outside the allowed ones, make ``fit`` raise
+    ``InvalidParameterError`` naming the argument and the estimator, before any fitting.
     """
     check_param_validation(type(estimator).__name__, estimator)

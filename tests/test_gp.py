@@ -50,11 +50,11 @@ def test_regressor_recovers_sine_with_honest_intervals(fitted):
 
 
 def test_predict_in_row_blocks_equals_one_block(fitted, monkeypatch):
-    from bayeskern.estimators import base
+    from bayeskern.estimators import prediction
 
     Xt = np.linspace(0.0, 6.0, 300)[:, None]
     whole = fitted.predict(Xt, return_std=True), fitted.predict_interval(Xt, 0.8)
-    monkeypatch.setattr(base, "PREDICT_BLOCK_ELEMENTS", 5 * 120)  # 5 rows of 120 draws
+    monkeypatch.setattr(prediction, "PREDICT_BLOCK_ELEMENTS", 5 * 120)  # 5 rows of 120 draws
     blocks = fitted.predict(Xt, return_std=True), fitted.predict_interval(Xt, 0.8)
     for a, b in zip(whole, blocks, strict=True):
         np.testing.assert_allclose(a, b, rtol=1e-10, atol=1e-12)
@@ -136,11 +136,12 @@ def test_same_seed_same_numbers(fitted, sine):
 
 def test_classifier_learns_and_gives_probabilities(rng, monkeypatch):
     from bayeskern.estimators import gp as gp_module
+    from bayeskern.estimators import gp_classifier
 
     X = rng.normal(size=(60, 2))
     y = np.where(X[:, 0] + 0.5 * X[:, 1] > 0, "yes", "no")
     # above LARGE_EXACT_ROWS rows the O(N^3) fit says so and names the alternatives
-    monkeypatch.setattr(gp_module, "LARGE_EXACT_ROWS", 50)
+    monkeypatch.setattr(gp_classifier, "LARGE_EXACT_ROWS", 50)
     with pytest.warns(UserWarning, match=r"GPClassifier: 60 rows\..*O\(N\^3\).*GaBaSRClassifier"):
         clf = bk.GPClassifier(
             num_warmup=100, num_samples=60, num_chains=1, progress_bar=False, random_state=0

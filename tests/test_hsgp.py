@@ -279,7 +279,7 @@ def test_loo_on_a_row_subset_is_the_full_loo_at_those_rows(hsgp_fit, wave, monke
     """Above the work budget the closed-form LOO densities are computed on a seeded random
     subset of at least LOO_MIN_ROWS rows, recorded in the posterior's attrs; at those rows
     they are the same numbers as the full computation's."""
-    from bayeskern.estimators import gp as gp_module
+    from bayeskern.estimators import gp_basis as gp_module
 
     est = copy.deepcopy(hsgp_fit)
     Xs, ys = est.x_std_.transform(wave[0]), est.y_std_.transform(wave[1])

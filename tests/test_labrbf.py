@@ -208,7 +208,7 @@ def test_non_finite_bandwidths_raise():
 @pytest.mark.parametrize(
     "bad, match",
     [
-        (dict(p=3), "'p' parameter of LABRBFRegressor must be .*\\{1, 2\\}"),
+        (dict(p=3), "'p' parameter of LABRBFRegressor must be"),
         (dict(alpha=-1.0), "alpha"),
         (dict(support_init="kmeans"), "support_init"),
         (dict(dtype="float16"), "dtype"),
@@ -225,7 +225,10 @@ def test_bad_parameters_named(bad, match):
     [
         (dict(kernel_params={"max_support": 5}), "kernel_params must not repeat"),
         (dict(kernel_params={"bandwidth": 5}), "kernel_params has an argument"),
-        (dict(kernel_params=[1]), "'kernel_params' parameter of LABRBFRegressor must be"),
+        (
+            dict(kernel_params=[1]),
+            "'kernel_params' parameter of LABRBFRegressor must be an instance of 'dict'",
+        ),
         (dict(n_estimators=0), "n_estimators"),
         (dict(n_estimators=6, calibration_fraction=0.1), "n_estimators \\* calibration_fraction"),
     ],

@@ -212,11 +212,11 @@ def test_basis_route_refuses_what_it_cannot_do():
 
 
 def test_auto_is_exact_up_to_its_rows_then_the_basis():
-    from bayeskern.estimators import gp
+    from bayeskern.estimators import gp_basis
 
     est = bk.GPClassifier()
     est.classes_, est.kernel_ = np.array([0, 1]), name_leaves(RBF())
-    n = gp.CLASSIFIER_AUTO_EXACT_MAX_ROWS
+    n = gp_basis.CLASSIFIER_AUTO_EXACT_MAX_ROWS
     assert est._classifier_approximation(_blobs(n)[0]) == "exact"
     assert est._classifier_approximation(_blobs(n + 1)[0]) == "hsgp"
     est.classes_ = np.array([0, 1, 2])

@@ -137,7 +137,7 @@ def test_laplace_classifier_chains_in_processes_are_the_sequential_chains(
 
 def test_laplace_classifier_goes_to_processes_only_for_long_fits(monkeypatch):
     import bayeskern as bk
-    from bayeskern.estimators import gp as gp_module
+    from bayeskern.estimators import gp_laplace as gp_module
     from bayeskern.estimators.base import Standardizer
     from bayeskern.kernels import name_leaves
 

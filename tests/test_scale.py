@@ -232,12 +232,12 @@ def test_million_row_prediction_under_2gb(model):
 def test_gp_cached_factors_equal_per_chunk_factoring(gp, reg_data, monkeypatch):
     """Prediction from the per-draw factors kept after the fit equals factoring per chunk
     (the path taken when the factors exceed ``FACTOR_CACHE_BYTES``)."""
-    from bayeskern.estimators import gp as gp_module
+    from bayeskern.estimators import gp_regressor
 
     Xn = reg_data[2]
     cached = gp.predictive(Xn)
     fresh = pickle.loads(pickle.dumps(gp))  # no cache
-    monkeypatch.setattr(gp_module, "FACTOR_CACHE_BYTES", 0)
+    monkeypatch.setattr(gp_regressor, "FACTOR_CACHE_BYTES", 0)
     direct = fresh.predictive(Xn)
     assert "factors" not in fresh.__dict__.get("_cache", {})
     np.testing.assert_allclose(cached.loc, direct.loc, rtol=1e-9, atol=1e-12)

@@ -1,4 +1,4 @@
-"""Shared machinery of the Bayesian estimators: validation, standardization, draws, saving.
+"""The base of the Bayesian estimators: their mixin, standardization, the saved kernel.
 
 Every Bayesian estimator in bayeskern
 
@@ -8,30 +8,48 @@ Every Bayesian estimator in bayeskern
   observed_data, constant_data) and a :class:`~bayeskern.diagnostics.ConvergenceReport` in
   ``convergence_``,
 * saves and loads without pickle (:mod:`bayeskern.runs`).
+
+The input checks live in :mod:`~bayeskern.estimators.validation`, the handling of posterior
+draws in :mod:`~bayeskern.estimators.draws` and the prediction mixins in
+:mod:`~bayeskern.estimators.prediction`; their public names are importable from here too.
 """
 
 from __future__ import annotations
 
-import dataclasses
-import functools
-import hashlib
 import numbers
-import weakref
-from functools import partial
 
-import jax
-import jax.numpy as jnp
 import numpy as np
 from sklearn.base import is_classifier
 from sklearn.utils import check_random_state
-from sklearn.utils._param_validation import Interval, StrOptions
 from sklearn.utils.validation import check_is_fitted
-from sklearn.utils.validation import validate_data as _sk_validate_data
 
 from bayeskern import diagnostics
-from bayeskern.batching import batched_map, pad_rows
+from bayeskern.batching import batched_map
+from bayeskern.estimators.draws import (  # noqa: F401  (public here too)
+    PREDICTIVE_MAX_VALUES,
+    data_unit_variables,
+    flat_draws,
+    map_draws,
+    proba_interval,
+    thin_draws,
+)
+from bayeskern.estimators.params import SAMPLER_CONSTRAINTS
+from bayeskern.estimators.prediction import (  # noqa: F401  (public here too)
+    PREDICT_BLOCK_ELEMENTS,
+    JointPredictiveMixin,
+    PredictiveRegressorMixin,
+    cached_jit,
+    mixture_joint,
+    remember_last,
+)
+from bayeskern.estimators.validation import (  # noqa: F401  (public here too)
+    check_interval,
+    check_numeric,
+    validate_binary,
+    validate_classes,
+    validate_data,
+)
 from bayeskern.predictive import draw_seed, row_uniforms
-from bayeskern.programs import shared_jit
 
 __all__ = [
     "BayesianEstimatorMixin",
@@ -72,140 +90,6 @@ class Standardizer:
     def transform(self, A):
         """Return ``A`` centred and scaled column by column."""
         return (np.asarray(A, dtype=float) - self.mean) / self.scale
-
-
-def flat_draws(idata, var_names) -> dict[str, np.ndarray]:
-    """Posterior draws as arrays with chains and draws flattened into one leading axis."""
-    post = idata.posterior
-    out = {}
-    for v in var_names:
-        a = np.asarray(post[v])
-        out[v] = a.reshape((-1,) + a.shape[2:])
-    return out
-
-
-def _non_numeric(name: str, A) -> str | None:
-    """Return a message naming ``name`` and its non-numeric columns/values, or ``None``."""
-    if isinstance(A, str) or A is None:
-        return None
-    try:
-        np.asarray(A, dtype=np.float64)
-        return None
-    except (TypeError, ValueError):
-        pass
-    columns = getattr(A, "columns", None)
-    if columns is not None:  # a DataFrame: name the offending columns
-        import pandas as pd
-
-        bad = [
-            str(c)
-            for c in columns
-            if pd.to_numeric(A[c], errors="coerce").isna().sum() > A[c].isna().sum()
-        ]
-        return (
-            f"{name} has non-numeric column(s) {bad[:10]}: encode them as numbers first "
-            "(for example sklearn.preprocessing.OneHotEncoder) or drop them"
-        )
-    flat = np.asarray(A, dtype=object).ravel()
-    for v in flat:
-        try:
-            float(v)
-        except (TypeError, ValueError):
-            return (
-                f"{name} contains a non-numeric value ({v!r}); encode text as numbers "
-                "first (for example sklearn.preprocessing.OneHotEncoder)"
-            )
-    return f"{name} could not be converted to float64"
-
-
-def check_numeric(X, y="no_validation", *, y_numeric: bool = False) -> None:
-    """Refuse non-numeric input with an error naming the argument.
-
-    The argument is ``X``, or ``y`` when it must be numeric; for a DataFrame the error
-    also names its text columns.
-    """
-    msg = _non_numeric("X", X) or (_non_numeric("y", y) if y_numeric else None)
-    if msg is not None:
-        raise ValueError(msg)
-
-
-def validate_data(estimator, X="no_validation", y="no_validation", **kwargs):
-    """scikit-learn's ``validate_data``, with :func:`check_numeric`'s errors for text input."""
-    y_numeric = kwargs.get("y_numeric", False)
-    try:
-        out = _sk_validate_data(estimator, X, y, **kwargs)
-    except ValueError as e:
-        if "convert" not in str(e) and "numeric" not in str(e):
-            raise
-        check_numeric(X, y, y_numeric=y_numeric)
-        raise
-    if y_numeric:  # scikit-learn lets a NumPy string y through
-        check_numeric(None, y, y_numeric=True)
-    return out
-
-
-#: compiled draw maps, per function (weakly held: an entry goes when its function does), then
-#: per (devices, number of arguments, batch size)
-_DRAW_MAPS: weakref.WeakKeyDictionary = weakref.WeakKeyDictionary()
-
-
-def _draw_map(fn, n_dev: int, n_args: int, batch_size: int):
-    """``jax.jit`` of ``fn`` mapped over draws, the draws split over ``n_dev`` devices.
-
-    Cached per ``fn``: a function defined once (a module-level function, a method's function
-    kept on a fitted estimator) compiles once per shape, however often it is mapped. The cached
-    program refers to ``fn`` weakly, so the entry is freed with ``fn``; a closure made per call
-    is compiled per call, as before.
-    """
-    try:
-        per_fn = _DRAW_MAPS.setdefault(fn, {})
-        ref = weakref.ref(fn)
-    except TypeError:  # not weakly referable: compiled for this call only
-        per_fn, ref = {}, lambda: fn
-    key = (n_dev, n_args, batch_size)
-    if key not in per_fn:
-
-        def per_device(d, *a):
-            f = ref()
-            return batched_map(lambda x: f(x, *a), d, batch_size)
-
-        if n_dev > 1:  # one share of the draws per device: jit of shard_map, no pmap cache
-            P = jax.sharding.PartitionSpec
-            mesh = jax.sharding.Mesh(np.array(jax.local_devices()[:n_dev]), ("draws",))
-            per_device = jax.shard_map(
-                per_device,
-                mesh=mesh,
-                in_specs=(P("draws"),) + (P(),) * n_args,
-                out_specs=P("draws"),
-                check_vma=False,
-            )
-        per_fn[key] = shared_jit(per_device)
-    return per_fn[key]
-
-
-def map_draws(fn, draws: dict, *args, batch_size: int = 1):
-    """Apply ``fn(draw, *args)`` to every posterior draw.
-
-    With :func:`~bayeskern.batching.batched_map`, the draws split over the CPU devices (one
-    share per device, ``jax.shard_map`` under ``jax.jit``; see :mod:`bayeskern.devices`) when
-    there are several. The compiled map is cached per ``fn`` (:func:`_draw_map`): pass a
-    function defined once, with the data as ``args``, and repeated calls on arrays of the same
-    shapes do not compile again.
-
-    ``batch_size`` stays 1 for bodies with linear algebra: batches of draws put batched
-    LAPACK calls (Cholesky, triangular solves) inside ``lax.map``'s loop, and that blocks
-    forever in XLA:CPU (jax 0.10.2), with or without a remainder batch (the GP's
-    leave-one-out body in batches of 16 hangs, one draw at a time does not;
-    ``tests/test_batched_map.py``).
-    """
-    jdraws = {k: jnp.asarray(v) for k, v in draws.items()}
-    n = jax.tree_util.tree_leaves(jdraws)[0].shape[0]
-    n_dev = min(jax.local_device_count(), n)
-    mapped = _draw_map(fn, n_dev, len(args), batch_size)
-    if n_dev < 2:
-        return mapped(jdraws, *args)
-    padded, _ = pad_rows(jdraws, n_dev)
-    return jax.tree_util.tree_map(lambda a: a[:n], mapped(padded, *args))
 
 
 def kernel_state(kernel) -> dict[str, np.ndarray]:
@@ -250,67 +134,6 @@ def restore_kernel(config: dict, arrays: dict):
     return kernel
 
 
-def validate_classes(y) -> tuple[np.ndarray, np.ndarray]:
-    """Encode class labels as ``0 .. C-1`` (sorted classes); at least two classes."""
-    classes, codes = np.unique(y, return_inverse=True)
-    if len(classes) < 2:
-        raise ValueError(
-            f"y has a single class ({classes[0]!r}); a classifier needs at least two classes"
-        )
-    return classes, codes.astype(np.int32)
-
-
-def validate_binary(y, multiclass_estimator: str | None = None) -> tuple[np.ndarray, np.ndarray]:
-    """Encode binary labels as 0/1; errors name ``y`` and say what is wrong.
-
-    ``multiclass_estimator`` names the estimator to suggest for more than two classes.
-    """
-    classes, y01 = np.unique(y, return_inverse=True)
-    if len(classes) < 2:
-        raise ValueError(
-            f"y has a single class ({classes[0]!r}); a binary classifier needs two classes"
-        )
-    if len(classes) > 2:
-        hint = (
-            f"use {multiclass_estimator}, which handles several classes"
-            if multiclass_estimator
-            else "use a one-vs-rest wrapper such as sklearn.multiclass.OneVsRestClassifier"
-        )
-        raise ValueError(
-            f"y has {len(classes)} classes. Only binary classification is supported ({hint})"
-        )
-    return classes, y01.astype(np.int32)
-
-
-def data_unit_variables(posterior, kernel, x_scale, y_scale=None) -> tuple[dict, dict]:
-    """Restate the sampled length hyper-parameters (and amplitudes, noise) in data units.
-
-    The sampler works on inputs standardized per column (:math:`\\tilde x_j = (x_j -
-    m_j)/s_j`) and, for regression, on :math:`\\tilde y = (y - m_y)/s_y`. A length
-    :math:`\\tilde\\ell` (length-scale, period: parameters with ``Hyper.length``) is
-    :math:`\\ell_j = \\tilde\\ell\\, s_j` in the units of column :math:`j` (so one value
-    per column even for an isotropic kernel, dims ``feature``); with ``y_scale`` the
-    amplitudes :math:`a_t` and the noise :math:`\\sigma` become :math:`a_t s_y` and
-    :math:`\\sigma s_y`. Returns ``(arrays (chain, draw, ...), dims)`` named
-    ``<site>_data_units`` (:data:`~bayeskern.diagnostics.DATA_UNITS_SUFFIX`).
-    """
-    suffix = diagnostics.DATA_UNITS_SUFFIX
-    x_scale = np.asarray(x_scale, dtype=float)
-    data, dims = {}, {}
-    for leaf in kernel.leaves():
-        for p, h in leaf.hyperparameters().items():
-            site = leaf._site(p)
-            if h.length and site in posterior:
-                a = np.asarray(posterior[site])
-                data[site + suffix] = (a[..., None] if a.ndim == 2 else a) * x_scale
-                dims[site + suffix] = ["feature"]
-    for site in ("amplitude", "noise") if y_scale is not None else ():
-        if site in posterior:
-            data[site + suffix] = np.asarray(posterior[site]) * float(np.squeeze(y_scale))
-            dims[site + suffix] = list(posterior[site].dims[2:])
-    return data, dims
-
-
 def as_fitted_input(est, X):
     """``X`` as the estimator saw it in fit (a frame with its column names, if it had them).
 
@@ -325,107 +148,12 @@ def as_fitted_input(est, X):
     return pd.DataFrame(np.asarray(X, dtype=float), columns=list(names))
 
 
-#: most values (rows x draws) stored in a ``posterior_predictive`` or ``predictions`` group
-#: (2**24 float64: 128 MiB); beyond, :func:`thin_draws` keeps fewer posterior draws
-PREDICTIVE_MAX_VALUES = 2**24
-
-
-def thin_draws(
-    n_chain: int,
-    n_draw: int,
-    n_rows: int,
-    n_draws: int | None = None,
-    max_values: int | None = None,
-) -> np.ndarray:
-    """Flat indices of the posterior draws kept for a predictive group.
-
-    All :math:`C \\times D` draws when they fit, else :math:`k = \\max(1,
-    \\lfloor K / C\\rfloor)` evenly spaced draws of each chain, with :math:`K =
-    \\min(n_{draws}, \\lfloor V / n_{rows}\\rfloor)` and :math:`V` = ``max_values``
-    (default :data:`PREDICTIVE_MAX_VALUES`): the
-    stored values stay below :math:`V` (or :math:`C \\cdot n_{rows}`) whatever the rows.
-    Every chain keeps the same draws, so the group stays ``(chain, draw, obs)``.
-    """
-    max_values = PREDICTIVE_MAX_VALUES if max_values is None else max_values
-    total = n_chain * n_draw if n_draws is None else min(n_chain * n_draw, int(n_draws))
-    total = min(total, max_values // max(n_rows, 1))
-    per_chain = max(1, total // n_chain)
-    keep = np.unique(np.linspace(0, n_draw - 1, per_chain).round().astype(np.int64))
-    return (np.arange(n_chain)[:, None] * n_draw + keep[None, :]).ravel()
-
-
-def check_interval(interval) -> float:
-    """Return ``interval`` as a float; a one-line error unless it is a number in (0, 1)."""
-    if (
-        isinstance(interval, bool)
-        or not isinstance(interval, numbers.Real)
-        or not 0.0 < float(interval) < 1.0
-    ):
-        raise ValueError(f"interval must be a number in (0, 1), got {interval!r}")
-    return float(interval)
-
-
-def proba_interval(draws: np.ndarray, interval) -> tuple[np.ndarray, np.ndarray]:
-    r"""Equal-tailed credible interval of class probabilities over posterior draws.
-
-    With :math:`p^{(s)}_{ic}` the probability of class :math:`c` at point :math:`i` under
-    posterior draw :math:`s` (the latent function integrated out), the bounds are the
-    :math:`(1 - \gamma)/2` and :math:`(1 + \gamma)/2` quantiles over :math:`s`
-    (Gelman et al. 2013, "Bayesian Data Analysis", section 2.3), :math:`\gamma` = ``interval``.
-
-    Parameters
-    ----------
-    draws : (S, n, C) per-draw class probabilities.
-    interval : float in (0, 1), the posterior mass inside the interval.
-
-    Returns
-    -------
-    lower, upper : (n, C) arrays.
-    """
-    check_interval(interval)
-    q = np.quantile(draws, [(1.0 - interval) / 2.0, (1.0 + interval) / 2.0], axis=0)
-    return q[0], q[1]
-
-
-class IntInterval(Interval):
-    """scikit-learn's ``Interval(numbers.Integral, left, right)`` that refuses ``bool``.
-
-    ``True`` is an ``int`` in Python but never a count a user means. ``IntInterval(1)`` is
-    [1, inf).
-    """
-
-    def __init__(self, left, right=None, *, closed="left"):
-        super().__init__(numbers.Integral, left, right, closed=closed)
-
-    def is_satisfied_by(self, val):
-        """Return whether ``val`` is an integer (not a bool) inside the interval."""
-        return not isinstance(val, (bool, np.bool_)) and super().is_satisfied_by(val)
-
-
-#: ``"auto"``: the estimator chooses (scikit-learn's constraint format)
-AUTO = StrOptions({"auto"})
-#: a finite number > 0
-POSITIVE = Interval(numbers.Real, 0, None, closed="neither")
-
-#: the constraints of the MCMC settings that the Bayesian estimators share, in scikit-learn's
-#: ``_parameter_constraints`` format (checked by ``BaseEstimator._validate_params`` at the
-#: start of ``fit``); an estimator that lets ``num_warmup`` or ``num_samples`` be ``"auto"``
-#: adds :data:`AUTO` to their lists
-SAMPLER_CONSTRAINTS = {
-    "num_warmup": [IntInterval(0)],
-    "num_samples": [IntInterval(1)],
-    "num_chains": [IntInterval(1)],
-    "chain_method": [None, StrOptions({"parallel", "sequential", "vectorized", "processes"})],
-    "target_accept_prob": [Interval(numbers.Real, 0, 1, closed="neither")],
-    "progress_bar": ["boolean"],
-    "random_state": ["random_state"],
-}
-
-
 class BayesianEstimatorMixin:
     """Common behaviour of the NUTS-based estimators (sampler settings, validation, save)."""
 
     # ------------------------------------------------------------------ validation
+    #: the sampler arguments; each estimator adds its own (scikit-learn's format)
+    _parameter_constraints: dict = dict(SAMPLER_CONSTRAINTS)
     #: whether ``num_warmup`` and ``num_samples`` may be ``"auto"``
     _AUTO_COUNTS = False
 
@@ -433,7 +161,6 @@ class BayesianEstimatorMixin:
         # a new fit starts a new cache (compiled maps, prediction factors, the last
         # predictive): nothing computed for an earlier fit is kept
         self._cache = {}
-        self._validate_params()  # the class's _parameter_constraints
         X, y = validate_data(
             self, X, y, dtype=np.float64, ensure_min_samples=2, y_numeric=not classifier
         )
@@ -679,292 +406,3 @@ class BayesianEstimatorMixin:
     def _sklearn_tags_common(self, tags):
         tags.non_deterministic = self.random_state is None
         return tags
-
-
-#: most draws x rows elements of one block of :meth:`PredictiveRegressorMixin.predict`
-#: (each predictive array of a block then takes at most 64 MB)
-PREDICT_BLOCK_ELEMENTS = 2**23
-
-
-#: most elements (draws x rows, summed over the arrays) of a result that :func:`remember_last`
-#: keeps
-REMEMBER_ELEMENTS = 2**23
-
-
-def _content_key(X):
-    """Return a key for the values (and column names) of ``X``, or ``None`` if it has none."""
-    try:
-        values = X.to_numpy() if hasattr(X, "to_numpy") else np.asarray(X)
-        if values.dtype == object:
-            return None
-        values = np.ascontiguousarray(values)
-    except (TypeError, ValueError):
-        return None
-    columns = tuple(map(str, X.columns)) if hasattr(X, "columns") else None
-    digest = hashlib.blake2b(values.tobytes(), digest_size=16).digest()
-    return type(X).__name__, columns, values.shape, values.dtype.str, digest
-
-
-def _arrays(out) -> list:
-    if isinstance(out, tuple):
-        return [a for o in out for a in _arrays(o)]
-    if isinstance(out, np.ndarray):
-        return [out]
-    return [a for a in (out.loc, out.scale, out.df) if a is not None]  # a MixturePredictive
-
-
-def _own_copy(out):
-    """Return the same read-only arrays in a new container (a new ``MixturePredictive``)."""
-    if isinstance(out, tuple):
-        return tuple(_own_copy(o) for o in out)
-    return out if isinstance(out, np.ndarray) else dataclasses.replace(out)
-
-
-def remember_last(name: str):
-    """Wrap a method ``f(self, X)`` of a fitted estimator to keep its last result for one ``X``.
-
-    ``predict``, ``predict_interval``, ``sample_posterior_predictive``, the metrics and the
-    report each ask for the predictive distribution at the same new points, and an exact GP
-    computes it from a factorization per posterior draw each time. The last result (a
-    :class:`~bayeskern.predictive.MixturePredictive`, an array or a tuple of arrays; at most
-    :data:`REMEMBER_ELEMENTS` elements) is kept under ``name`` in the fit's cache (``_cache``,
-    which each fit starts anew and pickling drops) with a hash of ``X``'s values, its shape,
-    type and column names, and the fitted ``idata_``; another ``X`` or a new fit computes it
-    again. The kept arrays are read-only, so a caller cannot change what the next one gets.
-    Same numbers as without it.
-
-    Parameters
-    ----------
-    name : str
-        The cache entry (one per method).
-
-    Returns
-    -------
-    callable
-        A decorator for the method.
-    """
-
-    def wrap(method):
-        @functools.wraps(method)
-        def remembered(self, X):
-            # the fit's own cache (predictions must not add attributes: scikit-learn's
-            # check_dict_unchanged); without one, nothing is kept
-            cache = self.__dict__.get("_cache")
-            if cache is None:
-                return method(self, X)
-            key = _content_key(X)
-            hit = cache.get(name)
-            if key is not None and hit is not None and hit[0] is self.idata_ and hit[1] == key:
-                return _own_copy(hit[2])
-            out = method(self, X)
-            arrays = _arrays(out)
-            if key is not None and sum(a.size for a in arrays) <= REMEMBER_ELEMENTS:
-                for a in arrays:
-                    a.setflags(write=False)
-                cache[name] = (self.idata_, key, out)
-                return _own_copy(out)
-            return out
-
-        return remembered
-
-    return wrap
-
-
-class PredictiveRegressorMixin:
-    """``predict``, ``predict_interval`` and ``sample_posterior_predictive`` of a regressor.
-
-    All are read off the Bayesian regressor's ``predictive(X)`` (a
-    :class:`~bayeskern.predictive.MixturePredictive`).
-    """
-
-    def _by_row_blocks(self, X, summarize):
-        """Apply ``summarize`` to :meth:`predictive` of consecutive row blocks of ``X``.
-
-        The predictive holds draws x rows arrays; blocks of at most
-        :data:`PREDICT_BLOCK_ELEMENTS` // draws rows keep that bounded, so predicting
-        millions of rows needs memory for one block, not for draws x all rows. Returns the
-        per-row outputs of ``summarize`` (a tuple of arrays) concatenated over blocks.
-        """
-        if not hasattr(X, "iloc"):
-            X = np.asarray(X) if not hasattr(X, "shape") else X
-        take = (lambda sl: X.iloc[sl]) if hasattr(X, "iloc") else (lambda sl: X[sl])
-        n = len(X)
-        first = min(n, 256)
-        pred = self.predictive(take(slice(0, first)))
-        pieces = [summarize(pred)]
-        step = max(1, PREDICT_BLOCK_ELEMENTS // max(1, pred.loc.shape[0]))
-        for start in range(first, n, step):
-            pieces.append(summarize(self.predictive(take(slice(start, start + step)))))
-        return tuple(np.concatenate(parts) for parts in zip(*pieces, strict=True))
-
-    def predict(self, X, return_std: bool = False):
-        """Posterior predictive mean (and standard deviation with ``return_std=True``).
-
-        Computed in blocks of rows (:meth:`_by_row_blocks`), so memory does not grow with
-        draws x rows.
-        """
-        mean, std = self._by_row_blocks(X, lambda pred: (pred.mean(), pred.std()))
-        return (mean, std) if return_std else mean
-
-    def predict_interval(self, X, prob: float = 0.9):
-        """Central posterior predictive interval ``(lower, upper)`` with probability ``prob``.
-
-        Computed in blocks of rows, like :meth:`predict`.
-        """
-        return self._by_row_blocks(X, lambda pred: pred.interval(prob))
-
-    def sample_posterior_predictive(
-        self, X, n_draws: int = 200, random_state=None, row_offset: int = 0
-    ):
-        """Posterior predictive draws ``(n_draws, n)`` at ``X`` (marginal per point).
-
-        The draws of row ``i`` depend only on the seed and on ``row_offset + i`` (counter-based,
-        :func:`bayeskern.predictive.row_uniforms`), not on the other rows of ``X``.
-        """
-        seed = self._seed() if random_state is None else random_state
-        return self.predictive(X).sample(n_draws, seed, row_offset=row_offset)
-
-
-def cached_jit(est, name: str, make, *keys):
-    """``shared_jit(make())`` cached on ``est`` under ``name`` while ``keys`` are the same objects.
-
-    The keys are fitted objects (``idata_``, ``kernel_``...) that a new fit replaces, so a
-    refit traces again (and compiles only a program no earlier fit compiled,
-    :func:`bayeskern.programs.shared_jit`) and repeated predictions do not; the cache is
-    dropped when pickling.
-    """
-    cache = est.__dict__.setdefault("_cache", {})
-    hit = cache.get(name)
-    if (
-        hit is None
-        or len(hit[0]) != len(keys)
-        or any(a is not b for a, b in zip(hit[0], keys, strict=True))
-    ):
-        hit = cache[name] = (keys, shared_jit(make()))
-    return hit[1]
-
-
-def mixture_joint(joint, draws: dict, *args):
-    """Mixture mean and covariance over posterior draws of per-draw joint Gaussians.
-
-    With ``joint(draw, *args) = (mu_s, Sigma_s)``: :math:`\\bar\\mu = \\frac1S\\sum_s
-    \\mu_s` and :math:`\\frac1S\\sum_s(\\Sigma_s + \\mu_s\\mu_s^\\top) -
-    \\bar\\mu\\bar\\mu^\\top` (law of total covariance). One draw at a time
-    (``lax.scan``), so memory holds one :math:`n \\times n` sum.
-    """
-    first = jax.tree_util.tree_map(lambda a: a[0], draws)
-    n = jax.eval_shape(joint, first, *args)[0].shape[0]
-
-    def add(carry, draw):
-        mean, cov = joint(draw, *args)
-        return (carry[0] + mean, carry[1] + cov + jnp.outer(mean, mean)), None
-
-    (m, c), _ = jax.lax.scan(add, (jnp.zeros(n), jnp.zeros((n, n))), draws)
-    S = jax.tree_util.tree_leaves(draws)[0].shape[0]
-    return m / S, c / S - jnp.outer(m / S, m / S)
-
-
-class JointPredictiveMixin:
-    """``predict(X, return_cov=True)`` and ``sample_y`` from per-draw Gaussian latents.
-
-    For regressors whose predictive given posterior draw :math:`s` is Gaussian, with latent
-    mean :math:`\\mu_s` and covariance :math:`\\Sigma_s` over the rows of ``X``
-    (Rasmussen & Williams 2006, eqs. 2.23-2.24). Subclasses give ``_joint_fn()``, a
-    jittable ``joint(draw, *args) -> (mu_s, Sigma_s)`` in standardized units, and
-    ``_joint_args(Xs) -> (draws, args)``; results are returned in the units of ``y``.
-    """
-
-    def predict(self, X, return_std: bool = False, return_cov: bool = False):
-        """Posterior predictive mean, with its standard deviation or the latent covariance.
-
-        Parameters
-        ----------
-        X : array-like (n, n_features)
-        return_std : bool
-            Also return the standard deviation of a new **observation** (noise included):
-            :math:`\\mathrm{sd}_i^2 = \\frac1S\\sum_s (v_{s,i} + \\sigma_s^2 +
-            \\mu_{s,i}^2) - \\bar\\mu_i^2`.
-        return_cov : bool
-            Also return the ``(n, n)`` posterior-predictive covariance of the **latent**
-            function :math:`f` (noise excluded, as scikit-learn's
-            ``GaussianProcessRegressor`` without a ``WhiteKernel``), the mixture over draws
-            :math:`\\frac1S\\sum_s \\Sigma_s + \\mathrm{Cov}_s[\\mu_s]` (law of total
-            covariance, :func:`mixture_joint`). So ``diag(cov)`` plus the mean noise
-            variance equals ``std**2``. At most one of ``return_std`` and ``return_cov``.
-
-        Returns
-        -------
-        mean : (n,)
-        std : (n,), only with ``return_std``
-        cov : (n, n), only with ``return_cov``
-        """
-        if return_std and return_cov:
-            raise ValueError(
-                "return_std and return_cov cannot both be True (at most one, as "
-                "in scikit-learn's GaussianProcessRegressor)"
-            )
-        if not return_cov:
-            return super().predict(X, return_std=return_std)
-        X = self._validate_predict(X)
-        mean, cov = self._latent_moments(self._standardize_x(X))
-        s = float(np.squeeze(self.y_std_.scale))
-        return mean * s + self.y_std_.mean, cov * s * s
-
-    def _latent_moments(self, Xs):
-        draws, args = self._joint_args(Xs)
-        fn = cached_jit(
-            self, "mixture_joint", lambda: partial(mixture_joint, self._joint_fn()), self.idata_
-        )
-        return tuple(np.asarray(a) for a in fn(draws, *args))
-
-    def sample_y(self, X, n_samples: int = 1, random_state=None):
-        """Joint draws of the latent function at the rows of ``X``, ``(n, n_samples)``.
-
-        As scikit-learn's ``GaussianProcessRegressor.sample_y``, integrating over the
-        hyper-parameter posterior: for each sample a posterior draw :math:`s` uniformly,
-        then :math:`f \\sim N(\\mu_s, \\Sigma_s)` jointly over the rows, with the full
-        conditional covariance of that draw (Rasmussen & Williams 2006, eqs. 2.23-2.24).
-        Noise-free sample paths in the units of ``y``; their covariance over many samples
-        is ``predict(X, return_cov=True)[1]``.
-
-        Parameters
-        ----------
-        X : array-like (n, n_features)
-        n_samples : int
-            Sample paths.
-        random_state : int, Generator or None
-            Seed (``None``: the estimator's ``random_state``); the same seed gives the
-            same paths.
-
-        Returns
-        -------
-        ndarray (n, n_samples)
-        """
-        if (
-            isinstance(n_samples, bool)
-            or not isinstance(n_samples, numbers.Integral)
-            or n_samples < 1
-        ):
-            raise ValueError(f"n_samples must be a positive int, got {n_samples!r}")
-        X = self._validate_predict(X)
-        rng = np.random.default_rng(
-            draw_seed(self._seed() if random_state is None else random_state)
-        )
-        F = self._latent_paths(self._standardize_x(X), n_samples, rng)
-        return F * float(np.squeeze(self.y_std_.scale)) + self.y_std_.mean
-
-    def _latent_paths(self, Xs, n_samples: int, rng) -> np.ndarray:
-        """``(n, n_samples)`` paths: per sample a draw, then ``multivariate_normal``."""
-        draws, args = self._joint_args(Xs)
-        fn = cached_jit(self, "joint", self._joint_fn, self.idata_)
-        pick = rng.integers(len(next(iter(draws.values()))), size=n_samples)
-        out = np.empty((len(Xs), n_samples))
-        for s in np.unique(pick):
-            cols = np.flatnonzero(pick == s)
-            mean, cov = (np.asarray(a) for a in fn({k: v[s] for k, v in draws.items()}, *args))
-            # eigh: the conditional covariance may be singular to rounding (scikit-learn's
-            # sample_y draws the same way)
-            out[:, cols] = rng.multivariate_normal(
-                mean, cov, size=len(cols), method="eigh", check_valid="ignore"
-            ).T
-        return out

@@ -12,21 +12,18 @@ from __future__ import annotations
 import numbers
 
 import numpy as np
-from sklearn.utils._param_validation import Interval, Options, StrOptions
+from sklearn.base import _fit_context
+from sklearn.utils._param_validation import StrOptions
 from sklearn.utils.metaestimators import available_if
 from sklearn.utils.multiclass import check_classification_targets
 from sklearn.utils.validation import check_is_fitted
 
 from bayeskern.devices import limit_blas
-from bayeskern.estimators.base import AUTO, POSITIVE, IntInterval, validate_data
-from bayeskern.estimators.svm import SVC_CONSTRAINTS, KernelSVC, kernel_gram
+from bayeskern.estimators.params import NumberInterval, count, positive
+from bayeskern.estimators.svm import KernelSVC, kernel_gram
+from bayeskern.estimators.validation import validate_data
 from bayeskern.kernels import name_leaves
-from bayeskern.kernels.conformal import (
-    _OPTIMIZERS,
-    Conformal,
-    SquaredExponential,
-    check_class_labels,
-)
+from bayeskern.kernels.conformal import Conformal, SquaredExponential, check_class_labels
 
 __all__ = ["ConformalKernelClassifier", "MU_CANDIDATES"]
 
@@ -68,8 +65,7 @@ class ConformalKernelClassifier(KernelSVC):
         features. ``None`` uses ``gamma`` (the setup of Gu 2021: both kernels share
         :math:`\gamma`); then a user's grid value such as :math:`\gamma = 0.1` on 30
         standardized features makes :math:`K_1(x, e_j) \approx e^{-6}` for every pair but
-        :math:`x = e_j`, :math:`q` spikes at its own expansion points and the SVM overfits
-        (the kernel-learner results page compares the two on WDBC).
+        :math:`x = e_j`, :math:`q` spikes at its own expansion points and the SVM overfits.
     optimizer : {"eigen", "gradient"}
         Generalized eigenproblem (eq. 63) or the gradient ascent of Gu (2021, Algorithm 1).
     mu : "auto" or float
@@ -78,10 +74,9 @@ class ConformalKernelClassifier(KernelSVC):
         Default ``"auto"``: chosen from :data:`MU_CANDIDATES` = (1e-3, 1e-1, inf) by 3-fold
         stratified CV accuracy of this SVM on the training data (ties to the learned kernel).
         Why: the Fisher-optimal :math:`q` has one coefficient per expansion point and can
-        overfit noisy classes, below the plain RBF SVC; the internal CV falls back to the
-        base kernel where the learned one does not help. (Choosing ``mu`` by the held-out
-        Fisher ratio instead did worse; the kernel-learner results page has both.) Cost: 9
-        extra kernel + SVC fits.
+        overfit noisy classes (then it does worse than the RBF SVC); the internal CV falls
+        back to the base kernel where the learned one does not help. Choosing ``mu`` by the
+        held-out Fisher ratio instead does worse. Cost: 9 extra kernel + SVC fits.
     n_expansion : int or None
         Number of expansion points of :math:`q`, subsampled from the training points
         (``None``: all, as in Gu 2021; set it for large ``N``: the cost is
@@ -107,19 +102,15 @@ class ConformalKernelClassifier(KernelSVC):
     """
 
     _parameter_constraints: dict = {
-        **SVC_CONSTRAINTS,
-        "gamma": [POSITIVE, StrOptions({"scale", "auto"})],
-        "gamma1": [None, POSITIVE, StrOptions({"scale", "auto"})],
-        "optimizer": [StrOptions(set(_OPTIMIZERS))],
-        # inf: q = 1, the base kernel
-        "mu": [
-            Interval(numbers.Real, 0, None, closed="left"),
-            Options(numbers.Real, {np.inf}),
-            AUTO,
-        ],
-        "n_expansion": [None, IntInterval(1)],
-        "eta0": [POSITIVE],
-        "n_iter": [IntInterval(1)],
+        **KernelSVC._SVC_CONSTRAINTS,
+        "gamma": [positive(), StrOptions({"scale", "auto"})],
+        "gamma1": [positive(), StrOptions({"scale", "auto"}), None],
+        "optimizer": [StrOptions({"eigen", "gradient"})],
+        # inf: the base kernel (q = 1)
+        "mu": [NumberInterval(numbers.Real, 0, None, closed="both"), StrOptions({"auto"})],
+        "n_expansion": [count(1), None],
+        "eta0": [positive()],
+        "n_iter": [count(1)],
         "random_state": ["random_state"],
     }
 
@@ -155,7 +146,7 @@ class ConformalKernelClassifier(KernelSVC):
 
     @staticmethod
     def _resolve_gamma(value, X) -> float:
-        r"""SVC's rule: ``"scale"`` :math:`1/(d\,\mathrm{Var}X)`, ``"auto"`` :math:`1/d`."""
+        """Return ``gamma`` or ``gamma1`` as a number (``"scale"`` and ``"auto"`` as SVC's)."""
         if isinstance(value, str):
             if value == "scale":
                 var = X.var()
@@ -178,9 +169,9 @@ class ConformalKernelClassifier(KernelSVC):
         )
 
     @limit_blas
+    @_fit_context(prefer_skip_nested_validation=True)
     def fit(self, X, y):
         """Learn the conformal factor on ``(X, y)``, then the SVC on :math:`K = QK_0Q`."""
-        self._validate_params()
         X, y = validate_data(self, X, y, dtype=np.float64, ensure_min_samples=2)
         check_classification_targets(y)
         check_class_labels(y, X.shape[0])

@@ -43,33 +43,25 @@ from __future__ import annotations
 
 import numbers
 import time
-import warnings
 
-import jax
 import jax.numpy as jnp
 import numpy as np
-from sklearn.base import RegressorMixin
-from sklearn.utils._param_validation import Interval, StrOptions
+from sklearn.base import RegressorMixin, _fit_context
+from sklearn.utils._param_validation import StrOptions
 from threadpoolctl import threadpool_limits
 
 from bayeskern import diagnostics
-from bayeskern.batching import batched_map, row_slices
-from bayeskern.estimators.base import (
-    AUTO,
-    IntInterval,
-    JointPredictiveMixin,
-    PredictiveRegressorMixin,
-    Standardizer,
-    cached_jit,
-    map_draws,
-    remember_last,
-)
+from bayeskern.estimators.base import Standardizer
 from bayeskern.estimators.gabasr_base import PARAMS_DOC, _GaBaSRBase
 from bayeskern.estimators.gabasr_classifier import GaBaSRClassifier
-from bayeskern.estimators.gp import FACTOR_CACHE_BYTES, loo_rows
-from bayeskern.inference import run_nuts
-from bayeskern.inference.gibbs_predict import predict_regression, regression_posteriors
-from bayeskern.linalg import cholesky, gaussian_conditional
+from bayeskern.estimators.gabasr_features import _FeaturesModelMixin
+from bayeskern.estimators.gabasr_spectral import _SpectralGPMixin
+from bayeskern.estimators.params import AUTO_COUNT_CONSTRAINTS, NumberInterval, count
+from bayeskern.estimators.prediction import (
+    JointPredictiveMixin,
+    PredictiveRegressorMixin,
+    remember_last,
+)
 from bayeskern.models import gabasr as G
 from bayeskern.models import gabasr_hsgp as GH
 from bayeskern.models.gabasr_setup import (  # noqa: F401  (re-exported)
@@ -79,7 +71,6 @@ from bayeskern.models.gabasr_setup import (  # noqa: F401  (re-exported)
     initial_values,
     mean_basis,
 )
-from bayeskern.models.hsgp import hsgp_loo_and_fitted, hsgp_predict
 from bayeskern.predictive import MixturePredictive
 from bayeskern.runs import register_estimator
 
@@ -90,7 +81,12 @@ _HSGP_MIN_ROWS, _HSGP_MAX_BASIS = 1000, 600
 
 @register_estimator
 class GaBaSRRegressor(  # noqa: D101 (__doc__ is an f-string)
-    JointPredictiveMixin, PredictiveRegressorMixin, RegressorMixin, _GaBaSRBase
+    JointPredictiveMixin,
+    PredictiveRegressorMixin,
+    RegressorMixin,
+    _SpectralGPMixin,
+    _FeaturesModelMixin,
+    _GaBaSRBase,
 ):
     __doc__ = f"""GaBaSR regression: DP spectral-mixture kernel, weights integrated out.
 
@@ -188,8 +184,8 @@ class GaBaSRRegressor(  # noqa: D101 (__doc__ is an f-string)
         posterior: the spectral parameters see the subset only (their posterior is wider
         than the full-data one), the function values see every row. Forces the features
         model; no pointwise log-likelihood group is stored. ``None``: every row enters the
-        sampler (each gradient is a pass over all rows, :math:`O(N M^2)`, and NUTS takes
-        thousands of gradients, which puts :math:`10^6` rows out of reach on a few cores).
+        sampler (each gradient is a pass over all rows, :math:`O(N M^2)`, so NUTS over
+        millions of rows is out of reach on a CPU).
     num_conditioned_draws : int, default 100
         With ``max_sample_rows``: how many draws (evenly spaced over the chains) are
         conditioned on all rows and mixed in predictions (one pass over the data each;
@@ -235,16 +231,15 @@ class GaBaSRRegressor(  # noqa: D101 (__doc__ is an f-string)
 
     _parameter_constraints: dict = {
         **_GaBaSRBase._parameter_constraints,
-        "num_warmup": [*_GaBaSRBase._parameter_constraints["num_warmup"], AUTO],
-        "num_samples": [*_GaBaSRBase._parameter_constraints["num_samples"], AUTO],
+        **AUTO_COUNT_CONSTRAINTS,
         "model": [StrOptions({"auto", "exact", "hsgp", "features"})],
-        "trend_degree": [IntInterval(0, 5, closed="both"), AUTO],
-        "hsgp_boundary": [Interval(numbers.Real, 1.2, 20, closed="both")],
-        "num_map_starts": [IntInterval(1)],
-        "exact_max_n": [IntInterval(1)],
-        "chunk_size": [IntInterval(1)],
-        "max_sample_rows": [None, IntInterval(10)],
-        "num_conditioned_draws": [IntInterval(1)],
+        "trend_degree": [count(0, 5), StrOptions({"auto"})],
+        "num_map_starts": [count(1)],
+        "exact_max_n": [count(1)],
+        "hsgp_boundary": [NumberInterval(numbers.Real, 1.2, 20, closed="both")],
+        "chunk_size": [count(1)],
+        "max_sample_rows": [count(10), None],
+        "num_conditioned_draws": [count(1)],
     }
 
     def __init__(
@@ -322,6 +317,7 @@ class GaBaSRRegressor(  # noqa: D101 (__doc__ is an f-string)
         )
 
     def _check_exact_params(self):
+        """Refuse the combinations of arguments the spectral-mixture GP cannot fit."""
         if self.model in ("exact", "hsgp") and (self.sampler_ != "nuts" or self.locally_stationary):
             raise ValueError(
                 f"model={self.model!r} needs sampler='nuts' and "
@@ -393,11 +389,12 @@ class GaBaSRRegressor(  # noqa: D101 (__doc__ is an f-string)
         rng = np.random.default_rng(self._seed())
         return np.sort(rng.choice(n, self.max_sample_rows, replace=False))
 
+    @_fit_context(prefer_skip_nested_validation=True)
     def fit(self, X, y):
         """Sample the posterior of the spectral density (weights and noise integrated out)."""
-        X, y = self._validate_fit(X, y, classifier=False)
         self._check_params()
         self._check_exact_params()
+        X, y = self._validate_fit(X, y, classifier=False)
         t0 = time.perf_counter()
         with threadpool_limits(1, user_api="blas"):
             Z, B = self._setup(X)
@@ -477,387 +474,6 @@ class GaBaSRRegressor(  # noqa: D101 (__doc__ is an f-string)
             coords=self._coords(0),
         )
 
-    # ------------------------------------------------------------------ exact model
-    def _fit_exact(self, Z, ys, y, X):
-        """Sample the spectral-mixture GP, exact or on the basis (``model_``)."""
-        self._Ztrain, self._ytrain = Z, ys
-        if self.model_ == "hsgp":
-            model, kw = (
-                GH.gabasr_hsgp_regression,
-                dict(
-                    stats=self._hsgp_stats(),
-                    spec=self.exact_spec_,
-                    basis=self.hsgp_basis_,
-                    degree=self.trend_degree_,
-                ),
-            )
-        else:
-            model, kw = (
-                G.gabasr_exact_regression,
-                dict(
-                    X=jnp.asarray(Z),
-                    y=jnp.asarray(ys),
-                    spec=self.exact_spec_,
-                    prepared=G.prepare_exact(Z, G.polynomial_basis(Z, self.trend_degree_)),
-                ),
-            )
-        coords = self._coords(len(X))
-        self.idata_ = run_nuts(
-            model,
-            model_kwargs=kw,
-            rng_key=self._seed(),
-            num_warmup=self.num_warmup_,
-            num_samples=self.num_samples_,
-            num_chains=self.num_chains,
-            chain_method=self.chain_method,
-            progress_bar=self.progress_bar,
-            target_accept_prob=self.target_accept_prob,
-            init="map",
-            num_map_starts=self.num_map_starts,
-            coords=coords,
-            adapt_mass_matrix=self.num_warmup_ >= 500,
-            judged=list(self._EXACT_SITES),
-            dims={
-                "y": ["obs"],
-                "trend_amp": ["trend"],
-                "amplitude": ["component"],
-                "mu": ["periodic"],
-                "sigma": ["periodic"],
-                "sigma0": ["feature"],
-            },
-            observed={"y": y},
-        )
-        diagnostics.add_group(
-            self.idata_,
-            "constant_data",
-            {"X": X},
-            dims={"X": ["obs", "feature"]},
-            coords=coords,
-            sample_dims=False,
-        )
-        post = self.idata_.posterior
-        self.num_samples_ = post.sizes["draw"]
-        # peaks in cycles per unit of the first input column (the report's language)
-        diagnostics.set_attrs(
-            self.idata_,
-            model_form=self.MODELS[self.model_],
-            trend_degree=self.trend_degree_,
-            peaks_cycles=str(
-                np.round(
-                    np.asarray(self.exact_spec_.peaks) / (2 * np.pi * self.x_scaler_.scale[0]), 4
-                ).tolist()
-            ),
-        )
-        self._finish(
-            [v for v in ("noise", "trend_amp", "amplitude", "sigma0", "mu", "sigma") if v in post]
-        )
-        if self.model_ == "hsgp":
-            self._check_basis()
-
-    _EXACT_SITES = ("trend_amp", "amplitude", "sigma0", "mu", "sigma", "noise")
-
-    # ------------------------------------------------------------------ basis form
-    #: share of posterior draws with more than :attr:`BASIS_TOL` of their variance above the
-    #: basis frequencies beyond which a fit warns
-    BASIS_WARN_FRACTION = 0.05
-    BASIS_TOL = 0.01
-
-    def _check_basis(self):
-        """Warn when the posterior puts spectral mass where the basis does not reach.
-
-        :func:`~bayeskern.models.gabasr_hsgp.mass_beyond` per draw; stored as
-        ``basis_mass_beyond_`` (the share of draws above :attr:`BASIS_TOL`).
-        """
-        frac = GH.mass_beyond(self._draws(self._EXACT_SITES), self.hsgp_basis_)
-        self.basis_mass_beyond_ = float(np.mean(frac > self.BASIS_TOL))
-        diagnostics.set_attrs(
-            self.idata_,
-            basis_mass_beyond=self.basis_mass_beyond_,
-            n_basis=int(self.hsgp_basis_.size),
-        )
-        if self.basis_mass_beyond_ > self.BASIS_WARN_FRACTION:
-            warnings.warn(
-                f"GaBaSRRegressor: in {100 * self.basis_mass_beyond_:.0f} % of the posterior "
-                f"draws more than {100 * self.BASIS_TOL:.0f} % of the spectral density lies "
-                f"outside the frequencies of the basis ({self.hsgp_basis_.size} functions); "
-                "the basis form may be inaccurate: refit with model='exact'",
-                UserWarning,
-                stacklevel=3,
-            )
-
-    def _warn_outside_box(self, Zn):
-        outside = int(np.sum(~self.hsgp_basis_.contains(Zn)))
-        if outside:
-            warnings.warn(
-                f"GaBaSRRegressor: {outside} of {len(Zn)} rows lie outside the box on which "
-                "the Hilbert-space basis approximates the kernel; predictions there fall back "
-                "towards the trend and are not those of the spectral-mixture GP (a larger "
-                "hsgp_boundary, or model='exact')",
-                UserWarning,
-                stacklevel=4,
-            )
-
-    def _hsgp_stats(self):
-        """Sufficient statistics of the training rows on the basis, cached per fit."""
-        cache = self.__dict__.setdefault("_cache", {})
-        hit = cache.get("hsgp_stats")
-        if hit is None or hit[0] is not self._Ztrain:
-            Z = self._Ztrain
-            chunk = self.chunk_size if len(Z) > self.chunk_size else None
-            hit = cache["hsgp_stats"] = (
-                Z,
-                GH.mixture_stats(Z, self._ytrain, self.hsgp_basis_, self.trend_degree_, chunk),
-            )
-        return hit[1]
-
-    def _hsgp_factor_blocks(self):
-        """Yield ``(slice, R, w_bar, noise variance)`` over blocks of posterior draws.
-
-        :func:`~bayeskern.models.gabasr_hsgp.mixture_factors` per draw; blocks of at most
-        ``FACTOR_CACHE_BYTES`` of factors.
-        """
-        draws = self._draws(self._EXACT_SITES)
-        stats = self._hsgp_stats()
-        basis = self.hsgp_basis_
-        factors = cached_jit(
-            self,
-            "hsgp_factors",
-            lambda: lambda d, st: batched_map(lambda x: GH.mixture_factors(x, basis, st), d, 1),
-            basis,
-        )
-        n_draws, M = len(draws["noise"]), stats.Pty.shape[0]
-        size = max(1, min(n_draws, FACTOR_CACHE_BYTES // (8 * (M * M + M + 1))))
-        for sl in row_slices(n_draws, size):
-            R, w, nv = factors({k: jnp.asarray(v[sl]) for k, v in draws.items()}, stats)
-            yield sl, R, w, nv
-
-    def _hsgp_predict_std(self, Zn):
-        """Per-draw mean and sd of a new observation on the basis (standardized units)."""
-        Phi = GH.features(Zn, self.hsgp_basis_, self.trend_degree_)
-        locs, scales = [], []
-        for _, R, w, nv in self._hsgp_factor_blocks():
-            mean, var = map(np.asarray, _predict_rows(R, w, Phi))
-            locs.append(mean)
-            scales.append(np.sqrt(var + np.asarray(nv)[:, None]))
-        return np.concatenate(locs), np.concatenate(scales), None
-
-    def _add_hsgp_loo(self, Z, ys):
-        """Store the basis model's LOO densities; return the predictive at their rows.
-
-        All rows, or a subsample for large data (:func:`bayeskern.estimators.gp.loo_rows`).
-        """
-        n_draws = len(self._draws(["noise"])["noise"])
-        rows = loo_rows(len(Z), n_draws, self._hsgp_stats().Pty.shape[0], self._seed())
-        Phi = GH.features(Z[rows], self.hsgp_basis_, self.trend_degree_)
-        yj = jnp.asarray(ys[rows])
-        out = [[], [], []]
-        for _, R, w, nv in self._hsgp_factor_blocks():
-            ll, mean, var = map(np.asarray, _loo_rows(R, w, nv, Phi, yj))
-            out[0].append(ll)
-            out[1].append(mean)
-            out[2].append(np.sqrt(var + np.asarray(nv)[:, None]))
-        ll, loc, sd = (np.concatenate(a) for a in out)
-        n_chain = self.idata_.posterior.sizes["chain"]
-        diagnostics.add_group(
-            self.idata_,
-            "log_likelihood",
-            {"y": (ll - np.log(self.y_std_.scale)).reshape(n_chain, -1, len(rows))},
-            dims={"y": ["obs"]},
-            coords={"obs": rows},
-        )
-        if len(rows) < len(Z):
-            diagnostics.set_attrs(self.idata_, loo_subsample=int(len(rows)))
-        s, m = self.y_std_.scale, self.y_std_.mean
-        return MixturePredictive(loc * s + m, sd * s)
-
-    def _exact_predict_std(self, Zn, Z, ys):
-        B = G.polynomial_basis(Z, self.trend_degree_)
-        prepared = G.prepare_exact(Z, B)
-        jZ, jB, jy = jnp.asarray(Z), jnp.asarray(B), jnp.asarray(ys)
-        draws = self._draws(self._EXACT_SITES)
-        locs, scales = [], []
-        for sl in row_slices(len(Zn), 1024):
-            Bn = G.polynomial_basis(Zn[sl], self.trend_degree_)
-            loc, scale = map_draws(  # compiled once per shape, however often predict runs
-                cached_jit(self, "exact_predictive", lambda: G.exact_predictive, self.idata_),
-                draws,
-                prepared,
-                jZ,
-                jB,
-                jy,
-                jnp.asarray(Zn[sl]),
-                jnp.asarray(Bn),
-            )
-            locs.append(np.asarray(loc))
-            scales.append(np.asarray(scale))
-        S = len(next(iter(draws.values())))
-        cat = lambda a: np.concatenate(a, axis=1) if a else np.zeros((S, 0))  # noqa: E731
-        return cat(locs), cat(scales), None
-
-    def _standardize_x(self, X):
-        return self.x_scaler_.transform(X)
-
-    def _joint_fn(self):
-        if self.model_ == "hsgp":
-            basis = self.hsgp_basis_
-            return lambda draw, stats, Phi: _hsgp_joint(draw, basis, stats, Phi)
-        return _exact_joint
-
-    def _joint_args(self, Zn):
-        """Draws and arguments of :meth:`_joint_fn` (the spectral-mixture GP only)."""
-        if not self._spectral_gp:
-            raise ValueError(
-                "return_cov and sample_y need the spectral-mixture GP (model_ "
-                "'exact' or 'hsgp'); the random-feature model's predictive given "
-                "a draw is Student-t, not Gaussian"
-            )
-        if self.model_ == "hsgp":
-            self._warn_outside_box(Zn)
-            return self._draws(self._EXACT_SITES), (
-                self._hsgp_stats(),
-                GH.features(Zn, self.hsgp_basis_, self.trend_degree_),
-            )
-        Z = self._Ztrain
-        B, Bn = (G.polynomial_basis(A, self.trend_degree_) for A in (Z, Zn))
-        return self._draws(self._EXACT_SITES), (
-            G.prepare_exact(Z, B),
-            jnp.asarray(Z),
-            jnp.asarray(B),
-            jnp.asarray(self._ytrain),
-            jnp.asarray(Zn),
-            jnp.asarray(Bn),
-        )
-
-    # ------------------------------------------------------------------ features model
-    _FEATURE_SITES = ("weights", "mu", "sigma", "v_weights", "v_mu", "v_sigma", "snr")
-
-    def _condition_on_all_rows(self):
-        """Condition the weights and noise of ``num_conditioned_draws`` draws on every row.
-
-        Used when the spectral posterior was sampled on ``max_sample_rows`` rows: for each
-        retained draw :math:`\\theta_s` (evenly spaced over the flattened chains) the NIG
-        posterior :math:`p(w, \\sigma^2 \\mid \\theta_s, y_{1:N})` of Pena-Llamas et al.
-        (2023), eq. (10), is computed from the sufficient statistics of all :math:`N` rows,
-        summed over chunks of ``chunk_size`` rows (:func:`bayeskern.blr.scan_feature_stats`;
-        the ``N × M`` design is never formed). Predictions mix over these draws.
-        """
-        Z, ys = self._Ztrain, self._ytrain
-        B = self._basis(Z)
-        jZ, jy = jnp.asarray(Z), jnp.asarray(ys)
-        jB = None if B is None else jnp.asarray(B)
-        post = self.idata_.posterior
-        S = post.sizes["chain"] * post.sizes["draw"]
-        idx = np.unique(
-            np.linspace(0, S - 1, min(S, self.num_conditioned_draws)).round().astype(int)
-        )
-        self.conditioned_draws_ = idx
-        if self.sampler_ == "gibbs":
-            posts = regression_posteriors(
-                self.gibbs_samples_,
-                jZ,
-                jy,
-                mean_basis=jB,
-                chunk_size=self.chunk_size,
-                draws=jnp.asarray(idx),
-            )
-        else:
-            draws = {k: v[idx] for k, v in self._draws(self._FEATURE_SITES).items()}
-            spec, chunk = self.spec_, self.chunk_size
-            posts = map_draws(
-                lambda d: G.regression_posterior(
-                    d, jZ, jy, spec=spec, mean_basis=jB, chunk_size=chunk
-                ),
-                draws,
-            )
-        # host arrays: the device-sharded outputs of map_draws do not go back into pmap
-        self._posteriors_ = jax.tree.map(np.asarray, posts)
-
-    def _predict_std(self, Zn, Z, ys):
-        if getattr(self, "model_", "features") == "exact":
-            return self._exact_predict_std(Zn, Z, ys)
-        if getattr(self, "model_", "features") == "hsgp":
-            self._warn_outside_box(Zn)
-            return self._hsgp_predict_std(Zn)
-        B, Bn = self._basis(Z), self._basis(Zn)
-        jB = None if B is None else jnp.asarray(B)
-        jBn = None if Bn is None else jnp.asarray(Bn)
-        posts = getattr(self, "_posteriors_", None)
-        idx = None if posts is None else jnp.asarray(self.conditioned_draws_)
-        if self.sampler_ == "gibbs":
-            return predict_regression(
-                self.gibbs_samples_,
-                Z,
-                ys,
-                Zn,
-                mean_basis=jB,
-                mean_basis_new=jBn,
-                posteriors=posts,
-                draws=idx,
-            )
-        spec = self.spec_
-        draws = self._draws(list(self._FEATURE_SITES))
-        if posts is None:
-
-            def make():
-                jZ, jy = jnp.asarray(Z), jnp.asarray(ys)
-                return lambda d, Xn, Bn_: G.regression_predictive(
-                    d, jZ, jy, Xn, spec=spec, mean_basis=jB, mean_new=Bn_
-                )
-
-        else:  # conditioned on all rows at fit time (max_sample_rows)
-            draws = {k: v[np.asarray(idx)] for k, v in draws.items()}
-            draws.update({f"post_{k}": v for k, v in posts._asdict().items()})
-
-            def make():
-                return lambda d, Xn, Bn_: G.regression_predictive(
-                    d,
-                    None,
-                    None,
-                    Xn,
-                    spec=spec,
-                    mean_new=Bn_,
-                    post=type(posts)(*(d[f"post_{k}"] for k in posts._fields)),
-                )
-
-        # one function per fit, so map_draws compiles once per shape however often predict runs
-        fn = cached_jit(self, "features_predictive", make, self.idata_)
-        loc, scale, df = map_draws(fn, draws, jnp.asarray(Zn), jBn)
-        return np.asarray(loc), np.asarray(scale), np.asarray(df)
-
-    def _add_loo(self, Z, ys):
-        """Store the pointwise LOO; the exact model also returns its predictive at ``Z``."""
-        self._Ztrain, self._ytrain = Z, ys
-        if self.model_ == "hsgp":
-            return self._add_hsgp_loo(Z, ys)
-        if self.model_ == "exact":
-            prepared = G.prepare_exact(Z, G.polynomial_basis(Z, self.trend_degree_))
-            jy = jnp.asarray(ys)
-            ll, loc, sd = map(
-                np.asarray,
-                map_draws(
-                    cached_jit(self, "exact_fitted_rows", lambda: G.exact_fitted_rows, self.idata_),
-                    self._draws(self._EXACT_SITES),
-                    prepared,
-                    jy,
-                ),
-            )
-            self._store_log_likelihood(ll - np.log(self.y_std_.scale))
-            s, m = self.y_std_.scale, self.y_std_.mean
-            return MixturePredictive(loc * s + m, sd * s)
-        if self.sampler_ == "gibbs":
-            return  # the Gibbs draws carry no per-draw LOO here (see predictive())
-        spec, B = self.spec_, self._basis(Z)
-        jB = None if B is None else jnp.asarray(B)
-        fn = lambda d: G.regression_loo(
-            d,
-            jnp.asarray(Z),
-            jnp.asarray(ys),
-            spec=spec,  # noqa
-            mean_basis=jB,
-        )
-        draws = self._draws(list(self._FEATURE_SITES))
-        self._store_log_likelihood(np.asarray(map_draws(fn, draws)) - np.log(self.y_std_.scale))
-
     @remember_last("predictive")
     def predictive(self, X) -> MixturePredictive:
         """Posterior predictive at ``X``: mixture of Student-t laws (df :math:`2a_N`)."""
@@ -869,38 +485,3 @@ class GaBaSRRegressor(  # noqa: D101 (__doc__ is an f-string)
         if df is None:
             return MixturePredictive(loc * s + m, scale * s)
         return MixturePredictive(loc * s + m, scale * s, np.asarray(df).reshape(len(loc), -1)[:, 0])
-
-
-def _hsgp_joint(draw, basis, stats, Phi):
-    r"""Latent mean and covariance at new features ``Phi`` of the basis model, one draw.
-
-    :math:`\Phi_*\bar w` and :math:`\Phi_*R^\top R\Phi_*^\top`
-    (:func:`bayeskern.models.gabasr_hsgp.mixture_factors`).
-    """
-    R, w, _ = GH.mixture_factors(draw, basis, stats)
-    V = R @ Phi.T
-    return Phi @ w, V.T @ V
-
-
-@jax.jit
-def _predict_rows(R, w, Phi):
-    """Per draw of a block: latent mean and variance at the rows of ``Phi``."""
-    return jax.lax.map(lambda f: hsgp_predict(f[0], f[1], Phi), (R, w))
-
-
-@jax.jit
-def _loo_rows(R, w, nv, Phi, y):
-    """Per draw of a block: :func:`bayeskern.models.hsgp.hsgp_loo_and_fitted`."""
-    return jax.lax.map(lambda f: hsgp_loo_and_fitted(f[0], f[1], f[2], Phi, y), (R, w, nv))
-
-
-def _exact_joint(draw, prepared, Z, B, ys, Zn, Bn):
-    """Latent mean and covariance at ``Zn`` of the exact model for one draw.
-
-    :math:`\\mu = K_*^\\top\\alpha`, :math:`\\Sigma = K_{**} - (L^{-1}K_*)^\\top
-    (L^{-1}K_*)` with the spectral-mixture-plus-trend kernel (Rasmussen & Williams 2006,
-    eqs. 2.23-2.24; :func:`bayeskern.models.gabasr.exact_cross`).
-    """
-    L = cholesky(G.exact_covariance(draw, prepared))
-    Ks, _ = G.exact_cross(draw, Z, B, Zn, Bn)
-    return gaussian_conditional(L, Ks, G.exact_cross(draw, Zn, Bn, Zn, Bn)[0], ys)

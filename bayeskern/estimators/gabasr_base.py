@@ -2,8 +2,9 @@
 
 Parameter checks, the data set-up (:mod:`bayeskern.models.gabasr_setup`), the two samplers
 (Laplace-whitened NUTS, :mod:`bayeskern.inference.whitening`; the paper's Gibbs sweep,
-:mod:`bayeskern.inference.gabasr_gibbs`), the convergence judgement, the learned spectral
-density and the saved state. The numerical work lives in those modules; this is glue.
+:mod:`bayeskern.inference.gabasr_gibbs`), the convergence judgement and the saved state;
+the learned spectral density is read by :mod:`~bayeskern.estimators.gabasr_density`. The
+numerical work lives in those modules; this is glue.
 """
 
 from __future__ import annotations
@@ -16,21 +17,16 @@ from sklearn.utils.validation import check_is_fitted
 from threadpoolctl import threadpool_limits
 
 from bayeskern import diagnostics
-from bayeskern.estimators.base import (
-    AUTO,
-    SAMPLER_CONSTRAINTS,
-    BayesianEstimatorMixin,
-    IntInterval,
-    Standardizer,
-    flat_draws,
-    validate_binary,
-)
+from bayeskern.estimators.base import BayesianEstimatorMixin, Standardizer
+from bayeskern.estimators.draws import flat_draws
+from bayeskern.estimators.gabasr_density import _SpectralDensityMixin
+from bayeskern.estimators.params import count
+from bayeskern.estimators.validation import validate_binary
 from bayeskern.hsgp import Basis
 from bayeskern.inference import as_key
 from bayeskern.inference.gabasr_gibbs import GibbsPrior, gibbs_sample
 from bayeskern.inference.gibbs_predict import predict_proba, predict_regression
 from bayeskern.inference.whitening import laplace_whitening, map_point, run_whitened_nuts
-from bayeskern.kernels.spectral import SpectralMixture, chain_peaks
 from bayeskern.models import gabasr as G
 from bayeskern.models.gabasr_setup import (
     MEAN_FUNCTIONS,
@@ -41,7 +37,6 @@ from bayeskern.models.gabasr_setup import (
     spec_arrays,
     spec_from_arrays,
 )
-from bayeskern.models.gabasr_spectrum import posterior_mixture_draws
 
 PARAMS_DOC = """
     Parameters
@@ -94,10 +89,21 @@ PARAMS_DOC = """
 """
 
 
-class _GaBaSRBase(BayesianEstimatorMixin, BaseEstimator):
+class _GaBaSRBase(_SpectralDensityMixin, BayesianEstimatorMixin, BaseEstimator):
     _task = "regression"
     #: what ``sampler="auto"`` resolves to (``sampler_``)
     _AUTO_SAMPLER = "nuts"
+
+    _parameter_constraints: dict = {
+        **BayesianEstimatorMixin._parameter_constraints,
+        "sampler": [StrOptions({"auto", "nuts", "gibbs"})],
+        "locally_stationary": ["boolean"],
+        "n_features": [count(1)],
+        "n_components": [count(1), StrOptions({"auto"})],
+        "mean_function": [StrOptions(set(MEAN_FUNCTIONS))],
+        "input_transform": [StrOptions({"robust", "standard"})],
+        "map_steps": [count(0)],
+    }
 
     def __init__(
         self,
@@ -133,19 +139,8 @@ class _GaBaSRBase(BayesianEstimatorMixin, BaseEstimator):
         self.random_state = random_state
 
     # ------------------------------------------------------------------ validation
-    _parameter_constraints: dict = {
-        **SAMPLER_CONSTRAINTS,
-        "sampler": [StrOptions({"auto", "nuts", "gibbs"})],
-        "locally_stationary": ["boolean"],
-        "n_features": [IntInterval(1)],
-        "n_components": [IntInterval(1), AUTO],
-        "mean_function": [StrOptions(set(MEAN_FUNCTIONS))],
-        "input_transform": [StrOptions({"robust", "standard"})],
-        "map_steps": [IntInterval(0)],
-    }
-
     def _check_params(self):
-        """Check the rules between arguments (each argument alone: ``_parameter_constraints``)."""
+        """Resolve ``sampler_``; refuse what no single constraint can say."""
         self.sampler_ = self._AUTO_SAMPLER if self.sampler == "auto" else self.sampler
         if self.sampler_ != "gibbs" and self.chain_method == "processes":
             raise ValueError(
@@ -153,8 +148,8 @@ class _GaBaSRBase(BayesianEstimatorMixin, BaseEstimator):
                 "process (None, 'parallel', 'vectorized' or 'sequential')"
             )
         if self.sampler_ == "gibbs" and self.chain_method in ("vectorized", "parallel"):
-            # vmapped LAPACK calls inside the sweep's loops can hang XLA:CPU (jax 0.10.2), and
-            # so can pmapped chains (the process sits idle, never returning)
+            # vmapped LAPACK calls inside the sweep's loops can hang XLA:CPU, and pmapped
+            # chains can stall on CPU devices
             raise ValueError(
                 f"chain_method={self.chain_method!r} is not available with the "
                 "Gibbs sampler (factorizations inside its loops, batched or "
@@ -376,75 +371,6 @@ class _GaBaSRBase(BayesianEstimatorMixin, BaseEstimator):
             dims={"y": ["obs"]},
             coords={"obs": np.arange(ll.shape[-1])},
         )
-
-    # ------------------------------------------------------------------ spectral density
-    def spectral_density(self, omega_grid=None, *, band: float = 0.9, n_draws: int = 200):
-        """Learned spectral density on ``omega_grid`` (angular frequency, data units).
-
-        Returns ``(omega_grid, mean, lower, upper)``: the posterior mean of
-        :math:`\\rho(\\omega) = \\sum_k\\pi_k N(\\omega\\mid\\mu_k, \\sigma_k^2)` and a central
-        ``band`` interval, along the first input column (1-D marginal of the mixture). With
-        the Gibbs sampler the mixture of the sampled components is used.
-        """
-        check_is_fitted(self)
-        sm = self.spectral_mixture(n_draws=n_draws)
-        return sm.spectral_density_band(omega_grid, band=band)
-
-    def spectral_mixture(
-        self, n_draws: int = 200, seed: int = 0, *, posterior=None
-    ) -> SpectralMixture:
-        """Return the learned mixture as a kernel, in the units of ``X``.
-
-        Frequencies are divided by the input scale (standardized angular frequency → radians
-        per unit of ``x``, :func:`bayeskern.models.gabasr_spectrum.posterior_mixture_draws`).
-        Posterior draws are kept in ``draws_*_`` (thinned to ``n_draws``) for
-        :meth:`~bayeskern.kernels.SpectralMixture.spectral_density_band`; the kernel itself is
-        the posterior-mean mixture (all draws pooled, weights averaged).
-
-        Parameters
-        ----------
-        n_draws : int
-            Posterior draws kept.
-        seed : int
-            Seed of the thinning.
-        posterior : xarray.Dataset, optional
-            A subset of ``idata_.posterior`` (e.g. one chain, :meth:`chain_modes`); default
-            all of it.
-
-        Returns
-        -------
-        SpectralMixture
-        """
-        check_is_fitted(self)
-        post = self.idata_.posterior if posterior is None else posterior
-        w, m, s = posterior_mixture_draws(post, self.x_scaler_.scale)
-        return SpectralMixture.from_draws(w, m, s, n_draws=n_draws, seed=seed)
-
-    def chain_modes(self, *, dim: int = 0, min_height: float = 0.05, n_draws: int = 100):
-        """Which spectral peaks each chain holds: a per-chain mode summary.
-
-        For every chain, the local maxima of that chain's posterior-mean spectral density
-        :math:`\\bar\\rho_c(\\omega) = \\frac1S\\sum_s\\sum_k\\pi_k^{(s)}
-        N(\\omega\\mid\\mu_k^{(s)}, \\sigma_k^{(s)2})` along input column ``dim``, keeping those
-        at least ``min_height`` times the chain's highest
-        (:func:`bayeskern.kernels.spectral.chain_peaks`). The density is invariant to the
-        labelling of the components, so chains that hold the same peaks explored the same
-        mode even when their component R-hat is large; chains that disagree here have not.
-
-        Returns
-        -------
-        pandas.DataFrame
-            One row per (chain, peak): ``chain``, ``frequency`` (cycles per unit of column
-            ``dim``), ``height`` (density relative to the chain's highest peak).
-        """
-        check_is_fitted(self)
-        post = self.idata_.posterior
-        pooled = self.spectral_mixture(n_draws=n_draws, posterior=post)
-        chains = [
-            self.spectral_mixture(n_draws=n_draws, posterior=post.isel(chain=[c]))
-            for c in range(post.sizes["chain"])
-        ]
-        return chain_peaks(pooled, chains, dim=dim, min_height=min_height)
 
     # ------------------------------------------------------------------ runs and reports
     def _save_state(self) -> tuple[dict, dict]:

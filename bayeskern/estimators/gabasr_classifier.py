@@ -7,27 +7,24 @@ describes both estimators and re-exports this one.
 
 from __future__ import annotations
 
+import numbers
 import time
 
 import jax
 import jax.numpy as jnp
 import numpy as np
 from scipy import stats
-from sklearn.base import ClassifierMixin
+from sklearn.base import ClassifierMixin, _fit_context
 from sklearn.utils.multiclass import check_classification_targets
 from threadpoolctl import threadpool_limits
 
 from bayeskern.batching import row_slices
 from bayeskern.devices import limit_blas
-from bayeskern.estimators.base import (
-    IntInterval,
-    cached_jit,
-    check_interval,
-    map_draws,
-    proba_interval,
-    validate_binary,
-)
+from bayeskern.estimators.draws import map_draws, proba_interval
 from bayeskern.estimators.gabasr_base import PARAMS_DOC, _GaBaSRBase
+from bayeskern.estimators.params import NumberInterval
+from bayeskern.estimators.prediction import cached_jit
+from bayeskern.estimators.validation import check_interval, validate_binary
 from bayeskern.inference.gibbs_predict import predict_proba
 from bayeskern.models import gabasr as G
 from bayeskern.models.gabasr_setup import add_mixture_weights, classification_initial_values
@@ -71,7 +68,7 @@ class GaBaSRClassifier(ClassifierMixin, _GaBaSRBase):  # noqa: D101 (__doc__ is 
 
     _parameter_constraints: dict = {
         **_GaBaSRBase._parameter_constraints,
-        "full_bayes_max_n": [IntInterval(1)],
+        "full_bayes_max_n": [NumberInterval(numbers.Real, 0, None, closed="left")],
     }
 
     def __init__(
@@ -111,10 +108,11 @@ class GaBaSRClassifier(ClassifierMixin, _GaBaSRBase):  # noqa: D101 (__doc__ is 
         )
         self.full_bayes_max_n = full_bayes_max_n
 
+    @_fit_context(prefer_skip_nested_validation=True)
     def fit(self, X, y):
         """Sample the posterior of the spectral density and the weights."""
-        X, y = self._validate_fit(X, y, classifier=True)
         self._check_params()
+        X, y = self._validate_fit(X, y, classifier=True)
         check_classification_targets(y)  # "Unknown label type: continuous" for float targets
         self.classes_, y01 = validate_binary(y, multiclass_estimator="bk.GPClassifier")
         t0 = time.perf_counter()

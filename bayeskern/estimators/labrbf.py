@@ -32,20 +32,16 @@ import numbers
 import numpy as np
 from scipy import stats
 from scipy.linalg import solve_triangular
-from sklearn.base import BaseEstimator, RegressorMixin
-from sklearn.utils._param_validation import Interval, Options
+from sklearn.base import BaseEstimator, RegressorMixin, _fit_context
+from sklearn.utils._param_validation import Options, StrOptions
 from sklearn.utils.validation import check_is_fitted
 
 from bayeskern import blr, diagnostics
 from bayeskern.devices import limit_blas
-from bayeskern.estimators.base import (
-    AUTO,
-    POSITIVE,
-    BayesianEstimatorMixin,
-    IntInterval,
-    PredictiveRegressorMixin,
-    validate_data,
-)
+from bayeskern.estimators.base import BayesianEstimatorMixin
+from bayeskern.estimators.params import NumberInterval, count, positive
+from bayeskern.estimators.prediction import PredictiveRegressorMixin
+from bayeskern.estimators.validation import validate_data
 from bayeskern.kernels.labrbf import LABRBF
 from bayeskern.predictive import MixturePredictive
 from bayeskern.runs import register_estimator
@@ -88,18 +84,17 @@ class LABRBFRegressor(
     three models); the Bayesian last layer is fitted on the *held-out* residuals of the
     blocks (30 % of the rows), each from the model that did not see the row, so the
     intervals are calibrated. Why: with one model, the rows held out for the intervals are
-    lost to the fit, and the training of one model is itself noisy (another random seed on
-    the same rows gives another fit). Averaging cross-fitted models recovers the rows and
-    damps that noise (the kernel-learner results page measures both). It costs
-    ``n_estimators`` trainings.
+    lost to the point prediction, and the training of one model is itself noisy (random
+    seeds on the same rows differ). Averaging cross-fitted models recovers the rows and
+    damps that noise (the numbers are on the results pages). It costs ``n_estimators``
+    trainings.
 
     **Stopping rule.** Each model's calibration block also decides, once, whether its trained
     bandwidths are kept or the untrained model (one global bandwidth, ``theta0``/``alpha`` from
     the grid) is used: the trained one is kept unless it has the larger squared error on the
     block. A two-way choice barely biases the block's residuals, so the intervals stay
-    calibrated. Why: on noisy data Algorithm 1 fits the noise, and the trained bandwidths
-    predict worse than one global bandwidth (the kernel-learner results page shows it on
-    diabetes, and the trained models kept on airfoil and parkinsons).
+    calibrated. Why: on noisy data Algorithm 1 fits the noise, and then the trained model
+    predicts worse than the untrained one; where it predicts better it is kept.
 
     Parameters
     ----------
@@ -129,7 +124,8 @@ class LABRBFRegressor(
         Fraction of the rows in each model's held-out calibration block (default 0.1; the
         blocks together hold ``n_estimators * calibration_fraction`` of the rows). ``0``
         trains every model on every row, as the paper does, and fits the last layer on the
-        training residuals, which are optimistic: the intervals are too narrow.
+        training residuals: over-confident (training residuals are smaller than those of new
+        rows).
     prior_precision : "auto" or float
         :math:`\lambda_0` of the last layer; ``"auto"`` maximises the evidence on a grid.
     a0, b0 : float
@@ -175,6 +171,27 @@ class LABRBFRegressor(
     >>> est = LABRBFRegressor(random_state=0).fit(X[:1200], y[:1200])  # doctest: +SKIP
     >>> lo, hi = est.predict_interval(X[1200:], 0.9)  # doctest: +SKIP
     """
+
+    _parameter_constraints: dict = {
+        # the last layer's draws are exact: of the sampler arguments only these
+        **{
+            k: BayesianEstimatorMixin._parameter_constraints[k]
+            for k in ("num_samples", "num_chains", "progress_bar", "random_state")
+        },
+        "p": [Options(numbers.Integral, {1, 2})],
+        "max_support": [count(1), StrOptions({"auto"})],
+        "alpha": [positive(), StrOptions({"auto"})],
+        "theta0": [positive(), StrOptions({"auto"})],
+        "learning_rate": [positive()],
+        "n_iter_round": [count(0)],
+        "n_iter_final": [count(0)],
+        "kernel_params": [dict, None],
+        "n_estimators": [count(1)],
+        "calibration_fraction": [NumberInterval(numbers.Real, 0, 1, closed="left")],
+        "prior_precision": [positive(), StrOptions({"auto"})],
+        "a0": [positive()],
+        "b0": [positive()],
+    }
 
     def __init__(
         self,
@@ -230,43 +247,20 @@ class LABRBFRegressor(
         except TypeError as e:
             raise ValueError(f"kernel_params has an argument LABRBF does not take: {e}") from None
 
-    _parameter_constraints: dict = {
-        "p": [Options(numbers.Integral, {1, 2})],
-        "max_support": [IntInterval(1), AUTO],
-        "alpha": [POSITIVE, AUTO],
-        "theta0": [POSITIVE, AUTO],
-        "learning_rate": [POSITIVE],
-        "n_iter_round": [IntInterval(0)],
-        "n_iter_final": [IntInterval(0)],
-        "kernel_params": [None, dict],
-        "n_estimators": [IntInterval(1)],
-        "calibration_fraction": [Interval(numbers.Real, 0, 1, closed="left")],
-        "prior_precision": [POSITIVE, AUTO],
-        "a0": [POSITIVE],
-        "b0": [POSITIVE],
-        "num_samples": [IntInterval(1)],
-        "num_chains": [IntInterval(1)],
-        "progress_bar": ["boolean"],
-        "random_state": ["random_state"],
-    }
-
-    def _check_bayes_params(self):
+    @limit_blas
+    @_fit_context(prefer_skip_nested_validation=True)
+    def fit(self, X, y):
+        """Train the cross-fitted LAB-RBF models (Algorithm 1) and the Bayesian last layer."""
+        X, y = validate_data(self, X, y, dtype=np.float64, ensure_min_samples=4, y_numeric=True)
+        y = np.asarray(y, dtype=float)
         ne, cf = self.n_estimators, self.calibration_fraction
         if ne * cf > 0.5:
             raise ValueError(f"n_estimators * calibration_fraction must be <= 0.5, got {ne} * {cf}")
-
-    @limit_blas
-    def fit(self, X, y):
-        """Train the cross-fitted LAB-RBF models (Algorithm 1) and the Bayesian last layer."""
-        self._validate_params()
-        X, y = validate_data(self, X, y, dtype=np.float64, ensure_min_samples=4, y_numeric=True)
-        y = np.asarray(y, dtype=float)
-        self._check_bayes_params()
         seed = self._seed()
         n, E = len(y), int(self.n_estimators)
         # Disjoint calibration blocks, one per model: each residual of the last layer comes
         # from the model that did not see the row (the residuals of training rows are
-        # optimistic: intervals from them are too narrow).
+        # optimistic, so intervals from them are too narrow).
         n_cal = int(round(self.calibration_fraction * n))
         perm = np.random.default_rng(seed).permutation(n)
         if self.calibration_fraction > 0 and n_cal >= 2 and n - E * n_cal >= 4:
@@ -287,8 +281,7 @@ class LABRBFRegressor(
         # Bayesian last layer on the held-out calibration rows. Without them
         # (calibration_fraction = 0, tiny data) it uses the training rows outside the
         # support, whose residuals are optimistic. (Leave-one-out residuals of the support
-        # points, LABRBF.loo_residuals, would be far too wide: the learned kernels are
-        # narrow, so a point left out is predicted badly.)
+        # points, LABRBF.loo_residuals, are far too wide: the learned kernels are narrow.)
         self.y_scale_ = float(np.std(y)) if np.std(y) > 0 else 1.0
         if len(blocks[0]):
             rows = np.concatenate(blocks)
@@ -437,8 +430,8 @@ class LABRBFRegressor(
         (ambiguity decomposition, Krogh & Vedelsby 1995:
         :math:`(\bar f - y)^2 = \frac1E\sum_j (f_j - y)^2 - a`). The scale used is
         :math:`\sqrt{\max(s^2(t) - a(t),\ s^2(t)/E)}` (the floor: errors of the models
-        are not negatively correlated). Without the correction, 90 % intervals covered 95 %
-        of the parkinsons test rows.
+        are not negatively correlated). Without the correction, the intervals are those of one
+        model, too wide for the mean, which errs less.
         """
         X = self._check_X(X)
         Phi = self._features(X)

@@ -10,8 +10,10 @@ to build their kernel in :meth:`KernelSVC._make_kernel`.
 
 from __future__ import annotations
 
+import numbers
+
 import numpy as np
-from sklearn.base import BaseEstimator, ClassifierMixin
+from sklearn.base import BaseEstimator, ClassifierMixin, _fit_context
 from sklearn.svm import SVC
 from sklearn.utils._param_validation import StrOptions
 from sklearn.utils.metaestimators import available_if
@@ -19,7 +21,8 @@ from sklearn.utils.multiclass import check_classification_targets
 from sklearn.utils.validation import check_is_fitted
 
 from bayeskern.devices import limit_blas
-from bayeskern.estimators.base import POSITIVE, IntInterval, validate_data
+from bayeskern.estimators.params import NumberInterval, count, positive
+from bayeskern.estimators.validation import validate_data
 from bayeskern.kernels import gram, name_leaves
 from bayeskern.kernels.base import Kernel, default_theta
 
@@ -30,16 +33,6 @@ def kernel_gram(kernel: Kernel, X1, X2=None) -> np.ndarray:
     """NumPy Gram matrix of a named, fitted kernel at its fixed/default hyper-parameters."""
     theta = default_theta(kernel, np.ones(np.shape(X1)[1]))
     return np.asarray(gram(kernel, X1, X2, theta))
-
-
-#: scikit-learn's constraints of the arguments passed on to ``sklearn.svm.SVC``
-SVC_CONSTRAINTS = {
-    "C": [POSITIVE],
-    "class_weight": [dict, StrOptions({"balanced"}), None],
-    "probability": ["boolean"],
-    "tol": [POSITIVE],
-    "max_iter": [IntInterval(-1)],
-}
 
 
 class KernelSVC(ClassifierMixin, BaseEstimator):
@@ -59,9 +52,15 @@ class KernelSVC(ClassifierMixin, BaseEstimator):
         As in :class:`sklearn.svm.SVC`.
     """
 
-    #: scikit-learn's parameter constraints (checked at the start of ``fit``); the SVC's own
-    #: arguments are shared with the subclasses (:data:`SVC_CONSTRAINTS`)
-    _parameter_constraints: dict = {"kernel": [Kernel], **SVC_CONSTRAINTS}
+    #: the arguments handed to :class:`sklearn.svm.SVC` (as SVC declares them)
+    _SVC_CONSTRAINTS: dict = {
+        "C": [positive()],
+        "class_weight": [dict, StrOptions({"balanced"}), None],
+        "probability": ["boolean"],
+        "tol": [NumberInterval(numbers.Real, 0, None, closed="neither")],
+        "max_iter": [count(-1)],
+    }
+    _parameter_constraints: dict = {**_SVC_CONSTRAINTS, "kernel": [Kernel, None]}
 
     def __init__(
         self,
@@ -81,6 +80,8 @@ class KernelSVC(ClassifierMixin, BaseEstimator):
 
     def _make_kernel(self) -> Kernel:
         """Return the unfitted kernel; subclasses build it from their own parameters."""
+        if not isinstance(self.kernel, Kernel):
+            raise ValueError(f"kernel must be a bayeskern Kernel, got {self.kernel!r}")
         return self.kernel
 
     def _svc(self) -> SVC:
@@ -97,9 +98,9 @@ class KernelSVC(ClassifierMixin, BaseEstimator):
         )
 
     @limit_blas
+    @_fit_context(prefer_skip_nested_validation=True)
     def fit(self, X, y):
         """Fit the kernel on ``(X, y)``, then the SVC on its training Gram matrix."""
-        self._validate_params()
         X, y = validate_data(self, X, y, dtype=np.float64, ensure_min_samples=2)
         check_classification_targets(y)
         self.kernel_ = name_leaves(name_leaves(self._make_kernel()).fit(X, y))

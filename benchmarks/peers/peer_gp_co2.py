@@ -261,7 +261,7 @@ def bk_log_density(p, data, kernel, prepared=True):
 
 
 def run_bayeskern(seed, cfg, data):
-    import bayeskern.estimators.gp as bkgp
+    import bayeskern.estimators.gp_base as bkgp
 
     kw = (
         {}
