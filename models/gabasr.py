@@ -32,7 +32,7 @@ transcription, and why:
   This is the same kernel as drawing all :math:`M = KJ` frequencies from :math:`\\rho` (eq. 4)
   but with the mixture weights as amplitudes instead of discrete assignments, so the
   likelihood is a smooth function of :math:`(\\pi, \\mu, \\sigma)` and NUTS applies. Sampling
-  :math:`M` free frequencies instead saturates the NUTS tree depth (measured during development).
+  :math:`M` free frequencies instead saturates the NUTS tree depth.
 * **Regression weights and noise integrated out** with the normal-inverse-gamma prior,
   giving the evidence of eq. (10) (:func:`nig_log_marginal_diag`). The prior precision of the
   Fourier weights is :math:`1/s^2` (:math:`s` = ``snr``, the signal-to-noise ratio, sampled)
@@ -160,8 +160,7 @@ class SpectralSpec(NamedTuple):
         Half-normal means (default for ``d == 1``, where the sign of a frequency is not
         identified). The sampler then works on :math:`\\log\\mu_k`, which also tames the
         funnel of an unused component (weight near zero, mean free over the whole prior
-        range): measured on CO2, 16 leapfrog steps per draw on the log scale against 511 with
-        a normal prior on :math:`\\mu_k`.
+        range), where a normal prior on :math:`\\mu_k` makes NUTS take its deepest trees.
     sigma_loc, sigma_scale : float
         ``log sigma ~ Normal(sigma_loc, sigma_scale)`` for the component spreads.
     """

@@ -184,7 +184,7 @@ def run_nuts(
         chain per device (``jax.shard_map``), ``"vectorized"`` batches the chains on one device
         (``vmap``). For the same ``rng_key`` all three give the same draws: each chain gets the
         same split key and the same start; only XLA's floating-point fusion differs
-        (measured differences ~1e-12, tested to 1e-8 in ``tests/test_parallel.py``).
+        (in the last digits; ``tests/test_parallel.py`` checks agreement to 1e-8).
         ``"processes"`` (needs ``rebuild``): the chains of ``"sequential"`` shared out to one
         Python process per core (:func:`bayeskern.inference.processes.map_in_processes`),
         for models whose chains cannot share XLA:CPU's devices; the mode search and the
