@@ -72,6 +72,8 @@ LAYERS = [
             "bayeskern.report",
             "bayeskern.report_calibration",
             "bayeskern.report_classical",
+            "bayeskern.report_compare",
+            "bayeskern.report_html",
             "bayeskern.report_priors",
             "bayeskern.loo_calibration",
         ],
