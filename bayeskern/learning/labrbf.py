@@ -21,7 +21,8 @@ import optax
 from threadpoolctl import threadpool_limits
 
 from bayeskern.kernels.base import register_learner
-from bayeskern.kernels.labrbf import LABRBF, _gram_fast
+from bayeskern.kernels.labrbf import LABRBF
+from bayeskern.kernels.labrbf_gram import _gram_fast
 
 __all__ = ["train_labrbf", "initial_support", "select_worst", "bandwidth_floor"]
 
