@@ -298,7 +298,6 @@ _RQ_NODES = 96
 _RQ_WINDOW = 40.0
 
 
-@jax.jit  # one compilation per shape instead of ~80 small ones when called eagerly
 def _log_gamma_ratio(alpha):
     r""":math:`\alpha\log\alpha - \alpha - \log\Gamma(\alpha)`, without cancellation.
 
@@ -318,6 +317,7 @@ def _log_gamma_ratio(alpha):
     return jnp.where(alpha >= 10.0, large, small)
 
 
+@jax.jit  # one compilation per shape instead of ~80 small ones when called eagerly
 def _rq_unit_density(alpha, u):
     r"""Spectral density of the rational quadratic kernel with unit length-scale.
 
