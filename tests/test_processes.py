@@ -9,6 +9,7 @@ import time
 
 import numpy as np
 import pytest
+from worker_targets import compile_and_time
 
 from bayeskern.inference import gabasr_gibbs as gg
 from bayeskern.inference import processes
@@ -68,27 +69,16 @@ def test_an_error_in_a_worker_is_raised_here():
     assert processes.map_in_processes(math.sqrt, [(4.0,), (9.0,)]) == [2.0, 3.0]
 
 
-def _compile_and_time(seconds):
-    """A worker target: a 'compilation' of ``seconds`` through ``compile_once``."""
-
-    def compile_fn():
-        start = time.time()
-        time.sleep(seconds)
-        return start, time.time()
-
-    return np.array(processes.compile_once(compile_fn))
-
-
 def test_compile_first_lets_one_worker_compile_before_the_others():
     """The followers' compilation starts only once the first worker's has ended (they then
     read its programs from the shared cache); outside a worker ``compile_once`` just runs."""
     lead, *others = processes.map_in_processes(
-        _compile_and_time, [(1.0,), (0.0,), (0.0,)], compile_first=True
+        compile_and_time, [(1.0,), (0.0,), (0.0,)], compile_first=True
     )
     for start, _ in others:
         assert start >= lead[1]
     # without compile_first the three run at once
-    lead, *others = processes.map_in_processes(_compile_and_time, [(2.5,), (0.0,), (0.0,)])
+    lead, *others = processes.map_in_processes(compile_and_time, [(2.5,), (0.0,), (0.0,)])
     assert min(start for start, _ in others) < lead[1]
     assert processes.compile_once(lambda: 7) == 7
 

@@ -19,22 +19,29 @@
   root as an affine preconditioner).
 """
 
-from bayeskern.inference.gabasr_gibbs import GaBaSRGibbs, gibbs_sample
-from bayeskern.inference.nuts import (
-    AUTO_BLOCK,
-    AUTO_MAX_SAMPLES,
-    check_sampler_counts,
-    choose_chain_method,
-    run_nuts,
-)
-from bayeskern.inference.start import (
-    MapResult,
-    ModelFunctions,
-    as_key,
-    find_map,
-    laplace_inits,
-    model_functions,
-)
+import importlib as _importlib
+import importlib.util as _importlib_util
+
+#: public name -> the module that defines it, imported on first use (PEP 562, as the package
+#: itself): a worker process of :mod:`bayeskern.inference.processes` imports this package
+#: before its target, and should pay only for the modules that target needs
+_LAZY = {
+    **dict.fromkeys(["GaBaSRGibbs", "gibbs_sample"], "bayeskern.inference.gabasr_gibbs"),
+    **dict.fromkeys(
+        [
+            "AUTO_BLOCK",
+            "AUTO_MAX_SAMPLES",
+            "check_sampler_counts",
+            "choose_chain_method",
+            "run_nuts",
+        ],
+        "bayeskern.inference.nuts",
+    ),
+    **dict.fromkeys(
+        ["MapResult", "ModelFunctions", "as_key", "find_map", "laplace_inits", "model_functions"],
+        "bayeskern.inference.start",
+    ),
+}
 
 __all__ = [
     "run_nuts",
@@ -51,3 +58,18 @@ __all__ = [
     "GaBaSRGibbs",
     "gibbs_sample",
 ]
+
+
+def __getattr__(name):
+    """Import a public name or a submodule (``bayeskern.inference.nuts``, ...) on first use."""
+    if name not in _LAZY:
+        if name.startswith("__") or _importlib_util.find_spec(f"{__name__}.{name}") is None:
+            raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+        return _importlib.import_module(f"{__name__}.{name}")
+    value = getattr(_importlib.import_module(_LAZY[name]), name)
+    globals()[name] = value  # later lookups skip __getattr__
+    return value
+
+
+def __dir__():
+    return sorted(set(globals()) | set(__all__))
