@@ -40,7 +40,6 @@ _LAZY = {
             "VSKClassifier",
             "VSKFeatureExtractor",
             "VSKRegressor",
-            "compare_vsk",
         ],
         "bayeskern.estimators",
     ),
@@ -49,7 +48,7 @@ _LAZY = {
     "load_run": "bayeskern.runs",
     "save_run": "bayeskern.runs",
 }
-_SUBMODULES = ["datasets", "diagnostics", "inference", "kernels", "learning"]
+_SUBMODULES = ["datasets", "diagnostics", "experiments", "inference", "kernels", "learning"]
 
 __all__ = [
     "GPRegressor",
@@ -59,7 +58,6 @@ __all__ = [
     "VSKClassifier",
     "VSKRegressor",
     "VSKFeatureExtractor",
-    "compare_vsk",
     "CkRBFClassifier",
     "MkRBFClassifier",
     "LABRBFRegressor",
@@ -72,6 +70,7 @@ __all__ = [
     "kernels",
     "datasets",
     "diagnostics",
+    "experiments",
     "inference",
     "__version__",
 ]

@@ -8,15 +8,16 @@ functions (a lazy import is still a dependency):
    ``datasets`` (which stands apart: it imports nothing else from bayeskern);
 1. ``kernels``: fitted state and pure JAX Gram matrices; no models, no plotting;
 2. features and learning code: ``features`` (random Fourier features), ``blr``, ``laplace``,
-   ``tuning``, ``learning`` (kernel training loops);
+   ``learning`` (kernel training loops);
 3. ``models`` (``bayeskern.models``, the plain NumPyro functions in ``models/``);
 4. ``diagnostics``: the one place that talks to ArviZ;
 5. inference and its results: ``inference`` (NUTS), ``gabasr_gibbs`` (the custom sampler),
    ``predictive``, ``sharding``, ``runs``;
 6. ``estimators``: scikit-learn glue;
-7. ``plots`` and ``report``: report panels are found through the registry in
+7. ``experiments``: the papers' studies (tuning-ease curves, the VSK grid and sweeps);
+8. ``plots`` and ``report``: report panels are found through the registry in
    ``bayeskern.plots.panels``, so nothing below imports plotting code;
-8. the package itself (``bayeskern/__init__.py``, the public API) and ``cli``.
+9. the package itself (``bayeskern/__init__.py``, the public API) and ``cli``.
 """
 
 from __future__ import annotations
@@ -53,7 +54,6 @@ LAYERS = [
             "bayeskern.features",
             "bayeskern.blr",
             "bayeskern.laplace",
-            "bayeskern.tuning",
             "bayeskern.learning",
             "bayeskern.hsgp",
         ],
@@ -65,6 +65,7 @@ LAYERS = [
         ["bayeskern.inference", "bayeskern.predictive", "bayeskern.sharding", "bayeskern.runs"],
     ),
     ("estimators", ["bayeskern.estimators"]),
+    ("experiments", ["bayeskern.experiments"]),
     (
         "plots/report",
         [

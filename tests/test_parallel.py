@@ -17,7 +17,7 @@ import numpy as np
 import pytest
 
 import bayeskern as bk
-from bayeskern.tuning import grid_scores, precomputed_grid_scores
+from bayeskern.experiments.tuning import grid_scores, precomputed_grid_scores
 
 _PRELUDE = """
 import os, json

@@ -21,9 +21,7 @@ from sklearn.svm import SVC  # noqa: E402
 
 import bayeskern  # noqa: E402,F401
 from bayeskern.estimators.ckrbf import CkRBFClassifier  # noqa: E402
-from bayeskern.kernels.ckrbf import CkRBF  # noqa: E402
-from bayeskern.plots.ckrbf import plot_cells, plot_pf_curves  # noqa: E402
-from bayeskern.tuning import (  # noqa: E402
+from bayeskern.experiments.tuning import (  # noqa: E402
     grid_scores,
     pf_auc,
     pf_curve,
@@ -31,6 +29,8 @@ from bayeskern.tuning import (  # noqa: E402
     precomputed_grid_scores,
     window_wins,
 )
+from bayeskern.kernels.ckrbf import CkRBF  # noqa: E402
+from bayeskern.plots.ckrbf import plot_cells, plot_pf_curves  # noqa: E402
 
 
 def _data(n=80, seed=0):

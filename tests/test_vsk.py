@@ -16,14 +16,9 @@ from sklearn.utils.estimator_checks import parametrize_with_checks
 
 import bayeskern  # noqa: F401  (float64)
 from bayeskern.estimators.svm import KernelSVC
-from bayeskern.estimators.vsk import (
-    VSKClassifier,
-    VSKFeatureExtractor,
-    VSKRegressor,
-    compare_vsk,
-    make_svm_selector,
-    paper_param_grid,
-)
+from bayeskern.estimators.vsk import VSKClassifier, VSKFeatureExtractor, VSKRegressor
+from bayeskern.experiments.conditioning import shape_sweep
+from bayeskern.experiments.vsk import compare_vsk, make_svm_selector, paper_param_grid
 from bayeskern.kernels import RBF, Laplacian, Linear, default_theta, gram, name_leaves
 from bayeskern.kernels.base import kernel_from_config
 from bayeskern.kernels.conditioning import (
@@ -31,7 +26,6 @@ from bayeskern.kernels.conditioning import (
     kernel_diagnostics,
     krn_fit,
     separation_distance,
-    shape_sweep,
     spectral_ratio,
 )
 from bayeskern.kernels.vsk import (

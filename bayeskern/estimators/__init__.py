@@ -6,7 +6,7 @@ from .gabasr import GaBaSRClassifier, GaBaSRRegressor
 from .gp import GPClassifier, GPRegressor
 from .labrbf import LABRBFRegressor
 from .svm import KernelSVC
-from .vsk import VSKClassifier, VSKFeatureExtractor, VSKRegressor, compare_vsk
+from .vsk import VSKClassifier, VSKFeatureExtractor, VSKRegressor
 
 __all__ = [
     "GPRegressor",
@@ -16,7 +16,6 @@ __all__ = [
     "VSKClassifier",
     "VSKRegressor",
     "VSKFeatureExtractor",
-    "compare_vsk",
     "CkRBFClassifier",
     "MkRBFClassifier",
     "LABRBFRegressor",

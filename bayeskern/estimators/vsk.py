@@ -1,4 +1,4 @@
-r"""Variably scaled kernel estimators: SVM-VSK, KRN-VSK, SVM-E / SVM-S, Bayesian comparison.
+r"""Variably scaled kernel estimators: SVM-VSK, KRN-VSK and the feature extraction SVM-E.
 
 Campi, Marchetti & Perracchione, *Learning via variably scaled kernels* (2021):
 
@@ -9,16 +9,18 @@ Campi, Marchetti & Perracchione, *Learning via variably scaled kernels* (2021):
   :math:`e^{-\gamma\|\Psi(x)-\Psi(y)\|^2} = e^{-\gamma\|x-y\|^2} e^{-\gamma w^2(\psi(x)-\psi(y))^2}`
   (Theorem 3) and for ``kernel="linear"`` :math:`x^\top y + w^2\psi(x)\psi(y)` (Theorem 6),
   so prediction uses the VSK Gram matrix between the new and the training points.
-  ``C``, ``gamma`` and ``kernel`` are SVC's, so ``GridSearchCV`` with :func:`paper_param_grid`
-  and ``scoring="f1_weighted"`` runs the paper's protocol directly.
+  ``C``, ``gamma`` and ``kernel`` are SVC's, so ``GridSearchCV`` with the paper's grid
+  (:func:`bayeskern.experiments.vsk.paper_param_grid`) and ``scoring="f1_weighted"`` runs the
+  paper's protocol directly.
 * :class:`VSKRegressor` — KRN-VSK (sections 3.2, 5.2, 6.2): kernel regression network
   :math:`s(x) = \sum_i c_i \kappa^\Psi(x, x_i)`, :math:`c` minimizing
   :math:`\|y - K^\Psi c\|^2 + \nu\|c\|^2` (interpolation at :math:`\nu = 0`).
-* :class:`VSKFeatureExtractor` — the VSK-like feature extraction SVM-E (section 7), and
-  :func:`make_svm_selector` — the linear-SVM-weight feature selection SVM-S it is compared with.
-* :func:`compare_vsk` — the Bayesian use: GP classification/regression with the plain base
-  kernel and with :class:`~bayeskern.kernels.vsk.VSK` (NUTS over the shape, the ψ weight
-  and the noise), compared by PSIS-LOO in one call.
+* :class:`VSKFeatureExtractor` — the VSK-like feature extraction SVM-E (section 7).
+
+The Bayesian use is a GP with :class:`~bayeskern.kernels.vsk.VSK` as its kernel (NUTS over the
+shape, the ψ weight and the noise); :func:`bayeskern.experiments.vsk.compare_vsk` fits it next
+to the plain kernel's GP and compares them by PSIS-LOO, and the paper's SVM-S feature selection
+is :func:`bayeskern.experiments.vsk.make_svm_selector`.
 """
 
 from __future__ import annotations
@@ -40,8 +42,6 @@ from bayeskern.estimators.validation import validate_binary, validate_data
 from bayeskern.estimators.vsk_features import (  # noqa: F401  (public here too)
     _KERNELS,
     VSKFeatureExtractor,
-    make_svm_selector,
-    paper_param_grid,
 )
 from bayeskern.kernels.conditioning import condition_number, krn_fit
 from bayeskern.kernels.vsk import VSK, NaiveBayesScaling, Scaling, make_scaling
@@ -50,9 +50,6 @@ __all__ = [
     "VSKClassifier",
     "VSKRegressor",
     "VSKFeatureExtractor",
-    "make_svm_selector",
-    "paper_param_grid",
-    "compare_vsk",
 ]
 
 
@@ -366,58 +363,3 @@ class VSKRegressor(RegressorMixin, BaseEstimator):
     def predict(self, X):
         """:math:`s^\\Psi(x) = \\sum_i c_i \\kappa^\\Psi(x, x_i)`."""
         return self.gram(X) @ self.coef_
-
-
-def compare_vsk(X, y, *, base=None, scaling=None, task: str = "auto", weight=None, **gp_params):
-    r"""Fit a Bayesian GP with the plain kernel and with its VSK; compare them by PSIS-LOO.
-
-    Both models are :class:`~bayeskern.estimators.gp.GPClassifier` (binary ``y``) or
-    :class:`~bayeskern.estimators.gp.GPRegressor` with the same sampler settings; the VSK
-    one uses ``VSK(base, scaling, weight)``, whose ψ is learned on the standardized
-    training data and whose base hyper-parameters and weight :math:`w` are sampled by NUTS
-    with the noise and amplitude. ``w = 0`` is the plain kernel, so the posterior of
-    :math:`w` also says how much the data use ψ.
-
-    Caveat: ψ is fitted on the same training labels (naive Bayes, or the least-squares
-    model), so the VSK's LOO is optimistic by the information ψ(x_i) carries about y_i; judge
-    it also on held-out data.
-
-    Parameters
-    ----------
-    X, y : training data.
-    base : Kernel, default RBF()
-    scaling : scaling spec, default ``"naive_bayes"`` for classification, ``"linear"`` for
-        regression.
-    task : {"auto", "classification", "regression"}
-        ``"auto"``: classification when ``y`` has exactly two distinct values.
-    weight : float or None
-        Fixed ψ weight, or ``None`` to sample it.
-    **gp_params
-        Passed to both GP estimators (``num_warmup``, ``num_samples``, ``num_chains``,
-        ``random_state``, ``progress_bar``...).
-
-    Returns
-    -------
-    pandas.DataFrame
-        :func:`bayeskern.diagnostics.compare` of ``{"plain": ..., "vsk": ...}``; the fitted
-        estimators are in ``table.attrs["models"]``.
-    """
-    from bayeskern import diagnostics
-    from bayeskern.estimators.gp import GPClassifier, GPRegressor
-    from bayeskern.kernels import RBF
-
-    if task == "auto":
-        task = "classification" if len(np.unique(np.asarray(y))) == 2 else "regression"
-    if task not in ("classification", "regression"):
-        raise ValueError(f"task must be 'auto', 'classification' or 'regression', got {task!r}")
-    Est = GPClassifier if task == "classification" else GPRegressor
-    if scaling is None:
-        scaling = "naive_bayes" if task == "classification" else "linear"
-    base = RBF() if base is None else base
-    models = {
-        "plain": Est(kernel=base, **gp_params).fit(X, y),
-        "vsk": Est(kernel=VSK(base=base, scaling=scaling, weight=weight), **gp_params).fit(X, y),
-    }
-    table = diagnostics.compare(models)
-    table.attrs["models"] = models
-    return table

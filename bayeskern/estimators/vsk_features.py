@@ -1,8 +1,8 @@
-"""The SVM-VSK paper's grid and feature handling (Campi et al. 2021).
+"""The SVM-VSK paper's feature extraction SVM-E (Campi et al. 2021, section 7).
 
-:func:`paper_param_grid` is its hyper-parameter grid; :class:`VSKFeatureExtractor` keeps some
-features and compresses the rest into one naive-Bayes probability; :func:`make_svm_selector`
-chooses features with a linear SVM.
+:class:`VSKFeatureExtractor` keeps some features and compresses the rest into one naive-Bayes
+probability. The paper's grid and its feature selection SVM-S, with which SVM-E is compared,
+are in :mod:`bayeskern.experiments.vsk`.
 """
 
 from __future__ import annotations
@@ -11,11 +11,8 @@ import numbers
 
 import numpy as np
 from sklearn.base import BaseEstimator, TransformerMixin, _fit_context
-from sklearn.feature_selection import SelectFromModel
-from sklearn.model_selection import GridSearchCV
 from sklearn.naive_bayes import GaussianNB
 from sklearn.preprocessing import MinMaxScaler
-from sklearn.svm import SVC
 from sklearn.utils import check_random_state
 from sklearn.utils.multiclass import check_classification_targets
 from sklearn.utils.validation import check_is_fitted
@@ -24,24 +21,9 @@ from bayeskern.devices import limit_blas
 from bayeskern.estimators.params import count
 from bayeskern.estimators.validation import validate_data
 
-__all__ = ["paper_param_grid", "VSKFeatureExtractor", "make_svm_selector"]
+__all__ = ["VSKFeatureExtractor"]
 
 _KERNELS = ("rbf", "linear")
-
-
-def paper_param_grid(kernel: str = "rbf") -> dict:
-    r"""Return the hyper-parameter grid of Campi et al. (2021), section 6.1.
-
-    :math:`C \in \{2^{-6}, \dots, 2^{6}\}` (the paper's :math:`\zeta`) and, for the Gaussian
-    kernel, :math:`\gamma \in \{10^{-6}, \dots, 10^{2}\}`. (The authors' public script uses
-    :math:`2^{-6..5}` and :math:`10^{-6..1}`; the paper's text is followed here.)
-    """
-    if kernel not in _KERNELS:
-        raise ValueError(f"kernel must be one of {_KERNELS}, got {kernel!r}")
-    grid = {"C": [2.0**i for i in range(-6, 7)]}
-    if kernel == "rbf":
-        grid["gamma"] = [10.0**i for i in range(-6, 3)]
-    return grid
 
 
 class VSKFeatureExtractor(TransformerMixin, BaseEstimator):
@@ -119,23 +101,3 @@ class VSKFeatureExtractor(TransformerMixin, BaseEstimator):
         tags = super().__sklearn_tags__()
         tags.target_tags.required = True
         return tags
-
-
-def make_svm_selector(
-    n_features: int = 2, cv: int = 5, scoring: str = "f1_weighted", C_grid=None
-) -> SelectFromModel:
-    r"""SVM-S (Campi et al. 2021, section 7): keep the features with the largest linear-SVM weights.
-
-    A linear ``SVC`` is tuned by ``cv``-fold grid search over ``C_grid`` (default the
-    paper's :math:`2^{-6..6}`), the features are ranked by :math:`|w_j|`, and the top
-    ``n_features`` (the paper's :math:`\bar n = 2`) are kept. Built from scikit-learn's
-    ``SelectFromModel``; put a ``MinMaxScaler`` before it, as the paper does.
-    """
-    grid = {"C": paper_param_grid("linear")["C"] if C_grid is None else list(C_grid)}
-    search = GridSearchCV(SVC(kernel="linear"), grid, cv=cv, scoring=scoring)
-    return SelectFromModel(
-        search,
-        importance_getter="best_estimator_.coef_",
-        max_features=n_features,
-        threshold=-np.inf,
-    )

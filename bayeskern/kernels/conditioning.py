@@ -9,14 +9,14 @@ with its variably scaled version:
 * separation distance :math:`q_\Xi = \tfrac12 \min_{i\ne j}\|x_i - x_j\|_2`;
 * 2-condition number :math:`\operatorname{cond}(K) = \|K\|_2 \|K^{-1}\|_2`
   (:math:`\lambda_{\max}/\lambda_{\min}` for a positive-definite :math:`K`);
-* :func:`shape_sweep`: condition number and kernel-regression-network (KRN) test error
-  along a grid of shape parameters, the study of the paper's Fig. 2.
+
+The study of the paper's Fig. 2 (condition number and test error along a grid of shape
+parameters) is :func:`bayeskern.experiments.conditioning.shape_sweep`.
 """
 
 from __future__ import annotations
 
 import warnings
-from collections.abc import Callable
 
 import numpy as np
 from scipy import linalg
@@ -30,7 +30,6 @@ __all__ = [
     "condition_number",
     "kernel_diagnostics",
     "krn_fit",
-    "shape_sweep",
 ]
 
 
@@ -172,50 +171,3 @@ def krn_fit(K, y, nu: float = 0.0) -> np.ndarray:
     A = K if nu == 0 else np.vstack([K, np.sqrt(nu) * np.eye(K.shape[1])])
     b = y if nu == 0 else np.concatenate([y, np.zeros((K.shape[1],) + y.shape[1:])])
     return linalg.lstsq(A, b)[0]
-
-
-def _mae(y, p):
-    return float(np.mean(np.abs(np.asarray(y) - np.asarray(p))))
-
-
-def shape_sweep(
-    make_kernel: Callable[[float], object],
-    shapes,
-    X,
-    y=None,
-    X_test=None,
-    y_test=None,
-    *,
-    nu: float = 0.0,
-    error: Callable = _mae,
-) -> dict:
-    r"""Condition number (and KRN test error) along a grid of shape parameters.
-
-    For each shape :math:`\gamma` in ``shapes``, ``make_kernel(gamma)`` gives a kernel
-    (a bayeskern :class:`Kernel`, fitted if data-dependent, or a callable
-    ``(X1, X2) -> Gram``); the sweep records :math:`\operatorname{cond}(K)` and
-    :math:`S(K)` on ``X`` and, when targets are given, fits a KRN (:func:`krn_fit` with
-    ``nu``) on ``(X, y)`` and evaluates ``error(y_test, prediction)`` on the test points.
-    This is the experiment of Campi et al. (2021), section 6.2 and Fig. 2 (200 shapes in [0.5, 20]).
-
-    Returns
-    -------
-    dict of arrays ``shape``, ``cond``, ``spectral_ratio`` and (with targets) ``error``.
-    """
-    shapes = np.asarray(shapes, dtype=float).ravel()
-    if shapes.size == 0 or not np.all(np.isfinite(shapes)):
-        raise ValueError("shapes must be a non-empty array of finite numbers")
-    want_error = y is not None and X_test is not None and y_test is not None
-    out = {"shape": shapes, "cond": np.empty(len(shapes)), "spectral_ratio": np.empty(len(shapes))}
-    if want_error:
-        out["error"] = np.empty(len(shapes))
-    for i, g in enumerate(shapes):
-        kern = make_kernel(float(g))
-        K = _gram_np(kern, X)
-        out["cond"][i] = condition_number(K, symmetric=True)
-        out["spectral_ratio"][i] = spectral_ratio(K)
-        if want_error:
-            c = krn_fit(K, y, nu)
-            pred = _gram_np(kern, X_test, X) @ c
-            out["error"][i] = error(y_test, pred) if np.all(np.isfinite(pred)) else np.inf
-    return out

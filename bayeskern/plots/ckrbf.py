@@ -9,10 +9,10 @@ import matplotlib
 import numpy as np
 from matplotlib.patches import Ellipse
 
+from bayeskern.experiments.tuning import pf_curve
 from bayeskern.kernels.ckrbf import CkRBF
 from bayeskern.plots._figure import subplots
 from bayeskern.plots.panels import kernel_panels
-from bayeskern.tuning import pf_curve
 
 __all__ = ["plot_pf_curves", "plot_cells", "plot_ckrbf_panel"]
 
@@ -25,7 +25,8 @@ def plot_pf_curves(named_scores: dict, *, alpha_min: float | None = None, ax=Non
     Parameters
     ----------
     named_scores : dict of model name to grid scores (array, or a DataFrame from
-        :func:`bayeskern.tuning.grid_scores` / :func:`~bayeskern.tuning.precomputed_grid_scores`).
+        :func:`bayeskern.experiments.tuning.grid_scores` /
+        :func:`~bayeskern.experiments.tuning.precomputed_grid_scores`).
     alpha_min : left end of the :math:`\alpha` axis; default the worst score of all models
         (below it every curve is 1).
     ax : matplotlib axes, created when ``None``.
@@ -200,7 +201,7 @@ def _(kernel, X, y=None, theta=None, feature_names=None) -> list:
         "P_f(α): higher curves mean a model that is easier to tune"
         if scores
         else "no P_f(α) curve is shown because no tuning-grid scores are attached (a Bayesian GP "
-        "samples γ instead of tuning it; see bayeskern.tuning.grid_scores)"
+        "samples γ instead of tuning it; see bayeskern.experiments.tuning.grid_scores)"
     )
     return [
         (

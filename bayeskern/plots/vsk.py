@@ -27,7 +27,7 @@ def plot_shape_sweep(sweeps: dict, quantity: str = "cond", ax=None):
 
     Parameters
     ----------
-    sweeps : dict name -> result of :func:`bayeskern.kernels.conditioning.shape_sweep`
+    sweeps : dict name -> result of :func:`bayeskern.experiments.conditioning.shape_sweep`
         e.g. ``{"KRN": plain, "KRN-VSK": vsk}``; the paper draws the classical kernel with
         red triangles and the VSK with blue dots (the first two entries get that style).
     quantity : {"cond", "error", "spectral_ratio"}

@@ -42,8 +42,8 @@ from sklearn.preprocessing import MinMaxScaler
 from sklearn.svm import SVC
 
 import bayeskern as bk
+from bayeskern.experiments.tuning import pf_table, precomputed_grid_scores, window_wins
 from bayeskern.kernels.ckrbf import CkRBF
-from bayeskern.tuning import pf_table, precomputed_grid_scores, window_wins
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # benchmarks/: common.py
 from common import RESULTS, machine, write_text  # noqa: E402

@@ -33,8 +33,8 @@ from sklearn.model_selection import StratifiedKFold
 from sklearn.preprocessing import MinMaxScaler
 
 import bayeskern as bk
+from bayeskern.experiments.tuning import pf_table, precomputed_grid_scores
 from bayeskern.kernels.ckrbf import CkRBF
-from bayeskern.tuning import pf_table, precomputed_grid_scores
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # benchmarks/: common.py
 from common import RESULTS, write_text  # noqa: E402

@@ -25,7 +25,7 @@ from sklearn.model_selection import train_test_split
 from vsk_wisconsin import split
 
 from bayeskern import diagnostics
-from bayeskern.estimators.vsk import compare_vsk
+from bayeskern.experiments.vsk import compare_vsk
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # benchmarks/: common.py
 from common import machine, md_table, write_vsk_section  # noqa: E402

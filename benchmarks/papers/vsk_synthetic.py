@@ -35,7 +35,8 @@ from sklearn.naive_bayes import GaussianNB
 from sklearn.preprocessing import MinMaxScaler
 from sklearn.svm import SVC
 
-from bayeskern.estimators.vsk import VSKClassifier, paper_param_grid
+from bayeskern.estimators.vsk import VSKClassifier
+from bayeskern.experiments.vsk import paper_param_grid
 from bayeskern.kernels import RBF, Linear, default_theta, gram, name_leaves
 from bayeskern.kernels.conditioning import spectral_ratio
 from bayeskern.kernels.vsk import VSK, NaiveBayesScaling

@@ -36,12 +36,8 @@ from sklearn.preprocessing import MinMaxScaler
 from sklearn.svm import SVC
 
 from bayeskern.datasets import load_dataset
-from bayeskern.estimators.vsk import (
-    VSKClassifier,
-    VSKFeatureExtractor,
-    make_svm_selector,
-    paper_param_grid,
-)
+from bayeskern.estimators.vsk import VSKClassifier, VSKFeatureExtractor
+from bayeskern.experiments.vsk import make_svm_selector, paper_param_grid
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # benchmarks/: common.py
 from common import machine, md_table, write_vsk_section  # noqa: E402
