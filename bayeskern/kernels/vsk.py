@@ -43,9 +43,10 @@ import jax.numpy as jnp
 import numpy as np
 import numpyro.distributions as dist
 
+from . import vsk_scaling
 from .base import Hyper, Kernel, name_leaves
 from .stationary import RBF, Linear
-from .vsk_scaling import (
+from .vsk_scaling import (  # noqa: F401  (re-exported: the scalings are public here too)
     CallableScaling,
     ColumnScaling,
     LinearModelScaling,
@@ -56,17 +57,7 @@ from .vsk_scaling import (
     make_scaling,
 )
 
-__all__ = [
-    "VSK",
-    "Scaling",
-    "NaiveBayesScaling",
-    "ParametricScaling",
-    "LinearModelScaling",
-    "CallableScaling",
-    "ColumnScaling",
-    "StackedScaling",
-    "make_scaling",
-]
+__all__ = ["VSK", *vsk_scaling.__all__]
 
 
 def _weight_prior():
