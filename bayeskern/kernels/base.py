@@ -13,6 +13,10 @@ Hyper-parameter values travel as one flat ``theta`` dict whose keys are NumPyro 
 names ``"<leaf name>_<parameter>"``, e.g. ``rbf_lengthscale`` or ``rbf_1_lengthscale``.
 Leaf names are given once per kernel tree by :func:`name_leaves`, which copies the tree so
 that the same object used twice gets two names.
+
+Every kernel class is a JAX pytree (:mod:`bayeskern.kernels.pytree`) and is registered by
+name for :func:`kernel_from_config` (:mod:`bayeskern.kernels.registry`); both, and
+:class:`Hyper` (:mod:`bayeskern.kernels.hyper`), are exported here too.
 """
 
 from __future__ import annotations
