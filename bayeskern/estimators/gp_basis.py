@@ -18,7 +18,6 @@ from bayeskern.blr import Stats, scan_feature_stats
 from bayeskern.estimators.params import count
 from bayeskern.hsgp import (
     HSGPDesign,
-    _split_periodic,
     build_design,
     check_basis,
     check_harmonics,
@@ -26,6 +25,7 @@ from bayeskern.hsgp import (
     kernel_family,
     lengthscale_bounds,
 )
+from bayeskern.hsgp_design import _split_periodic
 from bayeskern.inference import find_map
 from bayeskern.kernels import term_name
 from bayeskern.models.hsgp import hsgp_regression

@@ -13,17 +13,17 @@ Hyper-parameter values travel as one flat ``theta`` dict whose keys are NumPyro 
 names ``"<leaf name>_<parameter>"``, e.g. ``rbf_lengthscale`` or ``rbf_1_lengthscale``.
 Leaf names are given once per kernel tree by :func:`name_leaves`, which copies the tree so
 that the same object used twice gets two names.
+
+Every kernel class is a JAX pytree (:mod:`bayeskern.kernels.pytree`) and is registered by
+name for :func:`kernel_from_config` (:mod:`bayeskern.kernels.registry`); both, and
+:class:`Hyper` (:mod:`bayeskern.kernels.hyper`), are exported here too.
 """
 
 from __future__ import annotations
 
 import copy
-import importlib
 import inspect
-import math
-import sys
 from collections.abc import Callable
-from dataclasses import dataclass
 from typing import Any
 
 import jax
@@ -32,6 +32,10 @@ import numpy as np
 from jax.typing import ArrayLike
 
 from bayeskern.batching import batched_map
+
+from .hyper import Hyper
+from .pytree import register_fitted_pytree
+from .registry import KERNEL_REGISTRY, kernel_from_config, learner, register_learner
 
 __all__ = [
     "Hyper",
@@ -47,283 +51,6 @@ __all__ = [
     "learner",
     "register_fitted_pytree",
 ]
-
-#: Kernel classes by name; :func:`kernel_from_config` rebuilds only these (no pickle, no eval).
-KERNEL_REGISTRY: dict[str, type] = {}
-
-#: Training functions by kernel class, registered by :mod:`bayeskern.learning` (the layer
-#: above the kernels), so that a kernel holds fitted state and its ``fit`` needs no import of
-#: the training code.
-LEARNERS: dict[type, Callable] = {}
-
-
-def register_learner(kernel_cls: type):
-    """Register ``fn(kernel, X, y, **kwargs)`` as the training function of a class (decorator).
-
-    Parameters
-    ----------
-    kernel_cls : type
-        The kernel class, or a VSK scaling class (subclasses inherit its learner).
-
-    Returns
-    -------
-    callable
-        A decorator returning ``fn`` unchanged.
-    """
-
-    def register(fn):
-        LEARNERS[kernel_cls] = fn
-        return fn
-
-    return register
-
-
-def learner(kernel: Kernel) -> Callable:
-    """Return the training function registered for ``kernel``'s class (:func:`register_learner`).
-
-    Parameters
-    ----------
-    kernel : Kernel
-
-    Returns
-    -------
-    callable
-        ``fn(kernel, X, y, **kwargs)`` returning a fitted copy of ``kernel``.
-    """
-    for cls in type(kernel).__mro__:
-        if cls in LEARNERS:
-            return LEARNERS[cls]
-    if "bayeskern.learning" not in sys.modules:
-        # the package's training functions register themselves when bayeskern.learning (a
-        # layer above the kernels) is imported; bayeskern's lazy import loads it on first need
-        importlib.import_module("bayeskern.learning")
-        return learner(kernel)
-    raise RuntimeError(
-        f"no training function is registered for {type(kernel).__name__} "
-        "(register one with bayeskern.kernels.base.register_learner)"
-    )
-
-
-# --------------------------------------------------------------------------- pytrees
-#: Classes registered by :func:`register_fitted_pytree`; their instances are pytree nodes.
-_PYTREE_CLASSES: set[type] = set()
-
-
-def _is_fitted_array(name: str, value) -> bool:
-    """Return ``True`` for a fitted array that is a pytree leaf.
-
-    Leaves are the attributes ending in ``_`` (``name_`` excepted) that hold a NumPy or JAX
-    array (or NumPy scalar) of a floating or complex dtype. Integer, boolean and string
-    arrays (column indices, counts, class labels, flags) describe the structure of the
-    fitted kernel and are read by Python (``int(...)``, indexing, shapes), so they stay
-    static data.
-    """
-    if not name.endswith("_") or name == "name_":
-        return False
-    if not isinstance(value, (np.ndarray, np.generic, jax.Array)):
-        return False
-    return np.dtype(value.dtype).kind in "fc"
-
-
-def _is_node(value) -> bool:
-    """Return ``True`` for a registered object, or a list/tuple made only of them."""
-    if type(value) in _PYTREE_CLASSES:
-        return True
-    return (
-        isinstance(value, (list, tuple))
-        and len(value) > 0
-        and all(type(v) in _PYTREE_CLASSES for v in value)
-    )
-
-
-class _Identity:
-    """Compare and hash an object by identity (callables, unknown objects)."""
-
-    __slots__ = ("obj",)
-
-    def __init__(self, obj):
-        self.obj = obj
-
-    def __eq__(self, other):
-        return isinstance(other, _Identity) and other.obj is self.obj
-
-    def __hash__(self):
-        return id(self.obj)
-
-
-def _freeze(value):
-    """Return a hashable key that compares ``value`` by value where that is well defined.
-
-    Numbers, strings, ``None``, concrete arrays (by dtype, shape and bytes, so that ``nan``
-    equals itself) and lists, tuples, dicts and sets of them compare by value; anything
-    else (callables, random states, tracers) by identity.
-    """
-    if value is None or isinstance(value, (bool, int, str, bytes)):
-        return (type(value).__name__, value)
-    if isinstance(value, float):
-        return ("float", "nan" if math.isnan(value) else value)
-    if isinstance(value, np.generic):
-        return (type(value).__name__, _freeze(value.item()))
-    if isinstance(value, (np.ndarray, jax.Array)) and not isinstance(value, jax.core.Tracer):
-        a = np.asarray(value)
-        if a.dtype.kind != "O":
-            return ("ndarray", a.dtype.str, a.shape, a.tobytes())
-    elif isinstance(value, (list, tuple)):
-        return (type(value).__name__, tuple(_freeze(v) for v in value))
-    elif isinstance(value, dict):
-        return ("dict", tuple((_freeze(k), _freeze(v)) for k, v in value.items()))
-    elif isinstance(value, (set, frozenset)):
-        return ("set", frozenset(_freeze(v) for v in value))
-    return _Identity(value)
-
-
-class _Alias:
-    """Static marker: this attribute is the same object as attribute ``target``."""
-
-    __slots__ = ("target",)
-
-    def __init__(self, target: str):
-        self.target = target
-
-
-class _PytreeAux:
-    """Static part of a flattened kernel: its class and every attribute that is not a leaf.
-
-    Hashable and compared by value (:func:`_freeze`), so that ``jit`` reuses its
-    compilation for a kernel whose fitted arrays alone changed.
-    """
-
-    __slots__ = ("cls", "order", "dynamic", "static", "_key")
-
-    def __init__(self, cls, order, dynamic, static):
-        self.cls = cls
-        self.order = order
-        self.dynamic = dynamic
-        self.static = static
-        self._key = (
-            cls,
-            order,
-            dynamic,
-            tuple(
-                (k, ("alias", v.target) if isinstance(v, _Alias) else _freeze(v)) for k, v in static
-            ),
-        )
-
-    def __eq__(self, other):
-        return isinstance(other, _PytreeAux) and self._key == other._key
-
-    def __hash__(self):
-        return hash(self._key)
-
-    def __repr__(self):
-        return f"{self.cls.__name__}(static={[k for k, _ in self.static]})"
-
-
-def _pytree_flatten_with_keys(obj):
-    attrs = vars(obj)
-    skip = obj._pytree_skip() if hasattr(obj, "_pytree_skip") else ()
-    arrays, nodes, static = [], [], []
-    seen: dict[int, str] = {}
-    for name in sorted(attrs):
-        if name in skip:
-            continue
-        value = attrs[name]
-        if _is_fitted_array(name, value):
-            arrays.append(name)
-        elif _is_node(value):
-            if id(value) in seen:  # e.g. Conformal's _base is its base_kernel
-                static.append((name, _Alias(seen[id(value)])))
-            else:
-                seen[id(value)] = name
-                nodes.append(name)
-        else:
-            static.append((name, value))
-    dynamic = tuple(arrays + nodes)
-    order = tuple(k for k in attrs if k not in skip)
-    aux = _PytreeAux(type(obj), order, dynamic, tuple(static))
-    return [(jax.tree_util.GetAttrKey(k), attrs[k]) for k in dynamic], aux
-
-
-def _pytree_flatten(obj):
-    children, aux = _pytree_flatten_with_keys(obj)
-    return [c for _, c in children], aux
-
-
-def _pytree_unflatten(aux: _PytreeAux, children):
-    # no __init__: the children may be tracers (or placeholders) that validation would reject
-    obj = object.__new__(aux.cls)
-    values = dict(aux.static)
-    values.update(zip(aux.dynamic, children, strict=True))
-    for k, v in list(values.items()):
-        if isinstance(v, _Alias):
-            values[k] = values[v.target]
-    obj.__dict__.update((k, values[k]) for k in aux.order)
-    return obj
-
-
-def register_fitted_pytree(cls: type) -> type:
-    """Register ``cls`` as a JAX pytree node whose leaves are its fitted arrays.
-
-    Children, in a fixed order: the fitted floating-point arrays (attributes ending in
-    ``_``, sorted by name), then the attributes holding registered objects (kernels,
-    scalings, or lists of them; sorted by name). Everything else -- constructor
-    parameters, ``name_``, integer and boolean fitted arrays, Python numbers -- is static
-    data, compared by value (by identity for callables), so that ``jax.jit`` recompiles
-    only when it changes. Unflattening restores ``__dict__`` without calling ``__init__``.
-    A class may define ``_pytree_skip()`` returning attribute names to leave out (state
-    that it rebuilds from its leaves).
-
-    Parameters
-    ----------
-    cls : type
-        The class (called by :meth:`Kernel.__init_subclass__` for every kernel class).
-
-    Returns
-    -------
-    type
-        ``cls``, registered.
-    """
-    if cls not in _PYTREE_CLASSES:
-        jax.tree_util.register_pytree_with_keys(
-            cls, _pytree_flatten_with_keys, _pytree_unflatten, _pytree_flatten
-        )
-        _PYTREE_CLASSES.add(cls)
-    return cls
-
-
-@dataclass(frozen=True)
-class Hyper:
-    """Specification of one kernel hyper-parameter.
-
-    Parameters
-    ----------
-    value
-        A value fixed by the user, **in the units of the data passed to the estimator**, or
-        ``None`` to sample it from ``prior``.
-    prior
-        Zero-argument callable returning a NumPyro distribution in *standardized* units
-        (inputs scaled to unit standard deviation per column).
-    default
-        Value (standardized units) used when the kernel is evaluated without sampling.
-    length
-        ``True`` when the parameter is a length in the units of ``X`` (length-scale,
-        period): a fixed value is divided by the per-column scale of ``X``.
-    ard
-        ``True`` for one value per input column (automatic relevance determination).
-    """
-
-    value: Any
-    prior: Callable[[], Any]
-    default: float
-    length: bool = False
-    ard: bool = False
-
-    def fixed_standardized(self, x_scale: np.ndarray) -> jnp.ndarray:
-        """Return the fixed value in standardized units (a vector when it is a length)."""
-        v = jnp.asarray(self.value, dtype=float)
-        if self.length:
-            return v / jnp.asarray(x_scale, dtype=float)
-        return v
 
 
 class Kernel:
@@ -768,19 +495,3 @@ def gram(
     if theta is None:
         theta = default_theta(kernel, np.ones(X1.shape[1]))
     return batched_map(lambda b: kernel.gram(theta, b, X2), X1, batch_size, blocks=True)
-
-
-def kernel_from_config(config: dict, state: dict[str, np.ndarray] | None = None) -> Kernel:
-    """Rebuild a kernel from :meth:`Kernel.get_config` (and fitted ``state``) without pickle."""
-    name = config.get("class")
-    if name not in KERNEL_REGISTRY:
-        raise ValueError(f"unknown kernel class {name!r} in saved configuration")
-    params = {}
-    for k, v in config.get("params", {}).items():
-        if isinstance(v, dict) and "__kernel__" in v:
-            v = kernel_from_config(v["__kernel__"])
-        params[k] = v
-    kernel = KERNEL_REGISTRY[name](**params)
-    for k, v in (state or {}).items():
-        setattr(kernel, k, np.asarray(v))
-    return kernel

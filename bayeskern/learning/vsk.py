@@ -1,6 +1,6 @@
 r"""VSK learning: fitting the scaling functions :math:`\psi` (Campi et al. 2021, section 5).
 
-The scalings of :mod:`bayeskern.kernels.vsk` are scikit-learn-style transformers: their
+The scalings of :mod:`bayeskern.kernels.vsk_scaling` are scikit-learn-style transformers: their
 fitted state and their JAX ``transform`` live there, the fitting lives here. Each function
 below is registered as the learner of one scaling class, so ``scaling.fit(X, y)`` runs it:
 
@@ -20,7 +20,7 @@ from scipy import optimize
 from sklearn.naive_bayes import GaussianNB
 
 from bayeskern.kernels.base import register_learner
-from bayeskern.kernels.vsk import (
+from bayeskern.kernels.vsk_scaling import (
     LinearModelScaling,
     NaiveBayesScaling,
     ParametricScaling,
