@@ -10,7 +10,7 @@ from numpyro.infer import MCMC, hmc_util, init_to_uniform
 
 from bayeskern.inference import AUTO_BLOCK, run_nuts
 from bayeskern.inference.chains import Chains, _one_step_size_window
-from bayeskern.inference.nuts import _DataArgumentNUTS
+from bayeskern.inference.nuts_kernel import DataArgumentNUTS
 from bayeskern.inference.start import model_functions
 
 
@@ -33,7 +33,7 @@ def test_chains_are_numpyros_chains(method):
     fns = model_functions(_model, {"y": Y}, jax.random.split(key, num_chains), init_to_uniform)
 
     def kernel():
-        return _DataArgumentNUTS(fns.potential_gen, fns.postprocess_gen)
+        return DataArgumentNUTS(fns.potential_gen, fns.postprocess_gen)
 
     mcmc = MCMC(
         kernel(),
@@ -83,7 +83,7 @@ def test_a_fixed_mass_adapts_the_step_size_over_the_whole_warmup():
     fns = model_functions(_model, {"y": Y}, jax.random.split(key, num_chains), init_to_uniform)
 
     def kernel():
-        return _DataArgumentNUTS(fns.potential_gen, fns.postprocess_gen, adapt_mass_matrix=False)
+        return DataArgumentNUTS(fns.potential_gen, fns.postprocess_gen, adapt_mass_matrix=False)
 
     def numpyro_step_sizes():
         mcmc = MCMC(
@@ -122,13 +122,13 @@ def test_a_fixed_mass_adapts_the_step_size_over_the_whole_warmup():
 
 def _count_transitions_traced(monkeypatch):
     traced = []
-    original = _DataArgumentNUTS.sample
+    original = DataArgumentNUTS.sample
 
     def sample(self, *a, **k):
         traced.append(1)
         return original(self, *a, **k)
 
-    monkeypatch.setattr(_DataArgumentNUTS, "sample", sample)
+    monkeypatch.setattr(DataArgumentNUTS, "sample", sample)
     return traced
 
 

@@ -19,32 +19,19 @@ What makes the GP fits fast is done here, once per fit:
 
 from __future__ import annotations
 
-import importlib
-import json
-import os
-import tempfile
-import time
 from collections.abc import Callable
 from functools import partial
-from pathlib import Path
 from typing import Any
 
 import jax
 import jax.numpy as jnp
 import numpy as np
-from numpyro.infer import NUTS, init_to_median, init_to_uniform
-from numpyro.infer.hmc import hmc
+from numpyro.infer import init_to_median, init_to_uniform
 from tqdm.auto import tqdm
 
 from bayeskern import diagnostics
-from bayeskern.inference.chains import Chains
-from bayeskern.inference.processes import (
-    chain_outputs,
-    chain_parts,
-    map_chain_groups,
-    process_count,
-    write_npz,
-)
+from bayeskern.inference.nuts_kernel import nuts_chains, transition_counts
+from bayeskern.inference.nuts_processes import AutoStop, run_in_processes
 from bayeskern.inference.start import (
     as_key,
     find_map,
@@ -299,13 +286,13 @@ def run_nuts(
     to_idata = partial(diagnostics.from_mcmc, dims=dims, coords=coords, observed=observed)
     if method == "processes":
         stop = (
-            _AutoStop(
+            AutoStop(
                 block, max_samples, lambda n, *d: _auto_stop(to_idata(*d), judged, n, max_samples)
             )
             if auto
             else None
         )
-        samples, stats = _run_in_processes(
+        samples, stats = run_in_processes(
             rebuild,
             overrides,
             settings,
@@ -323,7 +310,7 @@ def run_nuts(
         # with a progress bar the program returns every tenth of a block, so that the bar
         # moves and Ctrl-C lands
         step = max(1, length // 10) if progress_bar else length
-        chains = _nuts_chains(
+        chains = nuts_chains(
             functions,
             settings,
             inverse_mass,
@@ -335,13 +322,13 @@ def run_nuts(
         bar = tqdm(total=num_warmup + block, desc="warmup", disable=not progress_bar, leave=False)
         with bar:
             state = chains.init(keys, init_params)
-            for count in _blocks(num_warmup, step):
+            for count in transition_counts(num_warmup, step):
                 state, _, _ = chains.advance(state, count, collect=False)
                 bar.update(count)
             bar.set_description("sample")
             blocks, taken, target, stopped = [], 0, block, None
             while True:
-                for count in _blocks(target - taken, step):
+                for count in transition_counts(target - taken, step):
                     state, new, new_stats = chains.advance(state, count)
                     blocks.append((new, new_stats))
                     taken += count
@@ -393,206 +380,3 @@ def _auto_stop(idata, judged: list[str] | None, taken: int, max_samples: int) ->
     if judged is not None:  # a model may leave a site out (e.g. no periodic component)
         judged = [v for v in judged if v in idata.posterior]
     return diagnostics.auto_stop(idata, taken, max_samples, judged)
-
-
-def _nuts_chains(functions, settings: dict, inverse_mass, **chains) -> Chains:
-    """Build the :class:`Chains` of NumPyro's NUTS with ``settings`` on the model ``functions``.
-
-    ``inverse_mass``: the starting inverse mass matrix (``None``: NumPyro's identity);
-    ``chains``: :class:`Chains`' keyword arguments.
-    """
-    kernel = _DataArgumentNUTS(
-        functions.potential_gen,
-        functions.postprocess_gen,
-        inverse_mass_matrix=None if inverse_mass is None else jnp.asarray(inverse_mass),
-        **settings,
-    )
-    return Chains(kernel, functions.postprocess_gen, functions.data, **chains)
-
-
-def _run_in_processes(
-    rebuild,
-    overrides,
-    settings,
-    keys,
-    init_params,
-    inverse_mass,
-    counts: dict,
-    progress_bar,
-    stop=None,
-):
-    """Run the chains of ``"sequential"``, shared out to :func:`process_count` processes.
-
-    Every worker gets its chains' keys and starts, the inverse mass matrix, the data the
-    chains run on (``overrides``: the arrays ``data_at_mode`` replaced) and ``counts``
-    (``num_warmup``, ``num_samples``, ``length``); the draws and statistics come back chains
-    first, in chain order. ``stop``: an :class:`_AutoStop` for ``num_samples="auto"``, which
-    reads the blocks the workers write into a shared folder and tells them when to stop.
-    """
-    builder, config, arrays = rebuild
-    keys = np.asarray(keys)
-    named = {
-        **{f"data/{k}": np.asarray(v) for k, v in arrays.items()},
-        **{f"override/{k}": np.asarray(v) for k, v in overrides.items()},
-    }
-    if inverse_mass is not None:
-        named["inverse_mass"] = np.asarray(inverse_mass)
-    groups = np.array_split(np.arange(len(keys)), process_count(len(keys)))
-    with tempfile.TemporaryDirectory(prefix="bayeskern-blocks-") as folder:
-        jobs = []
-        for group, chains in enumerate(groups):
-            mine = {
-                **named,
-                "keys": keys[chains],
-                **{f"init/{k}": np.asarray(v)[chains] for k, v in init_params.items()},
-            }
-            spec = dict(builder=builder, config=config, settings=settings, **counts)
-            if stop is not None:
-                spec.update(
-                    folder=folder, group=group, block=stop.block, max_samples=stop.max_samples
-                )
-            jobs.append((json.dumps(spec), json.dumps(list(mine)), *mine.values()))
-        if stop is not None:
-            stop.folder, stop.groups = Path(folder), len(groups)
-        samples, stats = map_chain_groups(_chains_in_process, jobs, len(keys), progress_bar, stop)
-        if stop is None:
-            return samples, stats
-        stop()  # the blocks that the last worker to end wrote
-    if stop.draws is None:
-        raise RuntimeError("the worker processes ended before the draws met the stop rule")
-    return tuple({k: v[:, : stop.draws] for k, v in d.items()} for d in (samples, stats))
-
-
-def _chains_in_process(spec: str, names: str, *arrays):
-    """Run the chains of ``keys`` one after another: a worker of ``chain_method="processes"``.
-
-    The chains of ``"sequential"`` (same keys, starts and mass matrix; the model rebuilt by
-    ``rebuild``'s builder). Returns ``draws/<site>`` and ``stats/<name>`` arrays, chains first.
-    """
-    s = json.loads(spec)
-    named = dict(zip(json.loads(names), arrays, strict=True))
-    part = lambda prefix: {k[len(prefix) :]: v for k, v in named.items() if k.startswith(prefix)}  # noqa: E731
-    module, name = s["builder"].split(":")
-    model, model_kwargs = getattr(importlib.import_module(module), name)(s["config"], part("data/"))
-    model_kwargs = {**model_kwargs, **{k: jnp.asarray(v) for k, v in part("override/").items()}}
-    keys = jnp.asarray(named["keys"])
-    functions = model_functions(model, model_kwargs, keys[:1], init_to_median(num_samples=15))
-    num_warmup, length, folder = s["num_warmup"], s["length"], s.get("folder")
-    chains = _nuts_chains(
-        functions,
-        s["settings"],
-        named.get("inverse_mass"),
-        num_chains=len(keys),
-        method="sequential",
-        num_warmup=num_warmup,
-        length=length,
-    )
-    state = chains.init(keys, {k: jnp.asarray(v) for k, v in part("init/").items()})
-    for count in _blocks(num_warmup, length):
-        state, _, _ = chains.advance(state, count, collect=False)
-    # num_samples="auto" (a folder): blocks until the caller's stop, written after each block
-    total, step = (s["num_samples"], length) if folder is None else (s["max_samples"], s["block"])
-    blocks, taken = [], 0
-    while taken < total and (folder is None or taken < _AutoStop.read(folder)):
-        count = min(step, total - taken)
-        state, draws, stats = chains.advance(state, count)
-        blocks.append((draws, stats))
-        taken += count
-        if folder is not None:
-            write_npz(
-                Path(folder) / f"{s['group']}-{len(blocks) - 1}.npz", chain_outputs(draws, stats)
-            )
-    draws, stats = jax.tree.map(lambda *b: np.concatenate(b, axis=1), *blocks)
-    if folder is not None:  # every worker returns the draws the caller decided on
-        keep = _AutoStop.wait(folder)
-        draws, stats = jax.tree.map(lambda a: a[:, :keep], (draws, stats))
-    return chain_outputs(draws, stats)
-
-
-class _AutoStop:
-    """The calling side of ``num_samples="auto"`` with the chains in worker processes.
-
-    Each worker writes every block of its chains' draws to ``folder`` as ``<group>-<block>.npz``
-    and looks for ``stop.json`` before each next block. Called while the workers run, this
-    reads each block once every group has written it, joins the chains and asks ``decide(taken,
-    draws, stats)`` whether to stop (a reason, kept as ``reason``, or ``None``: go on); then it
-    writes ``stop.json`` with the number of draws to keep (``draws``). The decision uses the
-    same draws, block for block, as in one process, so the result does not depend on which
-    worker is ahead.
-    """
-
-    def __init__(self, block: int, max_samples: int, decide: Callable):
-        self.block, self.max_samples, self.decide = block, max_samples, decide
-        self.folder, self.groups = None, 0
-        self.parts, self.draws, self.reason = [], None, None
-
-    @staticmethod
-    def read(folder) -> float:
-        """Return the draws the caller decided to keep (``inf`` while undecided)."""
-        path = Path(folder) / "stop.json"
-        return json.loads(path.read_text())["draws"] if path.exists() else float("inf")
-
-    @staticmethod
-    def wait(folder) -> int:
-        """Wait for the caller's decision (a worker that has drawn all it may) and return it."""
-        parent = os.getppid()
-        while (keep := _AutoStop.read(folder)) == float("inf"):
-            if os.getppid() != parent:  # the caller is gone: nobody will decide
-                raise RuntimeError("the process that started this worker has ended")
-            time.sleep(0.05)
-        return int(keep)
-
-    def __call__(self) -> None:
-        while self.draws is None:
-            paths = [self.folder / f"{g}-{len(self.parts)}.npz" for g in range(self.groups)]
-            if not all(p.exists() for p in paths):
-                return
-            groups = []
-            for path in paths:
-                with np.load(path, allow_pickle=False) as npz:
-                    groups.append({k: npz[k] for k in npz.files})
-            self.parts.append({k: np.concatenate([g[k] for g in groups]) for k in groups[0]})
-            draws, stats = chain_parts(
-                {k: np.concatenate([p[k] for p in self.parts], axis=1) for k in self.parts[0]}
-            )
-            taken = next(iter(stats.values())).shape[1]
-            # the cap ends the run whatever ``decide`` says: a worker at the cap waits for it
-            self.reason = self.decide(taken, draws, stats) or (
-                "cap" if taken >= self.max_samples else None
-            )
-            if self.reason:
-                self.draws = taken
-                tmp = self.folder / "stop.json.tmp"
-                tmp.write_text(json.dumps(dict(draws=taken)))
-                tmp.replace(self.folder / "stop.json")
-
-
-class _DataArgumentNUTS(NUTS):
-    """NumPyro's NUTS on a potential that takes the data as its one model argument.
-
-    ``potential_gen(data)`` is the potential of the model on ``data`` (NumPyro's
-    ``potential_fn_gen`` route, used by its model-based NUTS): :class:`Chains` passes the
-    data into its compiled programs as inputs, so fits of data sets of the same shape share
-    their programs (and JAX's persistent compilation cache, where enabled, holds them across
-    processes). The initial state is computed inside :class:`Chains`' compiled ``init``
-    program, not op by op as NumPyro's ``HMC.init`` does for one chain outside ``jit``.
-    """
-
-    def __init__(self, potential_gen: Callable, postprocess_gen: Callable, **kwargs):
-        self._potential_gen = potential_gen
-        self._postprocess_gen = postprocess_gen
-        super().__init__(potential_fn=potential_gen, **kwargs)
-
-    def _init_state(self, rng_key, model_args, model_kwargs, init_params):
-        if self._init_fn is None:
-            self._init_fn, self._sample_fn = hmc(
-                potential_fn_gen=self._potential_gen, kinetic_fn=self._kinetic_fn, algo=self._algo
-            )
-            self._potential_fn_gen = self._potential_gen
-            self._postprocess_fn = self._postprocess_gen
-        return init_params
-
-
-def _blocks(total: int, step: int) -> list[int]:
-    """``total`` transitions as calls of at most ``step`` each."""
-    return [step] * (total // step) + ([total % step] if total % step else [])
