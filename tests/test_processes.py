@@ -12,6 +12,7 @@ import pytest
 from worker_targets import compile_and_time
 
 from bayeskern.inference import gabasr_gibbs as gg
+from bayeskern.inference import gibbs_processes as gp
 from bayeskern.inference import processes
 
 
@@ -31,25 +32,25 @@ def test_chains_in_processes_are_the_sequential_chains():
 
 
 def test_auto_goes_to_processes_only_for_long_runs(monkeypatch):
-    monkeypatch.setattr(gg, "can_start_processes", lambda: True)
-    assert gg._auto_chain_method(455, 500, 1000, 4) == "processes"
+    monkeypatch.setattr(gp, "can_start_processes", lambda: True)
+    assert gp.auto_chain_method(455, 500, 1000, 4) == "processes"
     # breast_cancer's default fit (159 columns): its sweeps' fixed part counts too
-    assert gg._auto_chain_method(455, 159, 1000, 4) == "processes"
-    assert gg._auto_chain_method(150, 159, 1000, 4) == "processes"
-    assert gg._auto_chain_method(455, 159, 200, 4) == "sequential"
-    assert gg._auto_chain_method(40, 500, 40, 4) == "sequential"  # seconds of work
-    assert gg._auto_chain_method(455, 500, 1000, 1) == "sequential"  # one chain
-    assert gg._auto_chain_method(12_000, 500, 1000, 4) == "processes"
-    monkeypatch.setattr(gg, "can_start_processes", lambda: False)
-    assert gg._auto_chain_method(455, 500, 1000, 4) == "sequential"
+    assert gp.auto_chain_method(455, 159, 1000, 4) == "processes"
+    assert gp.auto_chain_method(150, 159, 1000, 4) == "processes"
+    assert gp.auto_chain_method(455, 159, 200, 4) == "sequential"
+    assert gp.auto_chain_method(40, 500, 40, 4) == "sequential"  # seconds of work
+    assert gp.auto_chain_method(455, 500, 1000, 1) == "sequential"  # one chain
+    assert gp.auto_chain_method(12_000, 500, 1000, 4) == "processes"
+    monkeypatch.setattr(gp, "can_start_processes", lambda: False)
+    assert gp.auto_chain_method(455, 500, 1000, 4) == "sequential"
 
 
 def test_on_an_accelerator_the_chains_are_batched_not_processes(monkeypatch):
     """Worker processes would each claim the GPU: "auto" batches the chains, "processes" fails."""
-    monkeypatch.setattr(gg, "can_start_processes", lambda: True)
-    monkeypatch.setattr(gg.jax, "default_backend", lambda: "gpu")
-    assert gg._auto_chain_method(12_000, 500, 1000, 4) == "vectorized"
-    assert gg._auto_chain_method(12_000, 500, 1000, 1) == "sequential"
+    monkeypatch.setattr(gp, "can_start_processes", lambda: True)
+    monkeypatch.setattr(gp.jax, "default_backend", lambda: "gpu")
+    assert gp.auto_chain_method(12_000, 500, 1000, 4) == "vectorized"
+    assert gp.auto_chain_method(12_000, 500, 1000, 1) == "sequential"
     X, y = np.zeros((10, 1)), np.arange(10.0) % 2
     with pytest.raises(ValueError, match="chain_method='processes'.*'gpu'"):
         gg.gibbs_sample(0, X, y, task="classification", n_features=2, chain_method="processes")

@@ -12,11 +12,13 @@ Underneath, BlackJAX's shape: a ``NamedTuple`` state, :func:`init`, a pure
 ``sweep(key, state) -> (state, info)`` (:func:`build_sweep`), ``lax.scan`` over frequencies
 inside a sweep. The sweep is :mod:`bayeskern.inference.gibbs_sweep`, its blocks
 :mod:`bayeskern.inference.gibbs_dp` (the mixtures) and :mod:`bayeskern.inference.gibbs_evidence`
-(the rank-updated evidence), predictions :mod:`bayeskern.inference.gibbs_predict`; this module
-is the driver. :func:`gibbs_sample` runs the kernel: through ``MCMC`` for a progress bar or
-parallel chains, otherwise with a compiled loop cached across calls that draws the same
-chains as ``MCMC`` would. The exact random draws it needs (Polya-Gamma, Gamma, Wishart,
-normal-inverse-Wishart) are in :mod:`bayeskern.random`.
+(the rank-updated evidence), predictions :mod:`bayeskern.inference.gibbs_predict`, the kernel
+:mod:`bayeskern.inference.gibbs_kernel`, its chains in worker processes
+:mod:`bayeskern.inference.gibbs_processes`; this module is the driver. :func:`gibbs_sample`
+runs the kernel: through ``MCMC`` for a progress bar or parallel chains, otherwise with a
+compiled loop cached across calls that draws the same chains as ``MCMC`` would. The exact
+random draws it needs (Polya-Gamma, Gamma, Wishart, normal-inverse-Wishart) are in
+:mod:`bayeskern.random`.
 
 The model is the paper's own: **a random-feature model whose M frequencies are free, drawn
 from a Dirichlet-process Gaussian mixture in its Chinese-restaurant form** (assignments,
@@ -96,8 +98,6 @@ pairwise squared distances, so that the first frequencies span short to long len
 
 from __future__ import annotations
 
-import functools
-import json
 import time
 import warnings
 from typing import NamedTuple
@@ -105,34 +105,24 @@ from typing import NamedTuple
 import jax
 import jax.numpy as jnp
 import numpy as np
-from jax import lax
 from numpyro.infer import MCMC
-from numpyro.infer.mcmc import MCMCKernel
 
 from bayeskern.devices import release_pmap_programs
 from bayeskern.inference.gibbs_dp import DPState, crp_log_weights, escobar_west_alpha
 from bayeskern.inference.gibbs_evidence import Evidence, design_matrix, full_log_evidence
+from bayeskern.inference.gibbs_kernel import GaBaSRGibbs, GibbsMCMCState, compiled_chain
 from bayeskern.inference.gibbs_predict import (
     predict_proba,
     predict_regression,
     regression_posteriors,
 )
+from bayeskern.inference.gibbs_processes import auto_chain_method, run_in_processes
 from bayeskern.inference.gibbs_sweep import (
     GibbsData,
     GibbsState,
     SweepConfig,
-    _record,
-    _sweep,
     build_sweep,
     init,
-)
-from bayeskern.inference.processes import (
-    PROCESS_WORK,
-    can_start_processes,
-    chain_outputs,
-    compile_once,
-    map_chain_groups,
-    process_count,
 )
 from bayeskern.models.gabasr import GibbsPrior
 
@@ -232,167 +222,6 @@ def _validate(
     return X, y, mean_basis
 
 
-class GibbsMCMCState(NamedTuple):
-    """State of :class:`GaBaSRGibbs` as :class:`numpyro.infer.MCMC` carries it.
-
-    ``draws`` (the ``sample_field``) holds what one sweep records (:func:`_record`);
-    ``accept_rate``, ``accept_rate_v`` and ``drift`` are per-sweep statistics that
-    ``MCMC.run(..., extra_fields=...)`` collects.
-    """
-
-    rng_key: jax.Array
-    sampler: GibbsState
-    data: GibbsData
-    draws: dict
-    accept_rate: jax.Array
-    accept_rate_v: jax.Array
-    drift: jax.Array
-
-
-class GaBaSRGibbs(MCMCKernel):
-    """The GaBaSR Gibbs/Metropolis-Hastings sweep as a NumPyro ``MCMCKernel``.
-
-    It samples the paper's model (Pena-Llamas et al. 2023, sections 3.2 and eqs.
-    10-11; parent BaNK, Oliva et al. 2016):
-
-    .. math:: G \\sim \\mathrm{DP}(\\alpha, NIW(m_0, \\kappa_0, \\nu_0, \\Psi_0)),\\quad
-              \\omega_j \\mid G \\sim \\int N(\\mu, \\Sigma)\\,dG,\\quad
-              y \\mid \\Omega \\sim \\text{linear model on }
-              \\Phi_\\Omega(x) = [\\cos(\\Omega x), \\sin(\\Omega x)]/\\sqrt M
-
-    with the weights integrated out (normal-inverse-gamma evidence for regression,
-    Polya-Gamma-augmented Gaussian evidence for classification).
-
-    One :meth:`sample` call is one sweep of the paper's sampler (module docstring;
-    Pena-Llamas et al. 2023, section 3.2): CRP assignments, normal-inverse-Wishart component draws,
-    the DP concentration, independence-MH moves of every frequency with the weights integrated
-    out, then the weight prior precision (and, for classification, Polya-Gamma variables
-    and the weights). :class:`numpyro.infer.MCMC` drives it, so chains, ``num_warmup``
-    (discarded sweeps), progress bars and ``az.from_numpyro`` work as for NUTS. The model
-    is not a NumPyro function: it is the random-feature model with free frequencies drawn
-    from a Dirichlet-process mixture (CRP form) of Pena-Llamas et al. (2023), given to
-    :meth:`MCMC.run <numpyro.infer.MCMC.run>` as data: ``mcmc.run(key, X=X, y=y, mean_basis=B)``.
-
-    Parameters
-    ----------
-    task : {"regression", "classification"}
-        Regression: NIG evidence (eq. 10); classification: Bernoulli-logit (eq. 11) with
-        Polya-Gamma augmentation.
-    n_features : int
-        Number of frequencies :math:`M` (:math:`M_1` when locally stationary).
-    n_features_v : int, default 0
-        :math:`M_2`, frequencies of the envelope :math:`\\kappa_1` (eq. 6); 0 for the
-        stationary kernel.
-    prior : GibbsPrior, optional
-    evidence : {"rank", "full"}
-        Rank-updated or recomputed evidence for each proposal (same chain, different cost).
-
-    Examples
-    --------
-    >>> from numpyro.infer import MCMC
-    >>> mcmc = MCMC(GaBaSRGibbs("regression", 16), num_warmup=5, num_samples=20)
-    >>> mcmc.run(jax.random.PRNGKey(0), X=X, y=y)  # doctest: +SKIP
-    >>> mcmc.get_samples()["log_marginal"]  # doctest: +SKIP
-    """
-
-    sample_field = "draws"
-
-    def __init__(
-        self,
-        task: str = "regression",
-        n_features: int = 250,
-        *,
-        n_features_v: int = 0,
-        prior: GibbsPrior | None = None,
-        evidence: str = "rank",
-    ):
-        if task not in ("regression", "classification"):
-            raise ValueError(f"task must be 'regression' or 'classification', got {task!r}")
-        for name, val, lo in (("n_features", n_features, 1), ("n_features_v", n_features_v, 0)):
-            if isinstance(val, bool) or not isinstance(val, (int, np.integer)) or val < lo:
-                raise ValueError(f"{name} must be an integer >= {lo}, got {val!r}")
-        if evidence not in ("rank", "full"):
-            raise ValueError(f"evidence must be 'rank' or 'full', got {evidence!r}")
-        prior = GibbsPrior() if prior is None else prior
-        if not isinstance(prior, GibbsPrior):
-            raise TypeError(f"prior must be a GibbsPrior, got {type(prior).__name__}")
-        self.config = SweepConfig(
-            task, int(n_features), int(n_features_v), n_features_v > 0, prior, evidence
-        )
-        self.model = None  # no NumPyro model function: az.from_numpyro then skips the trace
-
-    def __eq__(self, other):
-        return type(other) is type(self) and other.config == self.config
-
-    def __hash__(self):  # equal settings share compiled loops (_compiled_chain)
-        return hash((type(self), self.config))
-
-    def init(self, rng_key, num_warmup, init_params, model_args, model_kwargs):
-        """Return BaNK's initial state from ``model_kwargs`` ``X``, ``y`` (and ``mean_basis``)."""
-        cfg = self.config
-        k_init, k_run = jax.random.split(rng_key)
-        st, data = _init_program(
-            k_init,
-            model_kwargs["X"],
-            model_kwargs["y"],
-            model_kwargs.get("mean_basis"),
-            task=cfg.task,
-            n_features=cfg.M,
-            n_features_v=cfg.M2,
-            prior=cfg.prior,
-        )
-        info = _sweep_info_shapes(cfg, k_run, st, data)
-        info = jax.tree.map(lambda a: jnp.zeros(a.shape, a.dtype), info)
-        return self._state(k_run, st, data, info)
-
-    def _state(self, key, st, data, info):
-        draws, stats = _record(st, info, self.config)
-        zero = jnp.zeros((), stats["accept_rate"].dtype)
-        return GibbsMCMCState(
-            key,
-            st,
-            data,
-            draws,
-            stats["accept_rate"],
-            stats.get("accept_rate_v", zero),
-            stats["drift"],
-        )
-
-    def sample(self, state, model_args, model_kwargs):
-        """One sweep (module docstring)."""
-        key, sub = jax.random.split(state.rng_key)
-        st, info = _sweep(self.config, sub, state.sampler, state.data)
-        return self._state(key, st, state.data, info)
-
-
-@functools.partial(jax.jit, static_argnames=("task", "n_features", "n_features_v", "prior"))
-def _init_program(key, X, y, mean_basis, *, task, n_features, n_features_v, prior):
-    """:func:`~bayeskern.inference.gibbs_sweep.init` as one compiled program: state, data."""
-    st, _, data = init(
-        key,
-        X,
-        y,
-        task=task,
-        n_features=n_features,
-        n_features_v=n_features_v,
-        mean_basis=mean_basis,
-        prior=prior,
-    )
-    return st, data
-
-
-@functools.lru_cache(maxsize=16)
-def _info_shapes(cfg, signature):
-    key, st, data = jax.tree.unflatten(signature[0], signature[1])
-    return jax.eval_shape(functools.partial(_sweep, cfg), key, st, data)[1]
-
-
-def _sweep_info_shapes(cfg, key, st, data):
-    """Shapes of a sweep's ``info`` (traced once per configuration and input shapes)."""
-    leaves, tree = jax.tree.flatten((key, st, data))
-    return _info_shapes(cfg, (tree, tuple(jax.ShapeDtypeStruct(a.shape, a.dtype) for a in leaves)))
-
-
 class GibbsResult(NamedTuple):
     """Draws of :func:`gibbs_sample`, the chains' last state and the sampling time.
 
@@ -405,99 +234,6 @@ class GibbsResult(NamedTuple):
     sample_stats: dict
     last_state: object
     wall_time: float
-
-
-@functools.lru_cache(maxsize=32)
-def _compiled_chain(kernel: GaBaSRGibbs, num_warmup: int, num_samples: int, vectorized: bool):
-    """Return the compiled chain ``(state) -> (last_state, draws, stats)``.
-
-    ``num_warmup + num_samples`` calls of
-    ``kernel.sample`` in one ``lax.scan``, keeping the last ``num_samples``: what
-    ``numpyro.infer.MCMC`` does with the kernel, compiled once per kernel, settings and
-    shapes (``MCMC`` builds a new loop, and XLA recompiles the sweep, at every ``run``).
-    """
-    fields = ("accept_rate", "drift") + (("accept_rate_v",) if kernel.config.M2 else ())
-
-    def run(state):
-        def step(s, _):
-            s = kernel.sample(s, (), {})
-            return s, (s.draws, {f: getattr(s, f) for f in fields})
-
-        state, (draws, stats) = lax.scan(step, state, None, length=num_warmup + num_samples)
-        return state, *jax.tree.map(lambda a: a[num_warmup:], (draws, stats))
-
-    return jax.jit(jax.vmap(run) if vectorized else run)
-
-
-def _chains_in_process(config: str, num_warmup: int, num_samples: int, keys, X, y, mean_basis):
-    """Run the chains of ``keys`` one after another: a worker of ``chain_method="processes"``.
-
-    The same chains as the ``"sequential"`` method (same initial states, same compiled
-    loop). ``config`` is the :class:`SweepConfig` as JSON (:func:`_config_json`). Returns
-    ``draws/<name>`` and ``stats/<name>`` arrays, chains first.
-    """
-    c = json.loads(config)
-    prior = GibbsPrior(**{k: tuple(v) if isinstance(v, list) else v for k, v in c["prior"].items()})
-    kernel = GaBaSRGibbs(
-        c["task"], c["M"], n_features_v=c["M2"], prior=prior, evidence=c["evidence"]
-    )
-    data = {
-        k: None if v is None else jnp.asarray(v)
-        for k, v in dict(X=X, y=y, mean_basis=mean_basis).items()
-    }
-    states = [kernel.init(jnp.asarray(k), num_warmup, None, (), data) for k in keys]
-    run = compile_once(  # one worker compiles, the others load its program
-        lambda: _compiled_chain(kernel, num_warmup, num_samples, False).lower(states[0]).compile()
-    )
-    per_chain = [run(st)[1:] for st in states]
-    return chain_outputs(*jax.tree.map(lambda *a: np.stack(a), *per_chain))
-
-
-def _config_json(config: SweepConfig) -> str:
-    """``config`` as JSON for a worker process (no pickle)."""
-    return json.dumps({**config._asdict(), "prior": config.prior._asdict()})
-
-
-#: rows whose :math:`n P^2` work equals a sweep's fixed part (the sequential frequency moves
-#: and mixture steps, whose cost does not grow with the rows), from CPU timings of sweeps of
-#: one design width at several row counts (docs/results/gabasr.md)
-SWEEP_FIXED_ROWS = 1000
-
-
-def _auto_chain_method(n: int, n_columns: int, sweeps: int, num_chains: int) -> str:
-    """Return ``"processes"`` when the chains' work pays for starting processes.
-
-    A sweep costs a fixed part (its sequential moves, each a few small operations) plus a
-    part growing as :math:`n P^2` for :math:`P` design columns (the Pólya-Gamma weights'
-    products, the rank-updated evidence); with the fixed part counted as
-    :data:`SWEEP_FIXED_ROWS` rows, the chains' work ``num_chains * sweeps * (n +
-    SWEEP_FIXED_ROWS) * P**2`` is compared with
-    :data:`bayeskern.inference.processes.PROCESS_WORK`. On an accelerator (JAX's default
-    backend is not the CPU) the chains are batched into one program instead
-    (``"vectorized"``): processes would each claim the device.
-    """
-    if jax.default_backend() != "cpu":
-        return "vectorized" if num_chains > 1 else "sequential"
-    work = float(num_chains) * sweeps * (n + SWEEP_FIXED_ROWS) * n_columns**2
-    if num_chains > 1 and work >= PROCESS_WORK and can_start_processes():
-        return "processes"
-    return "sequential"
-
-
-def _run_in_processes(kernel, key, data, num_warmup, num_samples, num_chains, progress_bar):
-    """Run the chains of ``"sequential"``, shared out to :func:`process_count` processes."""
-    keys = np.asarray(jax.random.split(key, num_chains) if num_chains > 1 else key[None])
-    X, y, B = (None if data[k] is None else np.asarray(data[k]) for k in ("X", "y", "mean_basis"))
-    config = _config_json(kernel.config)
-    groups = np.array_split(keys, process_count(num_chains))
-    samples, stats = map_chain_groups(
-        _chains_in_process,
-        [(config, num_warmup, num_samples, g, X, y, B) for g in groups],
-        num_chains,
-        progress_bar,
-        compile_first=True,
-    )
-    return samples, stats, None
 
 
 def gibbs_sample(
@@ -614,9 +350,9 @@ def gibbs_sample(
     if chain_method == "auto":
         columns = 2 * n_features * max(n_features_v, 1)
         columns += 0 if mean_basis is None else mean_basis.shape[1]
-        chain_method = _auto_chain_method(len(X), columns, num_warmup + num_samples, num_chains)
+        chain_method = auto_chain_method(len(X), columns, num_warmup + num_samples, num_chains)
     if chain_method == "processes":
-        samples, stats, last = _run_in_processes(
+        samples, stats, last = run_in_processes(
             kernel, key, data, num_warmup, num_samples, num_chains, progress_bar
         )
     elif progress_bar or chain_method == "parallel":
@@ -644,10 +380,10 @@ def gibbs_sample(
         keys = jax.random.split(key, num_chains) if num_chains > 1 else key[None]
         states = [kernel.init(k, num_warmup, None, (), data) for k in keys]
         if chain_method == "vectorized":
-            run = _compiled_chain(kernel, num_warmup, num_samples, True)
+            run = compiled_chain(kernel, num_warmup, num_samples, True)
             last, samples, stats = run(jax.tree.map(lambda *a: jnp.stack(a), *states))
         else:
-            run = _compiled_chain(kernel, num_warmup, num_samples, False)
+            run = compiled_chain(kernel, num_warmup, num_samples, False)
             out = [run(st) for st in states]
             last = [o[0] for o in out]
             samples, stats = jax.tree.map(lambda *a: jnp.stack(a), *[o[1:] for o in out])

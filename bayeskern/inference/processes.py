@@ -48,7 +48,7 @@ __all__ = [
 ]
 
 #: the chains' sequential work (a sampler's own units: the Gibbs sampler's
-#: ``chains * sweeps * (n + gabasr_gibbs.SWEEP_FIXED_ROWS) * P**2``) from which they go to
+#: ``chains * sweeps * (n + gibbs_processes.SWEEP_FIXED_ROWS) * P**2``) from which they go to
 #: processes: starting one (importing JAX, loading the compiled sweep) costs a few seconds
 PROCESS_WORK = 1e11
 
