@@ -44,6 +44,8 @@ from bayeskern.laplace import (
     laplace_mode,
     laplace_predict,
     mode_from_f,
+)
+from bayeskern.laplace_softmax import (
     softmax_expectation,
     softmax_laplace_mode,
     softmax_log_marginal,
@@ -538,14 +540,14 @@ class LaplaceSoftmaxGP(dist.Distribution):
     Labels :math:`y_i \in \{0, \dots, C-1\}`, latent functions :math:`f_c \sim N(0, K_c)`,
     :math:`p(y_i = c\mid f) = \mathrm{softmax}(f_{i\cdot})_c`. ``log_prob`` is the embedded
     Laplace approximation of :math:`\log p(y\mid K)`
-    (:func:`bayeskern.laplace.softmax_log_marginal`; Rasmussen & Williams 2006, Algorithm
+    (:func:`bayeskern.laplace_softmax.softmax_log_marginal`; Rasmussen & Williams 2006, Algorithm
     3.3); ``sample`` draws exactly, :math:`f_c \sim N(0, K_c)` then categorical labels.
 
     Parameters
     ----------
     covariance_matrix : (C, n, n) per-class prior covariances.
     newton_start : (C, n), optional
-        Where the mode search starts (:func:`bayeskern.laplace.softmax_laplace_mode`); the
+        Where the mode search starts (:func:`bayeskern.laplace_softmax.softmax_laplace_mode`); the
         log density does not depend on it.
     """
 
@@ -631,9 +633,9 @@ def softmax_classification_predictive(kernel: Kernel, draw: dict, X, y, Xnew, x_
     r"""Class probabilities and latent moments at ``Xnew`` for one draw of the softmax GP.
 
     From the stored mode :math:`\hat f` of the draw, R&W Algorithm 3.4: the latent mean and
-    covariance (:func:`bayeskern.laplace.softmax_predict`), then
+    covariance (:func:`bayeskern.laplace_softmax.softmax_predict`), then
     :math:`E[\mathrm{softmax}(f_*)]` by Monte Carlo with ``key``
-    (:func:`bayeskern.laplace.softmax_expectation`). Returns ``(proba (m, C), mean (m, C),
+    (:func:`bayeskern.laplace_softmax.softmax_expectation`). Returns ``(proba (m, C), mean (m, C),
     cov (m, C, C))``.
     """
     theta, _, _, mode = _softmax_factors(kernel, draw, X, y, x_scale)
@@ -647,7 +649,8 @@ def softmax_classification_predictive(kernel: Kernel, draw: dict, X, y, Xnew, x_
 def softmax_classification_loo(kernel: Kernel, draw: dict, X, y, x_scale, key):
     r"""Return :math:`\log p(y_i \mid y_{-i}, \theta)` for one draw of the softmax GP.
 
-    By :func:`bayeskern.laplace.softmax_loo_logpdf` (multi-class LA-LOO, Vehtari et al. 2016).
+    By :func:`bayeskern.laplace_softmax.softmax_loo_logpdf` (multi-class LA-LOO, Vehtari et
+    al. 2016).
     """
     _, K, Y, mode = _softmax_factors(kernel, draw, X, y, x_scale)
     return softmax_loo_logpdf(mode, K, Y, key)

@@ -54,6 +54,7 @@ LAYERS = [
             "bayeskern.features",
             "bayeskern.blr",
             "bayeskern.laplace",
+            "bayeskern.laplace_softmax",
             "bayeskern.learning",
             "bayeskern.hsgp",
             "bayeskern.hsgp_basis",

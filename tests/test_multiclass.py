@@ -16,10 +16,9 @@ from sklearn.metrics import accuracy_score, log_loss
 from sklearn.model_selection import train_test_split
 
 import bayeskern as bk
-from bayeskern.laplace import (
+from bayeskern.laplace import laplace_log_marginal, laplace_mode
+from bayeskern.laplace_softmax import (
     _solve_i_wk,
-    laplace_log_marginal,
-    laplace_mode,
     softmax_expectation,
     softmax_laplace_mode,
     softmax_log_marginal,

@@ -30,7 +30,8 @@ from bayeskern.estimators.gp_laplace import _LaplaceChainsMixin
 from bayeskern.estimators.prediction import remember_last
 from bayeskern.estimators.validation import check_interval, validate_classes
 from bayeskern.hsgp import MAX_COLUMNS
-from bayeskern.laplace import SOFTMAX_MC_DRAWS, probit_logit
+from bayeskern.laplace import probit_logit
+from bayeskern.laplace_softmax import SOFTMAX_MC_DRAWS
 from bayeskern.models.gp import (
     classification_predictive,
     gp_classification,
@@ -73,7 +74,7 @@ class GPClassifier(  # noqa: D101 (__doc__ is an f-string)
     while how far each class's log-odds move stays free, and NUTS samples
     :math:`C\\times` terms + the kernel's parameters instead of :math:`C` times them. The
     latent functions are integrated out by the multi-class Laplace approximation (R&W
-    Algorithm 3.3, :func:`bayeskern.laplace.softmax_log_marginal`) and ``predict_proba``
+    Algorithm 3.3, :func:`bayeskern.laplace_softmax.softmax_log_marginal`) and ``predict_proba``
     averages, per draw, the softmax over Monte Carlo draws of the Gaussian latent predictive
     (R&W Algorithm 3.4, a fixed seed per draw), then over the draws.
 

@@ -42,12 +42,8 @@ from sklearn.metrics import accuracy_score, log_loss
 from sklearn.model_selection import train_test_split
 
 import bayeskern as bk
-from bayeskern.laplace import (
-    laplace_log_marginal,
-    laplace_mode,
-    softmax_laplace_mode,
-    softmax_log_marginal,
-)
+from bayeskern.laplace import laplace_log_marginal, laplace_mode
+from bayeskern.laplace_softmax import softmax_laplace_mode, softmax_log_marginal
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # benchmarks/: common.py
 from common import DOCS_RESULTS, command, loadavg, machine, md_table, write_section  # noqa: E402
