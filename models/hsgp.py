@@ -30,7 +30,7 @@ import jax.numpy as jnp
 import jax.scipy.linalg as jsl
 import numpyro
 import numpyro.distributions as dist
-from bayeskern.models.gp import (
+from bayeskern.models.gp_kernel import (
     BIAS_SD,
     JITTER,
     SoftplusHalfNormal,
