@@ -1,5 +1,10 @@
 """Diagnostics: the one module that talks to ArviZ, plus predictive calibration metrics.
 
+The convergence arithmetic that needs no ArviZ is :mod:`bayeskern.convergence`, the held-out
+metrics :mod:`bayeskern.metrics`; both are re-exported here, so that one import gives an
+analyst all the diagnostics.
+
+
 * Convergence: R-hat (rank-normalized, split), bulk and tail ESS (Vehtari et al. 2021,
   "Rank-normalization, folding, and localization"), divergences and tree-depth hits, with a
   verdict and warnings that name the fix.
@@ -14,7 +19,6 @@ from __future__ import annotations
 import contextlib
 import logging
 import warnings
-from dataclasses import dataclass, field
 
 with warnings.catch_warnings():
     # ArviZ 0.2x announces its 1.0 refactor on import; bayeskern pins the 0.x API
@@ -23,7 +27,15 @@ with warnings.catch_warnings():
 import numpy as np
 import pandas as pd
 import xarray as xr
-from sklearn import metrics as skm
+
+from bayeskern.convergence import AUTO_MARGIN, AUTO_PROJECT_FROM, ConvergenceReport, projected_convergence
+from bayeskern.metrics import (
+    classification_metrics,
+    crps_ensemble,
+    expected_calibration_error,
+    multiclass_metrics,
+    regression_metrics,
+)
 
 __all__ = [
     "to_inference_data",
@@ -44,6 +56,7 @@ __all__ = [
     "loo_compare",
     "regression_metrics",
     "classification_metrics",
+    "multiclass_metrics",
     "crps_ensemble",
     "expected_calibration_error",
     "save_idata",
@@ -184,43 +197,6 @@ def summary(idata, var_names=None) -> pd.DataFrame:
 
 
 # --------------------------------------------------------------------------- convergence
-@dataclass
-class ConvergenceReport:
-    """Convergence of an MCMC run, judged by the thresholds of Vehtari et al. (2021).
-
-    ``ok`` is ``True`` when max R-hat ≤ ``rhat_max``, min bulk and tail ESS ≥ ``ess_min``
-    (100 per chain by default) and there are no divergences. ``mixed`` is the first two
-    criteria alone (what more draws can fix; divergences need another geometry). ``table``
-    has one row per quantity, column ``judged`` False for the ones tabulated but not judged
-    (``report_only`` of :func:`convergence_report`).
-    """
-
-    table: pd.DataFrame
-    max_rhat: float
-    min_ess_bulk: float
-    min_ess_tail: float
-    n_divergent: int
-    n_draws: int
-    tree_depth_hits: int
-    ok: bool
-    warnings: list[str] = field(default_factory=list)
-    mixed: bool = False
-
-    @property
-    def verdict(self) -> str:
-        """One plain-language sentence."""
-        if self.ok and not self.warnings:
-            return (
-                f"Converged: max R-hat {self.max_rhat:.3f}, min bulk ESS "
-                f"{self.min_ess_bulk:.0f}, no divergences."
-            )
-        head = "Converged, with caveats" if self.ok else "Not converged"
-        return f"{head}: " + " ".join(self.warnings)
-
-    def __str__(self) -> str:
-        return self.verdict
-
-
 @contextlib.contextmanager
 def _quiet_arviz_log():
     """Silence ArviZ's logger (it writes to stderr, e.g. on every ``bayeskern predict``)."""
@@ -350,50 +326,6 @@ def convergence_report(
     if warn and not ok:
         warnings.warn(rep.verdict, UserWarning, stacklevel=2)
     return rep
-
-
-#: ``num_samples="auto"``: how far the projection to the cap must fall short before a run
-#: stops early, and the draws per chain it needs first (:func:`auto_stop`)
-AUTO_MARGIN = 2.0
-AUTO_PROJECT_FROM = 300
-
-
-def projected_convergence(
-    max_rhat: float, min_ess: float, draws: int, max_draws: int
-) -> tuple[float, float]:
-    r"""R-hat and ESS that chains continued to ``max_draws`` per chain can be expected to reach.
-
-    For chains that sample one distribution, the ESS grows in proportion to the draws, and
-    the split R-hat's excess :math:`\hat R^2 - 1` (the variance of the chain means over the
-    within-chain variance, Vehtari et al. 2021, sec. 3) shrinks as one over the draws:
-
-    .. math:: \mathrm{ESS}(m) = \mathrm{ESS}(n)\,\frac{m}{n}, \qquad
-              \hat R(m) = \sqrt{1 + (\hat R(n)^2 - 1)\,\frac{n}{m}}
-
-    for :math:`n` = ``draws`` and :math:`m` = ``max_draws``. Chains stuck in different modes
-    keep their R-hat however long they run (the projection is optimistic about them); chains
-    still forgetting their starts gain ESS faster than in proportion (pessimistic: hence the
-    margin of :func:`auto_stop`).
-
-    Parameters
-    ----------
-    max_rhat, min_ess
-        The largest R-hat and the smallest bulk or tail ESS of the judged quantities now.
-    draws, max_draws
-        Draws per chain now and at the cap.
-
-    Returns
-    -------
-    rhat, ess : float
-        The projections at ``max_draws``.
-    """
-    ratio = max_draws / draws
-    rhat = (
-        float(np.sqrt(1.0 + max(max_rhat**2 - 1.0, 0.0) / ratio))
-        if np.isfinite(max_rhat)
-        else max_rhat
-    )
-    return rhat, float(min_ess * ratio)
 
 
 def auto_stop(
@@ -566,97 +498,3 @@ def loo_compare(models: dict) -> pd.DataFrame:
             "n_pareto_k_bad": int((np.asarray(r.pareto_k) > 0.7).sum()),
         }
     return pd.DataFrame.from_dict(rows, orient="index").sort_values("elpd_diff")
-
-
-# --------------------------------------------------------------------------- calibration
-def crps_ensemble(y, samples) -> np.ndarray:
-    """Continuous ranked probability score from predictive draws ``(m, n)``.
-
-    :math:`\\mathrm{CRPS} = E|X - y| - \\tfrac12 E|X - X'|`, computed in
-    :math:`O(m \\log m)` per point with sorted draws (Gneiting & Raftery 2007).
-    """
-    x = np.sort(np.asarray(samples, dtype=float), axis=0)
-    m = x.shape[0]
-    y = np.asarray(y, dtype=float)
-    term1 = np.abs(x - y).mean(axis=0)
-    w = (2 * np.arange(1, m + 1) - m - 1)[:, None]
-    term2 = (w * x).sum(axis=0) / m**2
-    return term1 - term2
-
-
-def regression_metrics(y, predictive, *, seed: int = 0, n_crps_draws: int = 2000) -> dict:
-    """Calibration and accuracy of a predictive distribution on held-out ``y``.
-
-    ``predictive`` is a :class:`bayeskern.predictive.MixturePredictive`. Returns RMSE, MAE,
-    R², NLPD (mean negative log predictive density), coverage of the central 50/90/95 %
-    intervals and their mean widths, and CRPS (from ``n_crps_draws`` predictive draws with a
-    fixed ``seed``).
-    """
-    y = np.asarray(y, dtype=float)
-    mean = predictive.mean()
-    out = {
-        "rmse": float(np.sqrt(np.mean((y - mean) ** 2))),
-        "mae": float(np.mean(np.abs(y - mean))),
-        "r2": float(skm.r2_score(y, mean)) if len(y) > 1 else float("nan"),
-        "nlpd": float(-np.mean(predictive.logpdf(y))),
-    }
-    for p in (0.5, 0.9, 0.95):
-        lo, hi = predictive.interval(p)
-        out[f"coverage_{int(p * 100)}"] = float(np.mean((y >= lo) & (y <= hi)))
-        out[f"width_{int(p * 100)}"] = float(np.mean(hi - lo))
-    draws = predictive.sample(n_crps_draws, np.random.default_rng(seed))
-    out["crps"] = float(np.mean(crps_ensemble(y, draws)))
-    return out
-
-
-def expected_calibration_error(y, p, n_bins: int = 10) -> float:
-    """ECE with equal-width bins: :math:`\\sum_b \\frac{n_b}{n}|\\bar y_b - \\bar p_b|`."""
-    y = np.asarray(y, dtype=float)
-    p = np.asarray(p, dtype=float)
-    bins = np.minimum((p * n_bins).astype(int), n_bins - 1)
-    ece = 0.0
-    for b in range(n_bins):
-        m = bins == b
-        if m.any():
-            ece += m.mean() * abs(y[m].mean() - p[m].mean())
-    return float(ece)
-
-
-def multiclass_metrics(y, P, *, n_bins: int = 10) -> dict:
-    r"""Accuracy, one-vs-rest macro ROC AUC, Brier score, log-loss and top-label ECE.
-
-    ``y`` holds class codes ``0 .. C-1`` and ``P`` the ``(n, C)`` class probabilities. The
-    Brier score is the multi-class one of Brier (1950),
-    :math:`\frac1n\sum_i\sum_c (P_{ic} - [y_i = c])^2`; the ECE is that of the top label
-    (confidence :math:`\max_c P_{ic}` against the accuracy of :math:`\arg\max_c P_{ic}`;
-    Guo et al. 2017).
-    """
-    y = np.asarray(y).astype(int)
-    P = np.asarray(P, dtype=float)
-    labels = np.arange(P.shape[1])
-    onehot = (y[:, None] == labels[None, :]).astype(float)
-    try:
-        auc = float(skm.roc_auc_score(y, P, multi_class="ovr", labels=labels))
-    except ValueError:  # a class absent from y
-        auc = float("nan")
-    return {
-        "accuracy": float(np.mean(P.argmax(axis=1) == y)),
-        "auc_ovr_macro": auc,
-        "brier": float(np.mean(np.sum((P - onehot) ** 2, axis=1))),
-        "log_loss": float(skm.log_loss(y, np.clip(P, 1e-12, 1.0), labels=labels)),
-        "ece_top_label": expected_calibration_error(P.argmax(axis=1) == y, P.max(axis=1), n_bins),
-    }
-
-
-def classification_metrics(y, p, *, n_bins: int = 10) -> dict:
-    """Accuracy, ROC AUC, Brier score, log-loss and ECE of probabilities ``p = P(y=1)``."""
-    y = np.asarray(y).astype(int)
-    p = np.clip(np.asarray(p, dtype=float), 1e-12, 1 - 1e-12)
-    both = len(np.unique(y)) == 2
-    return {
-        "accuracy": float(np.mean((p >= 0.5) == y)),
-        "auc": float(skm.roc_auc_score(y, p)) if both else float("nan"),
-        "brier": float(np.mean((p - y) ** 2)),
-        "log_loss": float(skm.log_loss(y, p, labels=[0, 1])),
-        "ece": expected_calibration_error(y, p, n_bins),
-    }

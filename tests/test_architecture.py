@@ -63,7 +63,7 @@ LAYERS = [
         ],
     ),
     ("models", ["bayeskern.models"]),
-    ("diagnostics", ["bayeskern.diagnostics"]),
+    ("diagnostics", ["bayeskern.diagnostics", "bayeskern.convergence", "bayeskern.metrics"]),
     (
         "inference",
         ["bayeskern.inference", "bayeskern.predictive", "bayeskern.sharding", "bayeskern.runs"],
