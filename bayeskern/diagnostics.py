@@ -1,17 +1,11 @@
-"""Diagnostics: the one module that talks to ArviZ, plus predictive calibration metrics.
+"""Diagnostics: the one module that talks to ArviZ.
 
-The convergence arithmetic that needs no ArviZ is :mod:`bayeskern.convergence`, the held-out
-metrics :mod:`bayeskern.metrics`; both are re-exported here, so that one import gives an
-analyst all the diagnostics.
-
-
-* Convergence: R-hat (rank-normalized, split), bulk and tail ESS (Vehtari et al. 2021,
-  "Rank-normalization, folding, and localization"), divergences and tree-depth hits, with a
-  verdict and warnings that name the fix.
+* Convergence: R-hat (rank-normalized, split), bulk and tail ESS (Vehtari et al. 2021),
+  divergences and tree-depth hits, with a verdict and warnings that name the fix; the
+  arithmetic that needs no ArviZ is :mod:`bayeskern.convergence`.
 * Model comparison: PSIS-LOO / WAIC through ArviZ (Vehtari, Gelman & Gabry 2017).
-* Calibration of the posterior predictive on held-out data: RMSE, NLPD, central-interval
-  coverage, CRPS (Gneiting & Raftery 2007) for regression; accuracy, AUC, Brier score,
-  log-loss and expected calibration error (Naeini et al. 2015) for classification.
+* Calibration on held-out data (:mod:`bayeskern.metrics`): RMSE, NLPD, coverage, CRPS;
+  accuracy, AUC, Brier score, log-loss, calibration error. Both modules are re-exported here.
 """
 
 from __future__ import annotations
@@ -28,7 +22,12 @@ import numpy as np
 import pandas as pd
 import xarray as xr
 
-from bayeskern.convergence import AUTO_MARGIN, AUTO_PROJECT_FROM, ConvergenceReport, projected_convergence
+from bayeskern.convergence import (
+    AUTO_MARGIN,
+    AUTO_PROJECT_FROM,
+    ConvergenceReport,
+    projected_convergence,
+)
 from bayeskern.metrics import (
     classification_metrics,
     crps_ensemble,
