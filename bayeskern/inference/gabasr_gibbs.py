@@ -127,9 +127,7 @@ from bayeskern.inference.gibbs_sweep import (
 from bayeskern.models.gabasr import GibbsPrior
 
 __all__ = [
-    "GaBaSRGibbs",
     "GibbsMCMCState",
-    "GibbsPrior",
     "GibbsResult",
     "GibbsState",
     "GibbsData",
