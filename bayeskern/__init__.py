@@ -16,12 +16,12 @@ are made when JAX is imported: at once if it already is, else right after its im
 whoever imports it first, bayeskern or the user), before any array can exist.
 """
 
-import importlib as _importlib
 import importlib.util as _importlib_util
 import os as _os
 import sys as _sys
 import types as _types
 
+from bayeskern._lazy import lazy_getattr as _lazy_getattr
 from bayeskern._version import __version__
 
 #: public name -> the module that defines it
@@ -76,15 +76,7 @@ __all__ = [
 ]
 
 
-def __getattr__(name):
-    """Import a public name or a submodule (``bayeskern.runs``, ...) on first use (PEP 562)."""
-    if name not in _LAZY:
-        if name.startswith("__") or _importlib_util.find_spec(f"bayeskern.{name}") is None:
-            raise AttributeError(f"module 'bayeskern' has no attribute {name!r}")
-        return _importlib.import_module(f"bayeskern.{name}")
-    value = getattr(_importlib.import_module(_LAZY[name]), name)
-    globals()[name] = value  # later lookups skip __getattr__
-    return value
+__getattr__ = _lazy_getattr(__name__, _LAZY)
 
 
 class _Package(_types.ModuleType):

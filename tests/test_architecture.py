@@ -39,6 +39,7 @@ LAYERS = [
         "foundation",
         [
             "bayeskern._version",
+            "bayeskern._lazy",
             "bayeskern.devices",
             "bayeskern.linalg",
             "bayeskern.batching",

@@ -19,8 +19,7 @@
   root as an affine preconditioner).
 """
 
-import importlib as _importlib
-import importlib.util as _importlib_util
+from bayeskern._lazy import lazy_getattr as _lazy_getattr
 
 #: public name -> the module that defines it, imported on first use (PEP 562, as the package
 #: itself): a worker process of :mod:`bayeskern.inference.processes` imports this package
@@ -60,15 +59,7 @@ __all__ = [
 ]
 
 
-def __getattr__(name):
-    """Import a public name or a submodule (``bayeskern.inference.nuts``, ...) on first use."""
-    if name not in _LAZY:
-        if name.startswith("__") or _importlib_util.find_spec(f"{__name__}.{name}") is None:
-            raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
-        return _importlib.import_module(f"{__name__}.{name}")
-    value = getattr(_importlib.import_module(_LAZY[name]), name)
-    globals()[name] = value  # later lookups skip __getattr__
-    return value
+__getattr__ = _lazy_getattr(__name__, _LAZY)
 
 
 def __dir__():
