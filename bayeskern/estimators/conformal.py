@@ -20,7 +20,7 @@ from sklearn.utils.validation import check_is_fitted
 
 from bayeskern.devices import limit_blas
 from bayeskern.estimators.params import NumberInterval, count, positive
-from bayeskern.estimators.svm import KernelSVC, kernel_gram
+from bayeskern.estimators.svm import KernelSVC
 from bayeskern.estimators.validation import validate_data
 from bayeskern.kernels import name_leaves
 from bayeskern.kernels.conformal import Conformal, SquaredExponential, check_class_labels
@@ -209,8 +209,8 @@ class ConformalKernelClassifier(KernelSVC):
             acc = []
             for tr, va in folds:
                 k = name_leaves(name_leaves(self._make_kernel(mu)).fit(X[tr], y[tr]))
-                svc = self._svc().fit(kernel_gram(k, X[tr]), y[tr])
-                acc.append(svc.score(kernel_gram(k, X[va], X[tr]), y[va]))
+                svc = self._svc().fit(np.asarray(k(X[tr])), y[tr])
+                acc.append(svc.score(np.asarray(k(X[va], X[tr])), y[va]))
             scores[mu] = float(np.mean(acc))
         best = max(scores.values())
         return min(mu for mu, a in scores.items() if a >= best - 1e-12), scores

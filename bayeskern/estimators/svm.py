@@ -23,16 +23,10 @@ from sklearn.utils.validation import check_is_fitted
 from bayeskern.devices import limit_blas
 from bayeskern.estimators.params import NumberInterval, count, positive
 from bayeskern.estimators.validation import validate_data
-from bayeskern.kernels import gram, name_leaves
-from bayeskern.kernels.base import Kernel, default_theta
+from bayeskern.kernels import name_leaves
+from bayeskern.kernels.base import Kernel
 
-__all__ = ["KernelSVC", "kernel_gram"]
-
-
-def kernel_gram(kernel: Kernel, X1, X2=None) -> np.ndarray:
-    """NumPy Gram matrix of a named, fitted kernel at its fixed/default hyper-parameters."""
-    theta = default_theta(kernel, np.ones(np.shape(X1)[1]))
-    return np.asarray(gram(kernel, X1, X2, theta))
+__all__ = ["KernelSVC"]
 
 
 class KernelSVC(ClassifierMixin, BaseEstimator):
@@ -105,7 +99,7 @@ class KernelSVC(ClassifierMixin, BaseEstimator):
         check_classification_targets(y)
         self.kernel_ = name_leaves(name_leaves(self._make_kernel()).fit(X, y))
         self.X_fit_ = X
-        self.svc_ = self._svc().fit(kernel_gram(self.kernel_, X), y)
+        self.svc_ = self._svc().fit(np.asarray(self.kernel_(X)), y)
         self.classes_ = self.svc_.classes_
         return self
 
@@ -113,7 +107,7 @@ class KernelSVC(ClassifierMixin, BaseEstimator):
         """Gram matrix between ``X`` and the training points, ``(n, n_train)``."""
         check_is_fitted(self)
         X = validate_data(self, X, reset=False, dtype=np.float64)
-        return kernel_gram(self.kernel_, X, self.X_fit_)
+        return np.asarray(self.kernel_(X, self.X_fit_))
 
     @limit_blas
     def decision_function(self, X):

@@ -209,10 +209,11 @@ class Kernel:
     def __call__(self, X1: ArrayLike, X2: ArrayLike | None = None) -> jax.Array:
         """Gram matrix with every hyper-parameter at its fixed value or default.
 
-        Convenience for classical (non-Bayesian) use; no standardization is applied, so a
-        fixed length-scale is used as given.
+        The one way to a Gram matrix outside the models (SVMs, diagnostics, plots); no
+        standardization is applied, so a fixed length-scale is used as given. The models
+        evaluate :func:`gram` at sampled hyper-parameters instead.
         """
-        k = name_leaves(self)
+        k = self if self.leaves()[0].name_ is not None else name_leaves(self)
         X1 = jnp.atleast_2d(jnp.asarray(X1, dtype=float))
         X2 = None if X2 is None else jnp.atleast_2d(jnp.asarray(X2, dtype=float))
         return gram(k, X1, X2, default_theta(k, np.ones(X1.shape[1])))

@@ -22,7 +22,7 @@ import numpy as np
 from scipy import linalg
 from scipy.spatial import cKDTree
 
-from .base import Kernel, default_theta, gram, name_leaves
+from .base import Kernel
 
 __all__ = [
     "spectral_ratio",
@@ -95,11 +95,9 @@ def condition_number(K, symmetric: bool | None = None) -> float:
 
 
 def _gram_np(kernel, X1, X2=None) -> np.ndarray:
-    """Gram of a kernel (bayeskern Kernel at fixed/default values, or a callable)."""
+    """Gram of a bayeskern :class:`Kernel` (``kernel(X1, X2)``) or of a callable, as NumPy."""
     if isinstance(kernel, Kernel):
-        k = kernel if kernel.leaves()[0].name_ is not None else name_leaves(kernel)
-        theta = default_theta(k, np.ones(np.shape(X1)[1]))
-        return np.asarray(gram(k, X1, X2, theta))
+        return np.asarray(kernel(X1, X2))
     if callable(kernel):
         return np.asarray(kernel(X1, X1 if X2 is None else X2), dtype=float)
     raise TypeError(

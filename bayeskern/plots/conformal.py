@@ -8,7 +8,6 @@ from __future__ import annotations
 import numpy as np
 from sklearn.manifold import MDS
 
-from bayeskern.estimators.svm import kernel_gram
 from bayeskern.kernels.conformal import Conformal
 from bayeskern.plots._figure import subplots
 from bayeskern.plots.panels import kernel_panels
@@ -58,7 +57,7 @@ def plot_mds(
     parts = [X_train] if X_test is None else [X_train, np.asarray(X_test, dtype=float)]
     A = np.vstack(parts)
     if space == "kernel":
-        K = kernel_gram(estimator.kernel_, A, A)
+        K = np.asarray(estimator.kernel_(A, A))
         d = np.diag(K)
         D = np.sqrt(np.maximum(d[:, None] + d[None, :] - 2.0 * K, 0.0))
     else:

@@ -48,7 +48,6 @@ from threadpoolctl import threadpool_limits
 
 import bayeskern as bk  # noqa: F401  (float64 in JAX)
 from bayeskern.estimators.conformal import ConformalKernelClassifier
-from bayeskern.estimators.svm import kernel_gram
 from bayeskern.kernels import name_leaves
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # benchmarks/: common.py
@@ -118,7 +117,7 @@ def cv_select(model: str, X, y, seed: int) -> tuple[dict, float]:
                 est.gamma_ = est.gamma1_ = g["gamma"]
                 est.mu_ = est.mu
                 k = name_leaves(name_leaves(est._make_kernel()).fit(Xtr, y[tr]))
-                grams[g["gamma"]] = (kernel_gram(k, Xtr), kernel_gram(k, Xva, Xtr))
+                grams[g["gamma"]] = (np.asarray(k(Xtr)), np.asarray(k(Xva, Xtr)))
             Ktr, Kva = grams[g["gamma"]]
             svc = SVC(kernel="precomputed", C=g["C"]).fit(Ktr, y[tr])
             scores[i] += svc.score(Kva, y[va])
