@@ -150,25 +150,13 @@ __all__ = [
 # --------------------------------------------------------------------------- driver
 
 
-def _validate(
-    X,
-    y,
-    task,
-    n_features,
-    n_features_v,
-    num_warmup,
-    num_samples,
-    num_chains,
-    mean_basis,
-    dtype,
-    chain_method,
-    evidence,
-):
-    if task not in ("regression", "classification"):
-        raise ValueError(f"task must be 'regression' or 'classification', got {task!r}")
+def _validate(X, y, task, num_warmup, num_samples, num_chains, mean_basis, dtype, chain_method):
+    """Check the run's counts, dtype, chain method and data; return them as float64 arrays.
+
+    The kernel's own settings (``task``, ``n_features``, ``n_features_v``, ``prior``,
+    ``evidence``) are checked once, by :class:`GaBaSRGibbs`.
+    """
     for name, val, lo in (
-        ("n_features", n_features, 1),
-        ("n_features_v", n_features_v, 0),
         ("num_warmup", num_warmup, 0),
         ("num_samples", num_samples, 1),
         ("num_chains", num_chains, 1),
@@ -188,8 +176,6 @@ def _validate(
             f"{jax.default_backend()!r} here (each process would claim the device); use "
             "'vectorized' or 'sequential'"
         )
-    if evidence not in ("rank", "full"):
-        raise ValueError(f"evidence must be 'rank' or 'full', got {evidence!r}")
     try:
         X = np.asarray(X, dtype=np.float64)
         y = np.asarray(y, dtype=np.float64)
@@ -313,32 +299,18 @@ def gibbs_sample(
         (``accept_rate_v``) and ``drift``. Predict with :func:`design_matrix`,
         :func:`predict_regression` or :func:`predict_proba`.
     """
-    prior = GibbsPrior() if prior is None else prior
-    if not isinstance(prior, GibbsPrior):
-        raise TypeError(f"prior must be a GibbsPrior, got {type(prior).__name__}")
     n_features_v = (4 if n_features_v is None else n_features_v) if locally_stationary else 0
+    kernel = GaBaSRGibbs(
+        task, n_features, n_features_v=n_features_v, prior=prior, evidence=evidence
+    )
     X, y, mean_basis = _validate(
-        X,
-        y,
-        task,
-        n_features,
-        n_features_v,
-        num_warmup,
-        num_samples,
-        num_chains,
-        mean_basis,
-        dtype,
-        chain_method,
-        evidence,
+        X, y, task, num_warmup, num_samples, num_chains, mean_basis, dtype, chain_method
     )
     jdtype = jnp.float64 if np.dtype(dtype) == np.float64 else jnp.float32
     if jdtype == jnp.float64 and not jax.config.jax_enable_x64:
         raise ValueError("dtype='float64' needs jax_enable_x64 (import bayeskern turns it on)")
     if isinstance(key, (int, np.integer)):
         key = jax.random.PRNGKey(int(key))
-    kernel = GaBaSRGibbs(
-        task, n_features, n_features_v=n_features_v, prior=prior, evidence=evidence
-    )
     data = dict(
         X=jnp.asarray(X, jdtype),
         y=jnp.asarray(y, jdtype),
