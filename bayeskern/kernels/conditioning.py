@@ -8,7 +8,7 @@ with its variably scaled version:
   means a more expressive kernel (Definition 1);
 * separation distance :math:`q_\Xi = \tfrac12 \min_{i\ne j}\|x_i - x_j\|_2`;
 * 2-condition number :math:`\operatorname{cond}(K) = \|K\|_2 \|K^{-1}\|_2`
-  (:math:`\lambda_{\max}/\lambda_{\min}` for a positive-definite :math:`K`);
+  (:math:`\lambda_{\max}/\lambda_{\min}` for a positive-definite :math:`K`).
 
 The study of the paper's Fig. 2 (condition number and test error along a grid of shape
 parameters) is :func:`bayeskern.experiments.conditioning.shape_sweep`.
