@@ -302,6 +302,27 @@ def test_same_key_same_draws(two_mode_run):
     assert not np.array_equal(res.samples["omega"], other.samples["omega"])
 
 
+def test_progress_bar_runs_the_same_chains_in_blocks(two_mode_run, capsys):
+    """One driver: with a progress bar the sweeps run in compiled blocks of the same loop,
+    so the chains are the ones drawn without it (to rounding), batched chains too."""
+    from bayeskern.inference.gibbs_kernel import progress_block
+
+    assert progress_block(40, 20) == 2 and progress_block(500, 1000) == 50
+    assert progress_block(7, 13) == 1 and progress_block(0, 20) == 1
+    X, y, res = two_mode_run
+    target = (y - y.mean()) / y.std()
+    shown = gg.gibbs_sample(1, X, target, progress_bar=True, **SETTINGS)
+    assert "sweeps" in capsys.readouterr().err
+    for k in ("omega", "log_marginal", "noise", "alpha"):
+        np.testing.assert_allclose(shown.samples[k], res.samples[k], rtol=1e-8, err_msg=k)
+    np.testing.assert_array_equal(shown.samples["z"], res.samples["z"])
+    kw = {**SETTINGS, "num_chains": 2, "chain_method": "vectorized"}
+    plain = gg.gibbs_sample(3, X, target, **kw)
+    batched = gg.gibbs_sample(3, X, target, progress_bar=True, **kw)
+    assert plain.samples["omega"].shape == (2, SETTINGS["num_samples"], 16, 1)
+    np.testing.assert_allclose(batched.samples["omega"], plain.samples["omega"], rtol=1e-8)
+
+
 def test_kernel_under_numpyro_mcmc_draws_the_same_chains(two_mode_run):
     """``GaBaSRGibbs`` is a NumPyro ``MCMCKernel``: ``MCMC`` runs it (chains, warm-up,
     ``az.from_numpyro``) and draws exactly what the cached loop of ``gibbs_sample`` draws."""
@@ -380,6 +401,7 @@ def test_classification_locally_stationary_float32_smoke():
         (dict(task="ranking"), "task"),
         (dict(dtype="float16"), "dtype"),
         (dict(mean_basis=np.ones((3, 1))), "mean_basis"),
+        (dict(chain_method="parallel"), "hangs XLA:CPU: use 'processes'"),
     ],
 )
 def test_bad_arguments(kwargs, match):

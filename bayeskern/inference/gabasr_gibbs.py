@@ -15,7 +15,7 @@ inside a sweep. The sweep is :mod:`bayeskern.inference.gibbs_sweep`, its blocks
 (the rank-updated evidence), predictions :mod:`bayeskern.inference.gibbs_predict`, the kernel
 :mod:`bayeskern.inference.gibbs_kernel`, its chains in worker processes
 :mod:`bayeskern.inference.gibbs_processes`; this module is the driver. :func:`gibbs_sample`
-runs the kernel: through ``MCMC`` for a progress bar or parallel chains, otherwise with a
+runs the kernel with one driver, :func:`~bayeskern.inference.gibbs_kernel.run_chains`: a
 compiled loop cached across calls that draws the same chains as ``MCMC`` would. The exact
 random draws it needs (Polya-Gamma, Gamma, Wishart, normal-inverse-Wishart) are in
 :mod:`bayeskern.random`.
@@ -99,18 +99,15 @@ pairwise squared distances, so that the first frequencies span short to long len
 from __future__ import annotations
 
 import time
-import warnings
 from typing import NamedTuple
 
 import jax
 import jax.numpy as jnp
 import numpy as np
-from numpyro.infer import MCMC
 
-from bayeskern.devices import release_pmap_programs
 from bayeskern.inference.gibbs_dp import DPState, crp_log_weights, escobar_west_alpha
 from bayeskern.inference.gibbs_evidence import Evidence, design_matrix, full_log_evidence
-from bayeskern.inference.gibbs_kernel import GaBaSRGibbs, GibbsMCMCState, compiled_chain
+from bayeskern.inference.gibbs_kernel import GaBaSRGibbs, GibbsMCMCState, run_chains
 from bayeskern.inference.gibbs_predict import (
     predict_proba,
     predict_regression,
@@ -124,6 +121,7 @@ from bayeskern.inference.gibbs_sweep import (
     build_sweep,
     init,
 )
+from bayeskern.inference.nuts import check_sampler_counts
 from bayeskern.models.gabasr import GibbsPrior
 
 __all__ = [
@@ -156,19 +154,14 @@ def _validate(X, y, task, num_warmup, num_samples, num_chains, mean_basis, dtype
     The kernel's own settings (``task``, ``n_features``, ``n_features_v``, ``prior``,
     ``evidence``) are checked once, by :class:`GaBaSRGibbs`.
     """
-    for name, val, lo in (
-        ("num_warmup", num_warmup, 0),
-        ("num_samples", num_samples, 1),
-        ("num_chains", num_chains, 1),
-    ):
-        if isinstance(val, bool) or not isinstance(val, (int, np.integer)) or val < lo:
-            raise ValueError(f"{name} must be an integer >= {lo}, got {val!r}")
+    check_sampler_counts(num_warmup, num_samples, num_chains)
     if dtype not in ("float64", "float32", np.float64, np.float32):
         raise ValueError(f"dtype must be 'float64' or 'float32', got {dtype!r}")
-    if chain_method not in ("auto", "sequential", "processes", "vectorized", "parallel"):
+    if chain_method not in ("auto", "sequential", "processes", "vectorized"):
+        hint = " (one chain per device hangs XLA:CPU: use 'processes')"
         raise ValueError(
-            "chain_method must be 'auto', 'sequential', 'processes', 'vectorized' or "
-            f"'parallel', got {chain_method!r}"
+            "chain_method must be 'auto', 'sequential', 'processes' or 'vectorized', got "
+            f"{chain_method!r}" + (hint if chain_method == "parallel" else "")
         )
     if chain_method == "processes" and jax.default_backend() != "cpu":
         raise ValueError(
@@ -241,7 +234,9 @@ def gibbs_sample(
 ) -> GibbsResult:
     """Run the GaBaSR Gibbs/MH sampler (Pena-Llamas et al. 2023, section 3.2) and return its draws.
 
-    Builds :class:`GaBaSRGibbs` and runs it with :class:`numpyro.infer.MCMC`.
+    Builds :class:`GaBaSRGibbs` and runs its chains with
+    :func:`~bayeskern.inference.gibbs_kernel.run_chains` (the chains that
+    :class:`numpyro.infer.MCMC` would draw with the kernel, from one compiled loop).
 
     Parameters
     ----------
@@ -268,10 +263,12 @@ def gibbs_sample(
     mean_basis : (n, p) array, optional
         Fixed extra columns of the design (a trend), with the same weight prior.
     progress_bar : bool
-        NumPyro's progress bar over sweeps (the sweeps then run one jitted call each
-        instead of one compiled loop; rounding may differ in the last bits between the two).
+        A bar over the sweeps (they then run in blocks of
+        :func:`~bayeskern.inference.gibbs_kernel.progress_block` sweeps, one compiled call
+        each, instead of one call per chain; rounding may differ in the last bits between
+        the two).
     dtype : {"float64", "float32"}
-    chain_method : {"sequential", "processes", "auto", "vectorized", "parallel"}
+    chain_method : {"sequential", "processes", "auto", "vectorized"}
         ``"sequential"``: the chains one after the other in one compiled loop;
         ``"processes"``: the same chains (the same draws) shared out to one new Python process
         per core (:mod:`bayeskern.inference.processes`; a progress bar then counts finished
@@ -280,8 +277,9 @@ def gibbs_sample(
         :data:`bayeskern.inference.processes.PROCESS_WORK` and this process may start others,
         else ``"sequential"``; on a GPU or another accelerator ``"auto"`` is ``"vectorized"``
         and ``"processes"`` is refused (each process would claim the device).
-        ``"vectorized"`` and ``"parallel"``: ``numpyro.infer.MCMC``'s (batched with ``vmap``,
-        one chain per device), which can hang XLA:CPU.
+        ``"vectorized"``: the chains batched with ``vmap`` in one compiled loop. One chain
+        per device (``MCMC``'s ``"parallel"``) is not offered: on XLA:CPU the sweeps hang
+        there, and ``"processes"`` does the same work.
     evidence : {"rank", "full"}
         ``"full"`` recomputes the evidence from scratch for every proposal (reference for
         timing; same algorithm, :math:`O(NP^2+P^3)` per proposal).
@@ -325,38 +323,19 @@ def gibbs_sample(
         samples, stats, last = run_in_processes(
             kernel, key, data, num_warmup, num_samples, num_chains, progress_bar
         )
-    elif progress_bar or chain_method == "parallel":
-        mcmc = MCMC(
-            kernel,
-            num_warmup=num_warmup,
-            num_samples=num_samples,
-            num_chains=num_chains,
-            chain_method=chain_method,
-            progress_bar=progress_bar,
-        )
-        fields = ("accept_rate", "drift") + (("accept_rate_v",) if locally_stationary else ())
-        with warnings.catch_warnings():
-            # "not enough devices to run parallel chains": MCMC then runs them one by one
-            warnings.filterwarnings("ignore", message=".*enough devices.*")
-            mcmc.run(key, extra_fields=fields, **data)
-        samples = mcmc.get_samples(group_by_chain=True)
-        stats = mcmc.get_extra_fields(group_by_chain=True)
-        last = mcmc.last_state
-        if chain_method == "parallel":  # NumPyro pmaps a new closure per run
-            release_pmap_programs()
     else:
         # the same chains as MCMC(kernel).run(key, **data) (its key split and collection),
         # with the compiled loop cached across calls
         keys = jax.random.split(key, num_chains) if num_chains > 1 else key[None]
         states = [kernel.init(k, num_warmup, None, (), data) for k in keys]
-        if chain_method == "vectorized":
-            run = compiled_chain(kernel, num_warmup, num_samples, True)
-            last, samples, stats = run(jax.tree.map(lambda *a: jnp.stack(a), *states))
-        else:
-            run = compiled_chain(kernel, num_warmup, num_samples, False)
-            out = [run(st) for st in states]
-            last = [o[0] for o in out]
-            samples, stats = jax.tree.map(lambda *a: jnp.stack(a), *[o[1:] for o in out])
+        last, samples, stats = run_chains(
+            kernel,
+            states,
+            num_warmup,
+            num_samples,
+            vectorized=chain_method == "vectorized",
+            progress_bar=progress_bar,
+        )
     samples, stats = jax.tree.map(np.asarray, (samples, stats))
     wall = time.perf_counter() - t0
     for suffix in ("", "_v"):

@@ -2,9 +2,10 @@
 
 :class:`GaBaSRGibbs` wraps the sweep of :mod:`bayeskern.inference.gibbs_sweep` (BlackJAX's
 shape: a ``NamedTuple`` state, ``init``, a pure ``sweep(key, state) -> (state, info)``) in
-NumPyro's kernel interface, so that :class:`numpyro.infer.MCMC` gives it chains, warm-up and
-progress bars; :func:`compiled_chain` is the same chain as one ``lax.scan``, compiled once per
-kernel, settings and shapes. The model and the sweep's steps are described in
+NumPyro's kernel interface, so that :class:`numpyro.infer.MCMC` can run it like any other
+kernel; :func:`compiled_chain` is the same chain as one ``lax.scan``, compiled once per kernel,
+settings and shapes, and :func:`run_chains` is the package's one driver of it (sequential or
+batched chains, with or without a progress bar). The model and the sweep's steps are described in
 :mod:`bayeskern.inference.gabasr_gibbs`, whose
 :func:`~bayeskern.inference.gabasr_gibbs.gibbs_sample` runs them.
 """
@@ -12,6 +13,7 @@ kernel, settings and shapes. The model and the sweep's steps are described in
 from __future__ import annotations
 
 import functools
+import math
 from typing import NamedTuple
 
 import jax
@@ -19,6 +21,7 @@ import jax.numpy as jnp
 import numpy as np
 from jax import lax
 from numpyro.infer.mcmc import MCMCKernel
+from tqdm.auto import tqdm
 
 from bayeskern.inference.gibbs_sweep import (
     GibbsData,
@@ -30,7 +33,7 @@ from bayeskern.inference.gibbs_sweep import (
 )
 from bayeskern.models.gabasr import GibbsPrior
 
-__all__ = ["GaBaSRGibbs", "GibbsMCMCState", "compiled_chain"]
+__all__ = ["GaBaSRGibbs", "GibbsMCMCState", "compiled_chain", "progress_block", "run_chains"]
 
 
 class GibbsMCMCState(NamedTuple):
@@ -198,10 +201,11 @@ def _sweep_info_shapes(cfg, key, st, data):
 def compiled_chain(kernel: GaBaSRGibbs, num_warmup: int, num_samples: int, vectorized: bool):
     """Return the compiled chain ``(state) -> (last_state, draws, stats)``.
 
-    ``num_warmup + num_samples`` calls of
-    ``kernel.sample`` in one ``lax.scan``, keeping the last ``num_samples``: what
-    ``numpyro.infer.MCMC`` does with the kernel, compiled once per kernel, settings and
-    shapes (``MCMC`` builds a new loop, and XLA recompiles the sweep, at every ``run``).
+    ``num_warmup + num_samples`` calls of ``kernel.sample`` in one ``lax.scan``, keeping the
+    last ``num_samples``: what ``numpyro.infer.MCMC`` does with the kernel, compiled once per
+    kernel, settings and shapes (``MCMC`` builds a new loop, and XLA recompiles the sweep, at
+    every ``run``). With ``vectorized`` the chains are batched with ``vmap`` (the state's
+    leaves then have a leading chain axis).
     """
     fields = ("accept_rate", "drift") + (("accept_rate_v",) if kernel.config.M2 else ())
 
@@ -214,3 +218,73 @@ def compiled_chain(kernel: GaBaSRGibbs, num_warmup: int, num_samples: int, vecto
         return state, *jax.tree.map(lambda a: a[num_warmup:], (draws, stats))
 
     return jax.jit(jax.vmap(run) if vectorized else run)
+
+
+def progress_block(num_warmup: int, num_samples: int) -> int:
+    """Return the sweeps per compiled call when a progress bar is shown.
+
+    The largest divisor of both counts that is at most a twentieth of the run (at least 1),
+    so that warm-up and sampling run as calls of one compiled block and the bar moves about
+    twenty times.
+    """
+    common = math.gcd(num_warmup, num_samples)
+    cap = max(1, (num_warmup + num_samples) // 20)
+    return max(d for d in range(1, min(common, cap) + 1) if common % d == 0)
+
+
+def run_chains(
+    kernel: GaBaSRGibbs,
+    states: list,
+    num_warmup: int,
+    num_samples: int,
+    *,
+    vectorized: bool = False,
+    progress_bar: bool = False,
+):
+    """Run the chains from their initial ``states``: the one driver of the Gibbs sampler.
+
+    Each chain is ``num_warmup`` sweeps, whose draws are discarded, then ``num_samples``
+    recorded sweeps (:func:`compiled_chain`). Without a progress bar a chain is one compiled
+    call; with one, the sweeps run in calls of :func:`progress_block` sweeps each (the same
+    sweeps from the same keys; XLA may round the last bits differently in the two loops)
+    and a ``tqdm`` bar counts them.
+
+    Parameters
+    ----------
+    kernel : GaBaSRGibbs
+    states : list of GibbsMCMCState
+        One initial state per chain (:meth:`GaBaSRGibbs.init`).
+    num_warmup, num_samples : int
+    vectorized : bool
+        Batch the chains with ``vmap`` in one program instead of running them one by one.
+    progress_bar : bool
+
+    Returns
+    -------
+    tuple
+        The last states (a batched state when ``vectorized``, else a list), the draws and
+        the per-sweep statistics as dicts of arrays shaped ``(chain, draw, ...)``.
+    """
+    stack = functools.partial(jax.tree.map, lambda *a: jnp.stack(a))
+    chains = [stack(*states)] if vectorized else list(states)
+    if not progress_bar:
+        run = compiled_chain(kernel, num_warmup, num_samples, vectorized)
+        outs = [run(st) for st in chains]
+    else:
+        block = progress_block(num_warmup, num_samples)
+        run = compiled_chain(kernel, 0, block, vectorized)
+        total = len(chains) * (num_warmup + num_samples)
+        outs = []
+        with tqdm(total=total, desc="sweeps") as bar:
+            for st in chains:
+                kept = []
+                for i in range(0, num_warmup + num_samples, block):
+                    st, draws, stats = run(st)
+                    if i >= num_warmup:
+                        kept.append((draws, stats))
+                    bar.update(block * (len(states) if vectorized else 1))
+                joined = jax.tree.map(lambda *a: jnp.concatenate(a, axis=int(vectorized)), *kept)
+                outs.append((st, *joined))
+    if vectorized:
+        return outs[0]
+    return [o[0] for o in outs], *stack(*[o[1:] for o in outs])

@@ -280,99 +280,136 @@ def build_sweep(cfg: SweepConfig, data: GibbsData):
 
 
 def _sweep(cfg: SweepConfig, key, state: GibbsState, data: GibbsData):
-    """One sweep (module docstring); ``cfg`` static, everything else traced."""
-    task, prior = cfg.task, cfg.prior
-    X, y, y_eff = data.X, data.y, data.y_eff
-    n = X.shape[0]
-    dtype = X.dtype
+    """One sweep (module docstring): its named block updates in order.
+
+    ``cfg`` static, everything else traced. Each block leaves the joint posterior invariant:
+    the Polya-Gamma variables (classification), the DP mixture of the frequencies and their
+    MH moves, the same for the envelope's frequencies (locally stationary), then the weight
+    prior precision with the noise (regression) or with the weights (classification).
+    """
     hyper_1, hyper_2 = (data.m0, data.Psi0), (data.m0_v, data.Psi0_v)
     keys = jax.random.split(key, 8)
-    ev, lam0, weights, beta = state.ev, state.lam0, state.weights, state.beta
-    P = ev.Phi.shape[1]
-    if task == "classification":
-        # Polya-Gamma variables given the current weights, then an exact refactorization
-        weights = bkr.polya_gamma(keys[0], ev.Phi @ beta)
-        G = (ev.Phi * weights[:, None]).T @ ev.Phi
-        ev = _evidence_from_G(ev.Phi, G, ev.b, lam0)
-    dp = _dp_update(keys[1], state.dp, state.omega, hyper_1, prior)
+    ev, weights = state.ev, state.weights
+    if cfg.task == "classification":
+        ev, weights = _polya_gamma_block(keys[0], ev, state.beta, state.lam0)
+    dp = _dp_update(keys[1], state.dp, state.omega, hyper_1, cfg.prior)
     ev, omega, ell_end, acc = _mh_moves(
-        keys[2], ev, data, weights, lam0, cfg, state.omega, dp, "omega", state.v
+        keys[2], ev, data, weights, state.lam0, cfg, state.omega, dp, "omega", state.v
     )
     info = {"accept_rate": acc}
     dp_v, v = state.dp_v, state.v
     if cfg.locally_stationary:
-        dp_v = _dp_update(keys[3], state.dp_v, state.v, hyper_2, prior)
+        dp_v = _dp_update(keys[3], state.dp_v, state.v, hyper_2, cfg.prior)
         ev, v, ell_end, acc_v = _mh_moves(
-            keys[4], ev, data, weights, lam0, cfg, state.v, dp_v, "v", omega
+            keys[4], ev, data, weights, state.lam0, cfg, state.v, dp_v, "v", omega
         )
         info["accept_rate_v"] = acc_v
     if cfg.evidence == "full":
         G = (ev.Phi * weights[:, None]).T @ ev.Phi
-        ev = ev._replace(G=0.5 * (G + G.T), b=ev.Phi.T @ y_eff)
-    noise = state.noise
-    if task == "regression":
-        s, Q = jnp.linalg.eigh(ev.G)
-        s = jnp.maximum(s, 0.0)
-        c2 = (Q.T @ ev.b) ** 2
-
-        def ell_lam(lam):
-            return _log_evidence(
-                task, jnp.sum(jnp.log(lam + s)), jnp.sum(c2 / (lam + s)), lam, P, n, data.yy, prior
-            )
-
-        info["drift"] = jnp.abs(ell_end - ell_lam(lam0))
-        if prior.prior_precision is None:
-
-            def lam_target(u):  # log lambda_0, Gamma prior plus the Jacobian
-                lam = jnp.exp(u)
-                return ell_lam(lam) + prior.lam_shape * u - prior.lam_rate * lam
-
-            def rw(carry, k):
-                u, lp = carry
-                ka, kb = jax.random.split(k)
-                u_new = u + prior.lam_step_size * jax.random.normal(ka, dtype=dtype)
-                lp_new = lam_target(u_new)
-                acc = jnp.log(jax.random.uniform(kb, dtype=dtype)) < lp_new - lp
-                return (jnp.where(acc, u_new, u), jnp.where(acc, lp_new, lp)), None
-
-            u0 = jnp.log(lam0)
-            (u, _), _ = lax.scan(
-                rw, (u0, lam_target(u0)), jax.random.split(keys[5], prior.lam_steps)
-            )
-            lam0 = jnp.exp(u)
-        A = (Q / (lam0 + s)) @ Q.T
-        ev = ev._replace(
-            A=0.5 * (A + A.T), logdet=jnp.sum(jnp.log(lam0 + s)), quad=jnp.sum(c2 / (lam0 + s))
-        )
-        info["log_marginal"] = _log_evidence(task, ev.logdet, ev.quad, lam0, P, n, data.yy, prior)
-        aN = prior.a0 + 0.5 * n
-        bN = prior.b0 + 0.5 * jnp.maximum(data.yy - ev.quad, 0.0)
-        noise = jnp.sqrt(bN / bkr.gamma(keys[6], jnp.asarray(aN, dtype)))
+        ev = ev._replace(G=0.5 * (G + G.T), b=ev.Phi.T @ data.y_eff)
+    if cfg.task == "regression":
+        ev, lam0, noise, end = _precision_and_noise_block(keys, ev, state.lam0, ell_end, data, cfg)
+        beta = state.beta
     else:
-        L = jnp.linalg.cholesky(ev.G + lam0 * jnp.eye(P, dtype=dtype))
-        exact = _log_evidence(
-            task,
-            2 * jnp.sum(jnp.log(jnp.diagonal(L))),
-            jnp.sum(jsl.solve_triangular(L, ev.b, lower=True) ** 2),
-            lam0,
+        lam0, beta, end = _weights_and_precision_block(keys, ev, state.lam0, ell_end, data, cfg)
+        noise = state.noise
+    state = GibbsState(omega, dp, v, dp_v, ev, lam0, weights, beta, noise)
+    return state, {**info, **end}
+
+
+def _polya_gamma_block(key, ev: Evidence, beta, lam0):
+    """Draw the Polya-Gamma variables given the weights, then refactor the evidence exactly."""
+    weights = bkr.polya_gamma(key, ev.Phi @ beta)
+    G = (ev.Phi * weights[:, None]).T @ ev.Phi
+    return _evidence_from_G(ev.Phi, G, ev.b, lam0), weights
+
+
+def _precision_and_noise_block(keys, ev: Evidence, lam0, ell_end, data: GibbsData, cfg):
+    """Regression: random-walk MH on log lambda_0 on the collapsed evidence, then the noise.
+
+    The evidence is evaluated in O(P) per step from one eigendecomposition of the Gram
+    :math:`\\Phi^\\top\\Phi`; the noise is drawn from its inverse-gamma posterior. Returns
+    the refreshed evidence, lambda_0, the noise sd and the sweep's ``drift`` and
+    ``log_marginal``.
+    """
+    prior, n, P, dtype = cfg.prior, data.X.shape[0], ev.Phi.shape[1], data.X.dtype
+    s, Q = jnp.linalg.eigh(ev.G)
+    s = jnp.maximum(s, 0.0)
+    c2 = (Q.T @ ev.b) ** 2
+
+    def ell_lam(lam):
+        return _log_evidence(
+            "regression",
+            jnp.sum(jnp.log(lam + s)),
+            jnp.sum(c2 / (lam + s)),
+            lam,
             P,
             n,
-            0.0,
+            data.yy,
             prior,
         )
-        info["drift"] = jnp.abs(ell_end - exact)
-        eps = jax.random.normal(keys[5], (P,), dtype)
-        beta = jsl.cho_solve((L, True), ev.b) + jsl.solve_triangular(L.T, eps, lower=False)
-        if prior.prior_precision is None:
-            lam0 = bkr.gamma(keys[6], jnp.asarray(prior.lam_shape + 0.5 * P, dtype)) / (
-                prior.lam_rate + 0.5 * beta @ beta
-            )
-        psi = ev.Phi @ beta
-        rows = y * psi - jnp.logaddexp(0.0, psi)  # log p(y_i | beta, Omega), Bernoulli-logit
-        info["log_lik"] = jnp.sum(rows)
-        info["log_lik_rows"] = rows
-    state = GibbsState(omega, dp, v, dp_v, ev, lam0, weights, beta, noise)
-    return state, info
+
+    info = {"drift": jnp.abs(ell_end - ell_lam(lam0))}
+    if prior.prior_precision is None:
+
+        def lam_target(u):  # log lambda_0, Gamma prior plus the Jacobian
+            lam = jnp.exp(u)
+            return ell_lam(lam) + prior.lam_shape * u - prior.lam_rate * lam
+
+        def rw(carry, k):
+            u, lp = carry
+            ka, kb = jax.random.split(k)
+            u_new = u + prior.lam_step_size * jax.random.normal(ka, dtype=dtype)
+            lp_new = lam_target(u_new)
+            acc = jnp.log(jax.random.uniform(kb, dtype=dtype)) < lp_new - lp
+            return (jnp.where(acc, u_new, u), jnp.where(acc, lp_new, lp)), None
+
+        u0 = jnp.log(lam0)
+        (u, _), _ = lax.scan(rw, (u0, lam_target(u0)), jax.random.split(keys[5], prior.lam_steps))
+        lam0 = jnp.exp(u)
+    A = (Q / (lam0 + s)) @ Q.T
+    ev = ev._replace(
+        A=0.5 * (A + A.T), logdet=jnp.sum(jnp.log(lam0 + s)), quad=jnp.sum(c2 / (lam0 + s))
+    )
+    info["log_marginal"] = _log_evidence(
+        "regression", ev.logdet, ev.quad, lam0, P, n, data.yy, prior
+    )
+    aN = prior.a0 + 0.5 * n
+    bN = prior.b0 + 0.5 * jnp.maximum(data.yy - ev.quad, 0.0)
+    noise = jnp.sqrt(bN / bkr.gamma(keys[6], jnp.asarray(aN, dtype)))
+    return ev, lam0, noise, info
+
+
+def _weights_and_precision_block(keys, ev: Evidence, lam0, ell_end, data: GibbsData, cfg):
+    """Classification: the weights from their Gaussian conditional, then lambda_0 given them.
+
+    :math:`\\beta \\sim N(\\Lambda^{-1}\\Phi^\\top\\kappa, \\Lambda^{-1})` with
+    :math:`\\Lambda = \\lambda_0 I + \\Phi^\\top \\mathrm{diag}(\\varpi)\\Phi`, then
+    :math:`\\lambda_0 \\mid \\beta` from its Gamma posterior. Returns lambda_0, the weights and
+    the sweep's ``drift``, ``log_lik`` and per-row ``log_lik_rows``.
+    """
+    prior, n, P, dtype = cfg.prior, data.X.shape[0], ev.Phi.shape[1], data.X.dtype
+    L = jnp.linalg.cholesky(ev.G + lam0 * jnp.eye(P, dtype=dtype))
+    exact = _log_evidence(
+        "classification",
+        2 * jnp.sum(jnp.log(jnp.diagonal(L))),
+        jnp.sum(jsl.solve_triangular(L, ev.b, lower=True) ** 2),
+        lam0,
+        P,
+        n,
+        0.0,
+        prior,
+    )
+    eps = jax.random.normal(keys[5], (P,), dtype)
+    beta = jsl.cho_solve((L, True), ev.b) + jsl.solve_triangular(L.T, eps, lower=False)
+    if prior.prior_precision is None:
+        lam0 = bkr.gamma(keys[6], jnp.asarray(prior.lam_shape + 0.5 * P, dtype)) / (
+            prior.lam_rate + 0.5 * beta @ beta
+        )
+    psi = ev.Phi @ beta
+    rows = data.y * psi - jnp.logaddexp(0.0, psi)  # log p(y_i | beta, Omega), Bernoulli-logit
+    info = {"drift": jnp.abs(ell_end - exact), "log_lik": jnp.sum(rows), "log_lik_rows": rows}
+    return lam0, beta, info
 
 
 def _record(state: GibbsState, info, cfg: SweepConfig):
