@@ -198,15 +198,23 @@ def laplace_log_marginal(K: jax.Array, y: jax.Array, f_start: jax.Array | None =
     return _laplace_log_marginal(K, y, f_start)
 
 
-@jax.custom_vjp
-def _laplace_log_marginal(K, y, f_start):
-    return _fwd(K, y, f_start)[0]
+def implicit_log_marginal(mode_fn, bwd):
+    """Return ``(K, y, f_start) -> log marginal`` with the gradient ``bwd`` of the mode.
 
+    The value is the Laplace log marginal of ``mode_fn(K, y, f_start=f_start)``'s mode,
+    ``nan`` when Newton's method did not converge; ``bwd(res, g)`` with ``res = (K, mode)``
+    returns the cotangents of ``(K, y, f_start)`` by implicit differentiation of the mode
+    (Rasmussen & Williams 2006, section 5.5.1). One wrapper for the binary and the softmax
+    likelihoods.
+    """
 
-def _fwd(K, y, f_start):
-    mode = laplace_mode(K, y, f_start=f_start)
-    value = jnp.where(mode.converged, mode.log_marginal, jnp.nan)
-    return value, (K, mode)
+    def fwd(K, y, f_start):
+        mode = mode_fn(K, y, f_start=f_start)
+        return jnp.where(mode.converged, mode.log_marginal, jnp.nan), (K, mode)
+
+    log_marginal = jax.custom_vjp(lambda K, y, f_start: fwd(K, y, f_start)[0])
+    log_marginal.defvjp(fwd, bwd)
+    return log_marginal
 
 
 def _bwd(res, g):
@@ -223,7 +231,7 @@ def _bwd(res, g):
     return g * W, None, None
 
 
-_laplace_log_marginal.defvjp(_fwd, _bwd)
+_laplace_log_marginal = implicit_log_marginal(laplace_mode, _bwd)
 
 
 def laplace_predict(mode: LaplaceMode, K_cross: jax.Array, k_diag: jax.Array):

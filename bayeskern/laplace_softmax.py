@@ -27,7 +27,7 @@ import jax
 import jax.numpy as jnp
 import jax.scipy.linalg as jsl
 
-from bayeskern.laplace import NEWTON_MAX_ITER, NEWTON_TOL, _start
+from bayeskern.laplace import NEWTON_MAX_ITER, NEWTON_TOL, _start, implicit_log_marginal
 from bayeskern.linalg import cholesky, cholesky_inverse
 
 __all__ = [
@@ -192,17 +192,6 @@ def softmax_log_marginal(K: jax.Array, Y: jax.Array, f_start: jax.Array | None =
     return _softmax_log_marginal(K, Y, f_start)
 
 
-@jax.custom_vjp
-def _softmax_log_marginal(K, Y, f_start):
-    return _softmax_fwd(K, Y, f_start)[0]
-
-
-def _softmax_fwd(K, Y, f_start):
-    mode = softmax_laplace_mode(K, Y, f_start=f_start)
-    value = jnp.where(mode.converged, mode.log_marginal, jnp.nan)
-    return value, (K, mode)
-
-
 def _softmax_bwd(res, g):
     K, mode = res
     a = mode.a
@@ -231,7 +220,7 @@ def _softmax_bwd(res, g):
     return g * G, None, None
 
 
-_softmax_log_marginal.defvjp(_softmax_fwd, _softmax_bwd)
+_softmax_log_marginal = implicit_log_marginal(softmax_laplace_mode, _softmax_bwd)
 
 
 def softmax_predict(mode: SoftmaxMode, K_cross: jax.Array, k_diag: jax.Array):

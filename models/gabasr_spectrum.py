@@ -310,10 +310,8 @@ def mixture_components(post: Mapping, x_scale, *, band: float = 0.9) -> list[dic
 
     Parameters
     ----------
-    post : mapping
-        Posterior of the exact model (arrays ``(chain, draw, ...)``).
-    x_scale : float or array
-        Scale of the input standardization (its first entry is column 0's).
+    post, x_scale
+        As for :func:`frequency_grid`.
     band : float, default 0.9
         Central probability of the intervals.
 

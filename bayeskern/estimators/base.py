@@ -185,6 +185,17 @@ class BayesianEstimatorMixin:
             names = [f"x{j}" for j in range(self.n_features_in_)]
         return {"feature": [str(n) for n in names], "obs": np.arange(n_obs)}
 
+    def _store_inputs(self, X, coords, group="constant_data"):
+        """Store the input rows ``X`` (obs, feature; no draw dims) in ``group`` of ``idata_``."""
+        diagnostics.add_group(
+            self.idata_,
+            group,
+            {"X": X},
+            dims={"X": ["obs", "feature"]},
+            coords=coords,
+            sample_dims=False,
+        )
+
     # ------------------------------------------------------------------ diagnostics
     def summary(self, var_names=None):
         """ArviZ summary table of the posterior."""
@@ -345,14 +356,7 @@ class BayesianEstimatorMixin:
         diagnostics.add_coords(
             self.idata_, "predictions", draw=np.asarray(post["draw"])[draws[: y.shape[1]]]
         )
-        diagnostics.add_group(
-            self.idata_,
-            "predictions_constant_data",
-            {"X": X},
-            dims={"X": ["obs", "feature"]},
-            coords=coords,
-            sample_dims=False,
-        )
+        self._store_inputs(X, coords, "predictions_constant_data")
         return self.idata_
 
     # ------------------------------------------------------------------ saving (no pickle)

@@ -306,14 +306,7 @@ class _GaBaSRBase(_SpectralDensityMixin, BayesianEstimatorMixin, BaseEstimator):
             coords=coords,
             sample_dims=False,
         )
-        diagnostics.add_group(
-            self.idata_,
-            "constant_data",
-            {"X": X},
-            dims={"X": ["obs", "feature"]},
-            coords=coords,
-            sample_dims=False,
-        )
+        self._store_inputs(X, coords)
         self._add_gibbs_probe(Zs, target, B)
         fitted = None
         if rows is not None:  # log p(y_i | draw): the class-1 probability of each draw follows

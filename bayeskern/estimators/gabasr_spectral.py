@@ -78,14 +78,7 @@ class _SpectralGPMixin:
             },
             observed={"y": y},
         )
-        diagnostics.add_group(
-            self.idata_,
-            "constant_data",
-            {"X": X},
-            dims={"X": ["obs", "feature"]},
-            coords=coords,
-            sample_dims=False,
-        )
+        self._store_inputs(X, coords)
         post = self.idata_.posterior
         self.num_samples_ = post.sizes["draw"]
         # peaks in cycles per unit of the first input column (the report's language)

@@ -20,6 +20,7 @@ RBF have their own modules and are exported here too.
 
 from __future__ import annotations
 
+import functools
 import math
 
 import jax
@@ -49,15 +50,6 @@ __all__ = [
 ]
 
 
-def _matern_density(nu: float, u):
-    """Matérn-ν density with unit length-scale at the rows of ``u`` (NumPyro's formula).
-
-    One row at a time: older NumPyro releases take a single frequency vector.
-    """
-    d = u.shape[1]
-    return jax.vmap(lambda w: spectral_density_matern(dim=d, nu=nu, w=w, alpha=1.0, length=1.0))(u)
-
-
 class RBF(_Stationary):
     r"""Squared-exponential kernel.
 
@@ -82,7 +74,19 @@ class RBF(_Stationary):
         return spectral_density_squared_exponential(dim=u.shape[1], w=u, alpha=1.0, length=1.0)
 
 
-class Laplacian(_Stationary):
+class _Matern(_Stationary):
+    """Matérn kernels: the spectral density of smoothness ``_nu`` (NumPyro's formula)."""
+
+    _nu: float
+
+    def _unit_density(self, theta, u):
+        # one row at a time: older NumPyro releases take a single frequency vector
+        d = u.shape[1]
+        density = functools.partial(spectral_density_matern, dim=d, nu=self._nu, alpha=1.0)
+        return jax.vmap(lambda w: density(w=w, length=1.0))(u)
+
+
+class Laplacian(_Matern):
     r"""Laplacian (exponential) kernel, :math:`k(x,x') = \exp(-\|(x - x')/\ell\|_2)`.
 
     The isotropic exponential kernel, the Matérn kernel with :math:`\nu = 1/2` (Rasmussen &
@@ -91,10 +95,8 @@ class Laplacian(_Stationary):
 
     Parameters
     ----------
-    lengthscale
-        :math:`\ell` in the units of ``X`` (scalar, or one per column); ``None`` samples it.
-    ard
-        One length-scale per input column when sampled.
+    lengthscale, ard
+        As for :class:`RBF`.
     """
 
     _nu = 0.5
@@ -103,11 +105,8 @@ class Laplacian(_Stationary):
     def _from_sqdist(sq):
         return jnp.exp(-_safe_sqrt(sq))
 
-    def _unit_density(self, theta, u):
-        return _matern_density(self._nu, u)
 
-
-class Matern32(_Stationary):
+class Matern32(_Matern):
     r"""Matérn kernel with smoothness :math:`\nu = 3/2` (Rasmussen & Williams 2006, eq. 4.17).
 
     .. math:: k(x, x') = (1 + \sqrt3\, r)\, e^{-\sqrt3\, r}, \qquad
@@ -126,10 +125,8 @@ class Matern32(_Stationary):
 
     Parameters
     ----------
-    lengthscale
-        :math:`\ell` in the units of ``X`` (scalar, or one per column); ``None`` samples it.
-    ard
-        One length-scale per input column when sampled.
+    lengthscale, ard
+        As for :class:`RBF`.
     """
 
     _nu = 1.5
@@ -139,11 +136,8 @@ class Matern32(_Stationary):
         r = math.sqrt(3.0) * _safe_sqrt(sq)
         return (1.0 + r) * jnp.exp(-r)
 
-    def _unit_density(self, theta, u):
-        return _matern_density(self._nu, u)
 
-
-class Matern52(_Stationary):
+class Matern52(_Matern):
     r"""Matérn kernel with smoothness :math:`\nu = 5/2` (Rasmussen & Williams 2006, eq. 4.17).
 
     .. math:: k(x, x') = \Big(1 + \sqrt5\, r + \tfrac53 r^2\Big)\, e^{-\sqrt5\, r},
@@ -154,10 +148,8 @@ class Matern52(_Stationary):
 
     Parameters
     ----------
-    lengthscale
-        :math:`\ell` in the units of ``X`` (scalar, or one per column); ``None`` samples it.
-    ard
-        One length-scale per input column when sampled.
+    lengthscale, ard
+        As for :class:`RBF`.
     """
 
     _nu = 2.5
@@ -166,9 +158,6 @@ class Matern52(_Stationary):
     def _from_sqdist(sq):
         r = math.sqrt(5.0) * _safe_sqrt(sq)
         return (1.0 + r + 5.0 / 3.0 * sq) * jnp.exp(-r)
-
-    def _unit_density(self, theta, u):
-        return _matern_density(self._nu, u)
 
 
 class Linear(Kernel):

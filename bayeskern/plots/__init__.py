@@ -11,7 +11,7 @@ from __future__ import annotations
 import numpy as np
 from sklearn import metrics as skm
 
-from bayeskern.plots._figure import detached, subplots
+from bayeskern.plots._figure import axes_or_new, detached, subplots
 
 __all__ = [
     "detached",
@@ -27,12 +27,6 @@ __all__ = [
 ]
 
 
-def _ax(ax, figsize=(6.4, 4.0)):
-    if ax is None:
-        _, ax = subplots(figsize=figsize, layout="constrained")
-    return ax
-
-
 def plot_predictive_1d(
     x,
     predictive,
@@ -45,7 +39,7 @@ def plot_predictive_1d(
     ax=None,
 ):
     """Predictive mean and central bands (probabilities ``probs``) along a 1-D input ``x``."""
-    ax = _ax(ax, (8, 4))
+    ax = axes_or_new(ax, (8, 4))
     x = np.ravel(x)
     order = np.argsort(x)
     for p, alpha in zip(sorted(probs, reverse=True), (0.2, 0.35, 0.5), strict=False):
@@ -60,12 +54,7 @@ def plot_predictive_1d(
             label=f"{int(p * 100)} % predictive interval",
         )
     ax.plot(x[order], predictive.mean()[order], color="C0", lw=1.2, label="predictive mean")
-    if X_train is not None:
-        ax.plot(np.ravel(X_train), y_train, ".", ms=2.5, color="k", label="training data")
-    if X_test is not None:
-        ax.plot(np.ravel(X_test), y_test, ".", ms=3, color="C3", label="held-out data")
-    ax.legend(loc="best", fontsize=8)
-    return ax
+    return _with_data(ax, X_train, y_train, X_test, y_test, size=2.5)
 
 
 def plot_predictive_comparison(
@@ -98,7 +87,7 @@ def plot_predictive_comparison(
     -------
     matplotlib Axes
     """
-    ax = _ax(ax, (9, 4.2))
+    ax = axes_or_new(ax, (9, 4.2))
     x = np.ravel(x)
     order = np.argsort(x)
     for i, (name, pred) in enumerate(predictives.items()):
@@ -116,17 +105,22 @@ def plot_predictive_comparison(
         ax.plot(x[order], lo[order], color=color, lw=0.5, alpha=0.7)
         ax.plot(x[order], hi[order], color=color, lw=0.5, alpha=0.7)
         ax.plot(x[order], pred.mean()[order], color=color, lw=1.2, label=f"{name}: mean")
+    return _with_data(ax, X_train, y_train, X_test, y_test, size=3)
+
+
+def _with_data(ax, X_train, y_train, X_test, y_test, size):
+    """Draw the training (black) and held-out (red) points on ``ax`` and its legend."""
     if X_train is not None:
-        ax.plot(np.ravel(X_train), y_train, ".", ms=3, color="k", label="training data")
+        ax.plot(np.ravel(X_train), y_train, ".", ms=size, color="k", label="training data")
     if X_test is not None:
-        ax.plot(np.ravel(X_test), y_test, ".", ms=4, color="C3", label="held-out data")
+        ax.plot(np.ravel(X_test), y_test, ".", ms=size + 0.5, color="C3", label="held-out data")
     ax.legend(loc="best", fontsize=8)
     return ax
 
 
 def plot_observed_vs_predicted(y, predictive, *, prob=0.9, ax=None):
     """Observed against predicted with central ``prob`` intervals as error bars."""
-    ax = _ax(ax, (5, 5))
+    ax = axes_or_new(ax, (5, 5))
     m = predictive.mean()
     lo, hi = predictive.interval(prob)
     ax.errorbar(
@@ -149,7 +143,7 @@ def plot_observed_vs_predicted(y, predictive, *, prob=0.9, ax=None):
 
 def plot_pit(y, predictive, *, bins=10, ax=None):
     """Histogram of the probability integral transform :math:`F(y)`; flat when calibrated."""
-    ax = _ax(ax)
+    ax = axes_or_new(ax)
     pit = predictive.cdf(y)
     ax.hist(pit, bins=bins, range=(0, 1), density=True, color="C0", alpha=0.7, edgecolor="w")
     ax.axhline(1.0, color="k", ls="--", lw=0.8)
@@ -160,7 +154,7 @@ def plot_pit(y, predictive, *, bins=10, ax=None):
 
 def plot_reliability(y, p, *, n_bins=10, ax=None):
     """Reliability diagram: observed frequency against predicted probability per bin."""
-    ax = _ax(ax, (5, 5))
+    ax = axes_or_new(ax, (5, 5))
     y = np.asarray(y, dtype=float)
     p = np.asarray(p, dtype=float)
     bins = np.minimum((p * n_bins).astype(int), n_bins - 1)
@@ -183,7 +177,7 @@ def plot_reliability(y, p, *, n_bins=10, ax=None):
 
 def plot_roc(y, p, *, ax=None, label="model"):
     """ROC curve with its AUC in the legend."""
-    ax = _ax(ax, (5, 5))
+    ax = axes_or_new(ax, (5, 5))
     fpr, tpr, _ = skm.roc_curve(y, p)
     ax.plot(fpr, tpr, label=f"{label} (AUC {skm.auc(fpr, tpr):.3f})")
     ax.plot([0, 1], [0, 1], "k--", lw=0.8)
@@ -224,7 +218,7 @@ def plot_pareto_k(loo_result, *, ax=None):
 
     Non-finite k (PSIS could not fit the tail) are drawn as red crosses at the top of the axis.
     """
-    ax = _ax(ax, (8, 3))
+    ax = axes_or_new(ax, (8, 3))
     k = np.asarray(loo_result.pareto_k, dtype=float).ravel()
     idx = np.arange(k.size)
     ok = np.isfinite(k)

@@ -14,7 +14,7 @@ import contextvars
 import matplotlib.pyplot as plt
 from matplotlib.figure import Figure
 
-__all__ = ["subplots", "detached"]
+__all__ = ["subplots", "detached", "axes_or_new"]
 
 _DETACHED = contextvars.ContextVar("bayeskern_plots_detached", default=False)
 
@@ -63,3 +63,10 @@ def detached():
         yield
     finally:
         _DETACHED.reset(token)
+
+
+def axes_or_new(ax, figsize=(6.4, 4.0), layout="constrained"):
+    """Return ``ax``, or the axes of a new figure (:func:`subplots`) when it is ``None``."""
+    if ax is None:
+        _, ax = subplots(figsize=figsize, layout=layout)
+    return ax

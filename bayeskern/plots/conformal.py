@@ -9,16 +9,10 @@ import numpy as np
 from sklearn.manifold import MDS
 
 from bayeskern.kernels.conformal import Conformal
-from bayeskern.plots._figure import subplots
+from bayeskern.plots._figure import axes_or_new
 from bayeskern.plots.panels import kernel_panels
 
 __all__ = ["plot_mds", "plot_conformal_factor"]
-
-
-def _ax(ax, figsize=(6.0, 5.0)):
-    if ax is None:
-        _, ax = subplots(figsize=figsize, layout="constrained")
-    return ax
 
 
 def plot_mds(
@@ -67,7 +61,7 @@ def plot_mds(
     Z = MDS(
         n_components=2, metric="precomputed", init="random", n_init=1, random_state=random_state
     ).fit_transform(D)
-    ax = _ax(ax)
+    ax = axes_or_new(ax, (6.0, 5.0))
     n = len(X_train)
     classes = np.unique(y_train)
     for i, c in enumerate(classes):
@@ -120,7 +114,7 @@ def plot_conformal_factor(model, X, y=None, *, ax=None):
     """
     X = np.asarray(X, dtype=float)
     q_of = getattr(model, "conformal_factor", None) or model.factor
-    ax = _ax(ax, (6.0, 4.0))
+    ax = axes_or_new(ax, (6.0, 4.0))
     if X.ndim == 2 and X.shape[1] == 1:
         grid = np.linspace(X.min(), X.max(), 400)[:, None]
         ax.plot(grid[:, 0], np.asarray(q_of(grid)), color="C0", label="q(x)")

@@ -9,7 +9,7 @@ import numpy as np
 
 from bayeskern.estimators.gabasr import GaBaSRClassifier, GaBaSRRegressor
 from bayeskern.models.gabasr_spectrum import mixture_components, spectral_density_band
-from bayeskern.plots._figure import subplots
+from bayeskern.plots._figure import axes_or_new, subplots
 from bayeskern.plots.panels import estimator_panels
 
 __all__ = [
@@ -20,19 +20,13 @@ __all__ = [
 ]
 
 
-def _ax(ax):
-    if ax is None:
-        _, ax = subplots(figsize=(7, 3.5))
-    return ax
-
-
 def plot_spectral_density(est, omega_grid=None, *, cycles: bool = True, band: float = 0.9, ax=None):
     """Posterior mean of the learned spectral density with a central ``band``.
 
     ``cycles=True`` labels the axis in cycles per unit of ``x`` (:math:`\\omega / 2\\pi`);
     ``omega_grid`` is in angular frequency (radians per unit of ``x``).
     """
-    ax = _ax(ax)
+    ax = axes_or_new(ax, (7, 3.5), layout=None)
     grid, mean, lo, hi = est.spectral_density(omega_grid, band=band)
     f = grid / (2 * np.pi) if cycles else grid
     scale = 2 * np.pi if cycles else 1.0  # density per cycle instead of per radian
@@ -129,7 +123,7 @@ def plot_spectral_density_band(
 
 def plot_predictive(est, X_train, y_train, X_new, y_new=None, *, prob: float = 0.95, ax=None):
     """Training data, predictive mean and central ``prob`` interval over ``X_new`` (1-D)."""
-    ax = _ax(ax)
+    ax = axes_or_new(ax, (7, 3.5), layout=None)
     x_new = np.asarray(X_new, float)[:, 0]
     order = np.argsort(x_new)
     pred = est.predictive(np.asarray(X_new)[order])
@@ -147,7 +141,7 @@ def plot_predictive(est, X_train, y_train, X_new, y_new=None, *, prob: float = 0
 
 def plot_invariant_traces(est, ax=None):
     """Trace of the log marginal likelihood (or log-likelihood) per chain."""
-    ax = _ax(ax)
+    ax = axes_or_new(ax, (7, 3.5), layout=None)
     post = est.idata_.posterior
     name = "log_marginal" if "log_marginal" in post else "log_lik"
     v = np.asarray(post[name])

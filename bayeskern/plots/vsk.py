@@ -8,18 +8,12 @@ from __future__ import annotations
 import numpy as np
 
 from bayeskern.kernels.vsk import VSK
-from bayeskern.plots._figure import subplots
+from bayeskern.plots._figure import axes_or_new, subplots
 from bayeskern.plots.panels import kernel_panels
 
 __all__ = ["plot_shape_sweep", "plot_psi", "plot_vsk_panel"]
 
 _STYLE = {0: dict(marker="^", color="tab:red"), 1: dict(marker="o", color="tab:blue")}
-
-
-def _ax(ax):
-    if ax is None:
-        _, ax = subplots(figsize=(6.4, 4.0), layout="constrained")
-    return ax
 
 
 def plot_shape_sweep(sweeps: dict, quantity: str = "cond", ax=None):
@@ -33,7 +27,7 @@ def plot_shape_sweep(sweeps: dict, quantity: str = "cond", ax=None):
     quantity : {"cond", "error", "spectral_ratio"}
     ax : matplotlib Axes, optional
     """
-    ax = _ax(ax)
+    ax = axes_or_new(ax)
     for i, (name, res) in enumerate(sweeps.items()):
         if quantity not in res:
             raise ValueError(f"sweep {name!r} has no {quantity!r} (give targets for 'error')")
@@ -57,7 +51,7 @@ def plot_psi(estimator, X, feature: int = 0, y=None, ax=None):
     ``estimator`` is a fitted ``VSKClassifier`` / ``VSKRegressor`` (anything with ``psi``
     or ``scaling_``) or a fitted :class:`~bayeskern.kernels.vsk.VSK` kernel.
     """
-    ax = _ax(ax)
+    ax = axes_or_new(ax)
     X = np.asarray(X, dtype=float)
     if hasattr(estimator, "psi"):
         psi = np.asarray(estimator.psi(X))
