@@ -43,6 +43,7 @@ from bayeskern.estimators.params import NumberInterval, count, positive
 from bayeskern.estimators.prediction import PredictiveRegressorMixin
 from bayeskern.estimators.validation import validate_data
 from bayeskern.kernels.labrbf import LABRBF
+from bayeskern.learning import fit_kernel
 from bayeskern.predictive import MixturePredictive
 from bayeskern.runs import register_estimator
 
@@ -272,7 +273,9 @@ class LABRBFRegressor(
             # the block is never trained on; it only says whether the trained bandwidths beat
             # the untrained global one (a two-way choice: its residuals stay honest)
             self.kernels_.append(
-                self._make_kernel(seed + j).fit(X, y, validation_index=cal if len(cal) else None)
+                fit_kernel(
+                    self._make_kernel(seed + j), X, y, validation_index=cal if len(cal) else None
+                )
             )
         self._set_fitted_views()
         self.support_vectors_ = X[self.support_index_]
