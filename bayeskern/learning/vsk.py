@@ -205,12 +205,8 @@ def fit_fixed_scaling(scaling: Scaling, X, y=None) -> Scaling:
     Scaling
         A copy of ``scaling`` with ``n_outputs_``.
     """
-    X = np.asarray(X, dtype=float)
-    scaling._check_columns(X.shape[1])
-    s = copy.copy(scaling)
-    psi = np.asarray(s.transform(X))
-    s.n_outputs_ = _as_psi_matrix(psi, len(X), f"scaling {type(s).__name__}").shape[1]
-    return s
+    psi = lambda s, A: np.asarray(s.transform(A))  # noqa: E731
+    return _with_width(scaling, X, psi, f"scaling {type(scaling).__name__}")
 
 
 def fit_callable_scaling(scaling: CallableScaling, X, y=None) -> CallableScaling:
@@ -219,21 +215,27 @@ def fit_callable_scaling(scaling: CallableScaling, X, y=None) -> CallableScaling
     Parameters
     ----------
     scaling : CallableScaling
+        Its ``fn`` is called on the selected ``columns`` of ``X``; it must return ``(n,)``
+        or ``(n, m)`` finite values.
     X : array, shape (n, d)
     y : ignored
 
     Returns
     -------
     CallableScaling
-        A copy of ``scaling`` with ``n_outputs_``.
+        A copy of ``scaling`` with ``n_outputs_`` (:math:`m`).
     """
     if not callable(scaling.fn):
         raise TypeError(f"CallableScaling: fn must be callable, got {scaling.fn!r}")
+    return _with_width(scaling, X, lambda s, A: s.fn(s._cols(A)), "the scaling function")
+
+
+def _with_width(scaling: Scaling, X, psi, who: str) -> Scaling:
+    """Return a copy of ``scaling`` whose ``n_outputs_`` is the width of ``psi(copy, X)``."""
     X = np.asarray(X, dtype=float)
     scaling._check_columns(X.shape[1])
     s = copy.copy(scaling)
-    psi = scaling.fn(scaling._cols(X))
-    s.n_outputs_ = _as_psi_matrix(psi, len(X), "the scaling function").shape[1]
+    s.n_outputs_ = _as_psi_matrix(psi(s, X), len(X), who).shape[1]
     return s
 
 
@@ -243,13 +245,15 @@ def fit_column_scaling(scaling: ColumnScaling, X, y=None) -> ColumnScaling:
     Parameters
     ----------
     scaling : ColumnScaling
+        Its ``columns`` are the covariates that form :math:`\\psi` (Campi et al. 2021,
+        section 6.2).
     X : array, shape (n, d)
     y : ignored
 
     Returns
     -------
     ColumnScaling
-        A copy of ``scaling`` with ``n_outputs_``.
+        A copy of ``scaling`` with ``n_outputs_``, the number of covariate columns.
     """
     if scaling.columns is None:
         raise ValueError("ColumnScaling needs the list of covariate columns")
