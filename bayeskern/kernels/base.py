@@ -6,9 +6,10 @@ A kernel in bayeskern is a small Python object that
   (in the standardized units the estimators work in) from which NumPyro samples;
 * evaluates a **single pair of points** in :meth:`Kernel.evaluate` (pure JAX, the tinygp
   habit), from which :meth:`Kernel.gram` builds a matrix with two ``vmap``;
-* may hold state learned from data (VSK, CkRBF, LAB-RBF, Xiong, spectral mixtures): the
-  training functions of :mod:`bayeskern.learning` (``fit_kernel(kernel, X, y)``) return a
-  fitted copy, :attr:`Kernel.is_fitted` tells; evaluation is pure.
+* may hold state learned from data (VSK, CkRBF, LAB-RBF, Xiong, spectral mixtures), which
+  :attr:`Kernel.is_fitted` reports; the training lives in the layer above:
+  ``bayeskern.learning.fit_kernel(kernel, X, y)`` returns a fitted copy, whose evaluation is
+  pure.
 
 Hyper-parameter values travel as one flat ``theta`` dict whose keys are NumPyro site
 names ``"<leaf name>_<parameter>"``, e.g. ``rbf_lengthscale`` or ``rbf_1_lengthscale``.
