@@ -178,8 +178,7 @@ print(type(load_run(sys.argv[1])).__name__)
 
 
 def test_registries_fill_on_first_need(tiny_gp_run):
-    """Without the package's eager imports, load_run finds its estimator class
-    (bayeskern.estimators), also after a kernel was fitted (bayeskern.learning.fit_kernel)."""
+    """Without the package's eager imports, load_run still finds its estimator class."""
     r = subprocess.run(
         [sys.executable, "-c", _REGISTRIES, str(tiny_gp_run / "run")],
         capture_output=True,

@@ -19,7 +19,7 @@ from bayeskern.kernels.labrbf import (
     krr_f2,
     labrbf_gram,
 )
-from bayeskern.learning import fit_kernel
+from bayeskern.learning import fit_kernel, fit_labrbf
 from bayeskern.learning.labrbf import _masked_fit, bandwidth_floor, initial_support, select_worst
 
 #: tiny training settings shared by the fast tests (kernel arguments)
@@ -180,20 +180,9 @@ def test_dynamic_strategy_adds_planted_outlier():
     outlier = int(np.setdiff1d(X_idx, init)[17])
     y = y.copy()
     y[outlier] += 25.0
-    k = fit_kernel(
-        LABRBF(
-            max_support=m0 + 1,
-            n_init_support=m0,
-            n_add=1,
-            support_init="uniform",
-            n_iter_round=10,
-            n_iter_final=0,
-            eval_every=10,
-            random_state=seed,
-        ),
-        X,
-        y,
-    )
+    kw = dict(max_support=m0 + 1, n_init_support=m0, n_add=1, support_init="uniform")
+    kw.update(n_iter_round=10, n_iter_final=0, eval_every=10, random_state=seed)
+    k = fit_kernel(LABRBF(**kw), X, y)
     assert list(np.sort(k.support_index_[:m0])) == list(init)  # same initial support
     assert k.support_index_[-1] == outlier  # the one point added is the outlier
 
@@ -453,14 +442,8 @@ def test_bandwidth_floor_formula_and_training_respects_it():
 
 def test_max_support_auto_is_a_third_of_the_rows_capped():
     X, y = _toy(90, seed=21)
-    k = fit_kernel(
-        LABRBF(
-            **dict(FAST, max_support="auto", n_init_support=None, n_iter_round=1, n_iter_final=1),
-            random_state=0,
-        ),
-        X,
-        y,
-    )
+    kw = dict(FAST, max_support="auto", n_init_support=None, n_iter_round=1, n_iter_final=1)
+    k = fit_kernel(LABRBF(**kw, random_state=0), X, y)
     assert int(k.max_support_) == 30 and len(k.support_index_) == 30
     from bayeskern.learning.labrbf import _auto_support
 
@@ -511,8 +494,6 @@ def test_validation_rows_keep_the_untrained_model_when_training_hurts():
 
 def test_fit_kernel_on_a_labrbf_is_fit_labrbf():
     """The kernel holds fitted state; Algorithm 1 is fit_labrbf, which fit_kernel calls."""
-    from bayeskern.learning.labrbf import fit_labrbf
-
     X, y = _toy(60, seed=5)
     kernel = LABRBF(**FAST, random_state=3)
     a, b = fit_kernel(kernel, X, y), fit_labrbf(kernel, X, y)

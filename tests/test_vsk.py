@@ -320,13 +320,10 @@ def test_bad_scaling_functions_give_clear_errors():
         fit_kernel(VSK(scaling=lambda A: np.zeros(len(A) + 1)), X, y)
     with pytest.raises(ValueError, match="NaN or inf at 1 of 20"):
         fit_kernel(VSK(scaling=lambda A: np.where(np.arange(len(A)) == 3, np.nan, 1.0)), X, y)
-    bad_model = lambda A, b: np.full(len(A), np.nan)  # noqa: E731
     with pytest.raises(ValueError, match="could not be fitted"):
-        fit_scaling(ParametricScaling(bad_model, beta0=[1.0]), X, y.astype(float))
+        fit_scaling(ParametricScaling(lambda A, b: np.full(len(A), np.nan), [1.0]), X, 1.0 * y)
     with pytest.raises(ValueError, match="model returned shape"):
-        fit_scaling(
-            ParametricScaling(lambda A, b: np.ones((len(A), 3)), beta0=[1.0]), X, y.astype(float)
-        )
+        fit_scaling(ParametricScaling(lambda A, b: np.ones((len(A), 3)), [1.0]), X, 1.0 * y)
     with pytest.raises(ValueError, match="unknown scaling"):
         make_scaling("magic")
     with pytest.raises(TypeError, match="scaling must be"):

@@ -272,11 +272,8 @@ class LABRBFRegressor(
         for j, cal in enumerate(blocks):
             # the block is never trained on; it only says whether the trained bandwidths beat
             # the untrained global one (a two-way choice: its residuals stay honest)
-            self.kernels_.append(
-                fit_kernel(
-                    self._make_kernel(seed + j), X, y, validation_index=cal if len(cal) else None
-                )
-            )
+            kernel, val = self._make_kernel(seed + j), (cal if len(cal) else None)
+            self.kernels_.append(fit_kernel(kernel, X, y, validation_index=val))
         self._set_fitted_views()
         self.support_vectors_ = X[self.support_index_]
         self.n_iter_ = int(sum(k.n_iter_ for k in self.kernels_))

@@ -77,7 +77,6 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # benchmarks/: com
 from common import DOCS_RESULTS, ROOT, interleaved_medians, loadavg, machine  # noqa: E402
 
 from bayeskern.estimators.base import Standardizer  # noqa: E402
-from bayeskern.learning import fit_kernel  # noqa: E402
 from bayeskern.predictive import MixturePredictive  # noqa: E402
 
 OUT = DOCS_RESULTS / "peers_gp_co2.md"
@@ -192,7 +191,7 @@ def common_predictive(post: dict, data: dict) -> MixturePredictive:
 def bk_fitted_kernel(data):
     """The kernel as GPRegressor.fit prepares it (named leaves, fitted on standardized X)."""
     names = bk.kernels.name_leaves
-    return names(fit_kernel(names(bk_kernel()), data["Xs"], data["ys"]))
+    return names(bk.learning.fit_kernel(names(bk_kernel()), data["Xs"], data["ys"]))
 
 
 def to_bk(p: dict) -> dict:
