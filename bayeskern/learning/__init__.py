@@ -1,10 +1,10 @@
 """Learning code of the data-dependent kernels: the training functions that fit a kernel's state.
 
 Layered above :mod:`bayeskern.kernels` (which hold fitted state and pure JAX Gram matrices)
-and below the models. A training function takes the unfitted kernel (its configuration,
-``random_state`` included) and the data and returns a fitted copy, ``fit_<kernel>(kernel, X,
-y)``; :func:`fit_kernel` fits a whole kernel tree through the table of
-:mod:`bayeskern.learning.fit`, and the estimators call it:
+and below the models. A training function, ``fit_<kernel>(kernel, X, y)``, takes the unfitted
+kernel (its configuration, ``random_state`` included) and the data and returns a fitted copy;
+:func:`fit_kernel` fits a whole kernel tree through the table of :mod:`bayeskern.learning.fit`,
+and the estimators call it:
 
 * :mod:`bayeskern.learning.fit`: :func:`fit_kernel`, and the composites and cheap fits
   (:func:`fit_sum_product`, :func:`fit_vsk`, :func:`fit_labrbf_features`,
@@ -32,10 +32,14 @@ from bayeskern.learning.fit import (
 )
 from bayeskern.learning.labrbf import fit_labrbf
 from bayeskern.learning.vsk import (
+    fit_callable_scaling,
+    fit_column_scaling,
+    fit_fixed_scaling,
     fit_linear_model_scaling,
     fit_naive_bayes_scaling,
     fit_parametric_scaling,
     fit_scaling,
+    fit_stacked_scaling,
 )
 
 __all__ = [
@@ -57,4 +61,8 @@ __all__ = [
     "fit_naive_bayes_scaling",
     "fit_parametric_scaling",
     "fit_linear_model_scaling",
+    "fit_fixed_scaling",
+    "fit_callable_scaling",
+    "fit_column_scaling",
+    "fit_stacked_scaling",
 ]
