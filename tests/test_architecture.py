@@ -292,3 +292,25 @@ def test_every_package_is_installed():
     } | {"bayeskern.models"}
     found = {f.rstrip(".") for f in found}
     assert found - listed == set(), f"packages missing from pyproject.toml: {found - listed}"
+
+
+def test_kernels_hold_state_and_training_is_in_learning():
+    """No class of ``bayeskern.kernels`` (kernels, VSK scalings) has a ``fit``: the training
+    functions live in :mod:`bayeskern.learning`, looked up in a table written there, not
+    registered by decorators in a kernel-layer registry."""
+    import importlib
+    import inspect
+
+    import bayeskern.kernels.registry as registry
+
+    assert not hasattr(registry, "LEARNERS")
+    assert not hasattr(registry, "register_learner") and not hasattr(registry, "learner")
+    with_fit = []
+    for mod in _modules():
+        if not mod.startswith("bayeskern.kernels"):
+            continue
+        module = importlib.import_module(mod)
+        for name, cls in vars(module).items():
+            if inspect.isclass(cls) and cls.__module__ == mod and "fit" in vars(cls):
+                with_fit.append(f"{mod}.{name}")
+    assert not with_fit, f"kernel-layer classes with a fit method: {with_fit}"

@@ -14,6 +14,7 @@ import bayeskern  # noqa: F401  (float64)
 from bayeskern.estimators.ckrbf import CkRBFClassifier, MkRBFClassifier, loo_against_baselines
 from bayeskern.kernels import RBF, MahalanobisRBF, default_theta, kernel_from_config, name_leaves
 from bayeskern.kernels.ckrbf import CkRBF, ckrbf_exponent, convert_gamma, pair_factors
+from bayeskern.learning import fit_kernel
 
 
 def _blobs(n=60, d=3, seed=0):
@@ -34,7 +35,7 @@ def _gram(kernel, X1, X2=None, gamma=0.5):
 def _fit(kernel, X):
     with warnings.catch_warnings():
         warnings.simplefilter("ignore", UserWarning)
-        return kernel.fit(X)
+        return fit_kernel(kernel, X)
 
 
 def _brute_force(kernel, X1, X2, gamma):
@@ -151,15 +152,15 @@ def test_k1_is_mahalanobis_rbf():
     """Observation 3.1: k = 1 is the Mahalanobis RBF (γ = 1/ℓ², covariance 2·cov(X))."""
     rng = np.random.default_rng(7)
     X = rng.normal(size=(50, 3)) @ np.array([[1.0, 0.5, 0], [0, 1.0, 0.3], [0, 0, 0.2]])
-    k = CkRBF(n_clusters=1).fit(X)
+    k = fit_kernel(CkRBF(n_clusters=1), X)
     lengthscale = 1.3
     K = _gram(k, X, gamma=1 / lengthscale**2)
-    m = name_leaves(MahalanobisRBF(lengthscale=lengthscale).fit(X))
+    m = name_leaves(fit_kernel(MahalanobisRBF(lengthscale=lengthscale), X))
     K_m = np.asarray(m.gram(default_theta(m, np.ones(3)), X, X))
     # MahalanobisRBF adds a 1e-8 relative ridge to cov(X)
     np.testing.assert_allclose(K, K_m, rtol=1e-5)
     np.testing.assert_allclose(np.diag(K), 1.0)
-    kp = CkRBF(n_clusters=1, normalize=False).fit(X)
+    kp = fit_kernel(CkRBF(n_clusters=1, normalize=False), X)
     scale = np.linalg.det(2 * np.cov(X, rowvar=False)) ** -0.5
     np.testing.assert_allclose(_gram(kp, X, gamma=1 / lengthscale**2), scale * K_m, rtol=1e-5)
 
@@ -169,7 +170,7 @@ def test_k1_is_mahalanobis_rbf():
 def test_gamma_conversion_equals_recomputation(normalize):
     """Section 4: K_γ̂ = n·exp(ln(K_γ/n)·γ̂/γ) reuses the per-pair factors."""
     X = _blobs(50, 3, seed=8)
-    k = CkRBF(n_clusters=2, normalize=normalize).fit(X)
+    k = fit_kernel(CkRBF(n_clusters=2, normalize=normalize), X)
     ell, q = (np.asarray(a) for a in k.factors(X))
     K1 = _gram(k, X, gamma=0.2)
     for g2 in (0.05, 0.2, 0.9):
@@ -182,7 +183,7 @@ def test_gamma_conversion_equals_recomputation(normalize):
 
 def test_cross_gram_consistent_with_joint_gram():
     X = _blobs(40, 2, seed=9)
-    k = CkRBF(n_clusters=2).fit(X)
+    k = fit_kernel(CkRBF(n_clusters=2), X)
     Z = np.vstack([X[:10], np.random.default_rng(0).normal(size=(6, 2))])
     full = _gram(k, np.vstack([X, Z]))
     np.testing.assert_allclose(_gram(k, X, Z), full[: len(X), len(X) :], rtol=1e-12)
@@ -191,7 +192,7 @@ def test_cross_gram_consistent_with_joint_gram():
 
 def test_diag_matches_gram():
     X = _blobs(30, 2, seed=10)
-    k = name_leaves(CkRBF(n_clusters=2, normalize=False).fit(X))
+    k = name_leaves(fit_kernel(CkRBF(n_clusters=2, normalize=False), X))
     theta = {"ckrbf_gamma": 0.4}
     np.testing.assert_allclose(
         np.asarray(k.diag(theta, X)), np.diag(np.asarray(k.gram(theta, X, X))), rtol=1e-12
@@ -203,7 +204,7 @@ def test_diag_matches_gram():
 
 def test_radial_covariances_are_isotropic():
     X = _blobs(40, 3, seed=11)
-    k = CkRBF(n_clusters=2, radial=True).fit(X)
+    k = fit_kernel(CkRBF(n_clusters=2, radial=True), X)
     for S in k.covariances_:
         np.testing.assert_allclose(S, S[0, 0] * np.eye(3))
 
@@ -212,7 +213,7 @@ def test_radial_covariances_are_isotropic():
 def test_cluster_of_one_point_warns_not_nan():
     X = np.vstack([_blobs(40, 2, seed=12), [[50.0, 50.0]]])
     with pytest.warns(UserWarning, match=r"singular.*1 points"):
-        k = CkRBF(n_clusters=3).fit(X)
+        k = fit_kernel(CkRBF(n_clusters=3), X)
     K = _gram(k, X)
     assert np.all(np.isfinite(K))
     ev = np.linalg.eigvalsh(K / np.abs(K).max())
@@ -223,7 +224,7 @@ def test_duplicated_points_warn_not_nan():
     rng = np.random.default_rng(13)
     X = np.vstack([rng.normal(size=(30, 2)), np.tile([[20.0, -20.0]], (10, 1))])
     with pytest.warns(UserWarning, match="duplicated points"):
-        k = CkRBF(n_clusters=2).fit(X)
+        k = fit_kernel(CkRBF(n_clusters=2), X)
     K = _gram(k, X)
     assert np.all(np.isfinite(K))
     # duplicates have q = 0 between them: equal rows, and off-diagonal = diagonal there
@@ -234,7 +235,7 @@ def test_constant_feature_falls_back_to_identity():
     X = _blobs(40, 3, seed=14)
     X[:, 1] = 5.0
     with pytest.warns(UserWarning, match="identity"):
-        k = CkRBF(n_clusters=2, normalize=False).fit(X)
+        k = fit_kernel(CkRBF(n_clusters=2, normalize=False), X)
     for gamma in (0.1, 1.0):
         K = _gram(k, X, gamma=gamma)
         assert np.all(np.isfinite(K))
@@ -264,19 +265,19 @@ def test_dpgmm_drops_empty_components():
 )
 def test_kernel_bad_parameters(kwargs, match):
     with pytest.raises(ValueError, match=match):
-        CkRBF(**kwargs).fit(_blobs(20, 2))
+        fit_kernel(CkRBF(**kwargs), _blobs(20, 2))
 
 
 def test_kernel_bad_input():
     X = _blobs(20, 2)
     with pytest.raises(ValueError, match="NaN"):
-        CkRBF().fit(np.where(X > 3, np.nan, X))
+        fit_kernel(CkRBF(), np.where(X > 3, np.nan, X))
     with pytest.raises(ValueError, match="2-D"):
-        CkRBF().fit(X[:, 0])
+        fit_kernel(CkRBF(), X[:, 0])
     with pytest.raises(TypeError, match="numeric"):
-        CkRBF().fit([["a", "b"], ["c", "d"]])
+        fit_kernel(CkRBF(), [["a", "b"], ["c", "d"]])
     with pytest.raises(ValueError, match="X_unlabeled has 3 columns"):
-        CkRBF(X_unlabeled=np.zeros((4, 3))).fit(X)
+        fit_kernel(CkRBF(X_unlabeled=np.zeros((4, 3))), X)
     with pytest.raises(NotFittedError, match="not fitted"):
         CkRBF()(X)
 
@@ -292,8 +293,8 @@ def test_save_and_rebuild_without_pickle():
 def test_unlabeled_points_change_the_partition():
     X = _blobs(40, 2, seed=17)
     U = np.random.default_rng(0).normal(size=(200, 2)) + [10.0, 0.0]
-    k0 = CkRBF(n_clusters=2).fit(X)
-    k1 = CkRBF(n_clusters=2, X_unlabeled=U).fit(X)
+    k0 = fit_kernel(CkRBF(n_clusters=2), X)
+    k1 = fit_kernel(CkRBF(n_clusters=2, X_unlabeled=U), X)
     assert not np.allclose(np.sort(k0.centers_, 0), np.sort(k1.centers_, 0))
 
 
@@ -356,7 +357,7 @@ def test_unlabeled_option_in_classifier():
     y = (X[:, 0] > 2).astype(int)
     U = _blobs(40, 2, seed=21)
     clf = CkRBFClassifier(X_unlabeled=U, random_state=0).fit(X, y)
-    ref = CkRBF(n_clusters=2, gamma=0.5, random_state=0).fit(np.vstack([X, U]))
+    ref = fit_kernel(CkRBF(n_clusters=2, gamma=0.5, random_state=0), np.vstack([X, U]))
     np.testing.assert_allclose(clf.kernel_.covariances_, ref.covariances_)
 
 

@@ -16,6 +16,7 @@ import bayeskern as bk  # noqa: E402
 from bayeskern.estimators.conformal import ConformalKernelClassifier  # noqa: E402
 from bayeskern.kernels import RBF, Linear, gram, kernel_from_config, name_leaves  # noqa: E402
 from bayeskern.kernels.conformal import Conformal, SquaredExponential  # noqa: E402
+from bayeskern.learning import fit_kernel  # noqa: E402
 from bayeskern.learning.conformal import (  # noqa: E402
     fisher_eigen,
     fisher_gradient_ascent,
@@ -42,7 +43,7 @@ def design(X, k):
 @pytest.mark.parametrize("optimizer", ["eigen", "gradient"])
 def test_gram_is_Q_K0_Q(optimizer):
     X, y = blobs()
-    k = name_leaves(name_leaves(Conformal(optimizer=optimizer)).fit(X, y))
+    k = name_leaves(fit_kernel(name_leaves(Conformal(optimizer=optimizer)), X, y))
     theta = {"rbf_lengthscale": 0.7}
     q = np.asarray(k.factor(X))
     K0 = np.asarray(k._base.gram(theta, X, X))
@@ -66,7 +67,7 @@ def test_gram_is_Q_K0_Q(optimizer):
 def test_psd_when_base_is_psd(optimizer):
     # QK0Q is a congruence of K0: PSD for any real q, including the negative parts of q
     X, y = blobs(seed=3)
-    k = Conformal(optimizer=optimizer).fit(X, y)
+    k = fit_kernel(Conformal(optimizer=optimizer), X, y)
     Xall = np.vstack([X, np.random.default_rng(1).standard_normal((40, 3))])
     K = np.asarray(k(Xall))
     assert np.allclose(K, K.T)
@@ -102,7 +103,7 @@ def test_scatter_matrices_match_eqs_57_60(n_classes):
     X, y = blobs(n_classes=n_classes, seed=n_classes)
     rng = np.random.default_rng(0)
     y = rng.permutation(y)  # unsorted labels: the masked form must not need sorting
-    k = Conformal().fit(X, y)
+    k = fit_kernel(Conformal(), X, y)
     K0, K1 = design(X, k)
     M0, N0 = scatter_matrices(K0, K1, y)
     order, B0, W0 = explicit_B0_W0(K0, y)
@@ -114,7 +115,7 @@ def test_scatter_matrices_match_eqs_57_60(n_classes):
 def test_fisher_ratio_in_feature_space(n_classes):
     """J = tr(S_b)/tr(S_w) of explicit feature vectors equals a'M0a / a'N0a (eq. 60)."""
     X, y = blobs(n_classes=n_classes, seed=7)
-    k = Conformal(n_expansion=10, random_state=0).fit(X, y)
+    k = fit_kernel(Conformal(n_expansion=10, random_state=0), X, y)
     K0, K1 = design(X, k)
     M0, N0 = scatter_matrices(K0, K1, y)
     rng = np.random.default_rng(1)
@@ -130,10 +131,10 @@ def test_fisher_ratio_in_feature_space(n_classes):
 
 def test_fisher_ratio_is_scale_free():
     X, y = blobs()
-    k1 = Conformal(optimizer="eigen").fit(X, y)
+    k1 = fit_kernel(Conformal(optimizer="eigen"), X, y)
     # scaling K0 (a fixed lengthscale does not scale; a Linear base does) leaves J, alpha alone
-    k2 = Conformal(base_kernel=Linear(), optimizer="eigen").fit(X, y)
-    k3 = Conformal(base_kernel=Linear() * 4.0, optimizer="eigen").fit(X, y)
+    k2 = fit_kernel(Conformal(base_kernel=Linear(), optimizer="eigen"), X, y)
+    k3 = fit_kernel(Conformal(base_kernel=Linear() * 4.0, optimizer="eigen"), X, y)
     assert k2.fisher_ratio_ == pytest.approx(k3.fisher_ratio_, rel=1e-8)
     np.testing.assert_allclose(k2.alpha_, k3.alpha_, rtol=1e-6, atol=1e-10)
     assert k1.fisher_ratio_ > k1.fisher_ratio_init_
@@ -142,7 +143,7 @@ def test_fisher_ratio_is_scale_free():
 # ------------------------------------------------------------------------ optimizers
 def toy_problem(seed=0, n_expansion=None, mu=1e-3):
     X, y = blobs(n=40, d=2, seed=seed, shift=1.0)
-    k = Conformal(n_expansion=n_expansion, random_state=0).fit(X, y)
+    k = fit_kernel(Conformal(n_expansion=n_expansion, random_state=0), X, y)
     K0, K1 = design(X, k)
     M0, N0 = scatter_matrices(K0, K1, y)
     return M0, N0, mu * np.trace(N0) / len(N0)
@@ -186,7 +187,7 @@ def test_gradient_early_stop_keeps_best():
 def test_gradient_starts_once_from_base_kernel():
     """Erratum of Algorithm 1: alpha starts at (1, 0, ..., 0) once, so J moves off J(base)."""
     X, y = blobs()
-    k = Conformal(optimizer="gradient").fit(X, y)
+    k = fit_kernel(Conformal(optimizer="gradient"), X, y)
     assert k.history_[0] == pytest.approx(k.fisher_ratio_init_)
     assert k.fisher_ratio_ > k.fisher_ratio_init_
     assert len(k.history_) > 2
@@ -196,11 +197,11 @@ def test_singular_N0_needs_mu():
     X, y = blobs()
     # all points as expansion points: K1 is N x (N + 1), so N0 is singular
     with pytest.raises(ValueError, match="mu > 0"):
-        Conformal(mu=0.0).fit(X, y)
-    k = Conformal(mu=1e-3).fit(X, y)
+        fit_kernel(Conformal(mu=0.0), X, y)
+    k = fit_kernel(Conformal(mu=1e-3), X, y)
     assert np.all(np.isfinite(k.alpha_)) and np.isfinite(k.fisher_ratio_)
     # a few expansion points: N0 is nonsingular and mu = 0 gives the unregularized eq. 62
-    k0 = Conformal(mu=0.0, n_expansion=5, random_state=0).fit(X, y)
+    k0 = fit_kernel(Conformal(mu=0.0, n_expansion=5, random_state=0), X, y)
     K0, K1 = design(X, k0)
     M0, N0 = scatter_matrices(K0, K1, y)
     lam = np.max(np.real(np.linalg.eigvals(np.linalg.solve(N0, M0))))
@@ -210,21 +211,21 @@ def test_singular_N0_needs_mu():
 
 def test_sign_fix_and_scale():
     X, y = blobs(seed=4)
-    k = Conformal().fit(X, y)
+    k = fit_kernel(Conformal(), X, y)
     q = np.asarray(k.factor(X))
     assert np.mean(q > 0) >= 0.5 and k.positive_fraction_ == pytest.approx(np.mean(q > 0))
     assert np.sqrt(np.mean(q**2)) == pytest.approx(1.0)
     # K does not depend on the sign of alpha
-    k2 = Conformal().fit(X, y)
+    k2 = fit_kernel(Conformal(), X, y)
     k2.alpha_ = -k2.alpha_
     np.testing.assert_allclose(np.asarray(k2(X)), np.asarray(k(X)), rtol=1e-12)
 
 
 def test_expansion_subsample_is_seeded():
     X, y = blobs()
-    a = Conformal(n_expansion=8, random_state=3).fit(X, y)
-    b = Conformal(n_expansion=8, random_state=3).fit(X, y)
-    c = Conformal(n_expansion=8, random_state=4).fit(X, y)
+    a = fit_kernel(Conformal(n_expansion=8, random_state=3), X, y)
+    b = fit_kernel(Conformal(n_expansion=8, random_state=3), X, y)
+    c = fit_kernel(Conformal(n_expansion=8, random_state=4), X, y)
     assert a.expansion_.shape == (8, 3)
     np.testing.assert_array_equal(a.alpha_, b.alpha_)
     assert not np.array_equal(a.expansion_, c.expansion_)
@@ -243,7 +244,7 @@ def test_expansion_subsample_is_seeded():
 def test_bad_labels(y, msg):
     X = np.random.default_rng(0).standard_normal((10, 2))
     with pytest.raises(ValueError, match=msg):
-        Conformal().fit(X, y)
+        fit_kernel(Conformal(), X, y)
     if y is not None and len(y) == 10:
         with pytest.raises(ValueError, match=msg):
             ConformalKernelClassifier().fit(X, y)
@@ -263,7 +264,7 @@ def test_bad_labels(y, msg):
 def test_bad_kernel_parameters(kw, msg):
     X, y = blobs(n=10)
     with pytest.raises(ValueError, match=msg):
-        Conformal(**kw).fit(X, y)
+        fit_kernel(Conformal(**kw), X, y)
 
 
 def test_bad_estimator_parameters():
@@ -279,7 +280,7 @@ def test_bad_estimator_parameters():
     with pytest.raises(ValueError, match="NaN"):
         ConformalKernelClassifier().fit(Xbad, y)
     with pytest.raises(TypeError, match="base_kernel"):
-        Conformal(base_kernel="rbf").fit(X, y)
+        fit_kernel(Conformal(base_kernel="rbf"), X, y)
 
 
 # ------------------------------------------------------------------------ estimator
@@ -317,7 +318,7 @@ def test_classifier_same_seed_same_numbers():
 
 def test_config_round_trip_without_pickle():
     X, y = blobs()
-    k = name_leaves(Conformal(n_expansion=10, random_state=0).fit(X, y))
+    k = name_leaves(fit_kernel(Conformal(n_expansion=10, random_state=0), X, y))
     k2 = name_leaves(kernel_from_config(k.get_config(), k.get_state()))
     np.testing.assert_allclose(np.asarray(k2(X)), np.asarray(k(X)), rtol=1e-12)
 
@@ -369,7 +370,7 @@ def test_plots():
         plot_mds(est, X, y, space="feature")
     ax = plot_conformal_factor(est, X, y)
     assert len(ax.patches) > 0
-    k1 = Conformal().fit(X[:, :1], y)
+    k1 = fit_kernel(Conformal(), X[:, :1], y)
     ax = plot_conformal_factor(k1, X[:, :1], y)
     assert len(ax.lines) >= 3
     plt.close("all")

@@ -27,6 +27,7 @@ from bayeskern.kernels import (
     SpectralMixture,
 )
 from bayeskern.kernels.labrbf import labrbf_gram
+from bayeskern.learning import fit_kernel
 
 # the default suite is deterministic (same examples on every machine, CI included); the
 # thorough profile of `make test-slow` explores new random examples on every run
@@ -131,7 +132,7 @@ def test_hyperparameter_gradients_are_finite(X, ls, period):
 @given(X=inputs(min_rows=4), ls=positive)
 def test_mahalanobis_rbf_fitted_covariance_is_psd(X, ls):
     # a singular sample covariance (duplicated rows, d > n) is regularized, never non-PSD
-    k = MahalanobisRBF(lengthscale=ls).fit(X)
+    k = fit_kernel(MahalanobisRBF(lengthscale=ls), X)
     assert_symmetric_psd(k(X), "mahalanobis")
 
 
@@ -166,9 +167,9 @@ TINY_ROWS = np.array(
 def test_data_dependent_kernels_symmetric_psd(data):
     X, y = data
     fitted = {
-        "vsk": VSK(RBF(lengthscale=1.0)).fit(X, y),
-        "ckrbf": CkRBF(n_clusters=2).fit(X),
-        "conformal": Conformal(RBF(lengthscale=1.0), random_state=0).fit(X, y),
+        "vsk": fit_kernel(VSK(RBF(lengthscale=1.0)), X, y),
+        "ckrbf": fit_kernel(CkRBF(n_clusters=2), X),
+        "conformal": fit_kernel(Conformal(RBF(lengthscale=1.0), random_state=0), X, y),
     }
     for name, k in fitted.items():
         assert_symmetric_psd(k(X), name)

@@ -34,6 +34,7 @@ from bayeskern.kernels import (
 )
 from bayeskern.kernels.conformal import SquaredExponential
 from bayeskern.kernels.vsk import Scaling
+from bayeskern.learning import fit_kernel
 
 RNG = np.random.default_rng(0)
 X = RNG.standard_normal((16, 2))
@@ -54,21 +55,23 @@ BUILDERS = {
     "RationalQuadratic": lambda: RationalQuadratic(alpha=2.0),
     "Linear": lambda: Linear(),
     "Periodic": lambda: Periodic(),
-    "MahalanobisRBF": lambda: MahalanobisRBF().fit(X),
+    "MahalanobisRBF": lambda: fit_kernel(MahalanobisRBF(), X),
     "SquaredExponential": lambda: SquaredExponential(),
-    "Sum": lambda: RBF() + MahalanobisRBF().fit(X),
-    "Product": lambda: Periodic() * MahalanobisRBF().fit(X),
-    "CkRBF": lambda: CkRBF(n_clusters=2).fit(X),
-    "CkRBF-gmm": lambda: CkRBF(n_clusters=2, partition="gmm").fit(X),
-    "Conformal": lambda: Conformal(RBF(lengthscale=1.0), random_state=0).fit(X, Y_CLASS),
-    "Conformal-mahalanobis": lambda: Conformal(MahalanobisRBF().fit(X), random_state=0).fit(
-        X, Y_CLASS
+    "Sum": lambda: RBF() + fit_kernel(MahalanobisRBF(), X),
+    "Product": lambda: Periodic() * fit_kernel(MahalanobisRBF(), X),
+    "CkRBF": lambda: fit_kernel(CkRBF(n_clusters=2), X),
+    "CkRBF-gmm": lambda: fit_kernel(CkRBF(n_clusters=2, partition="gmm"), X),
+    "Conformal": lambda: fit_kernel(Conformal(RBF(lengthscale=1.0), random_state=0), X, Y_CLASS),
+    "Conformal-mahalanobis": lambda: fit_kernel(
+        Conformal(fit_kernel(MahalanobisRBF(), X), random_state=0), X, Y_CLASS
     ),
-    "LABRBF": lambda: LABRBF(**FAST_LABRBF).fit(X, Y_REG),
-    "LABRBFFeatures": lambda: LABRBFFeatures(LABRBF(**FAST_LABRBF, theta0=1.0)).fit(X, Y_REG),
-    "SpectralMixture": lambda: SpectralMixture(n_components=2).fit(X, Y_REG),
-    "VSK": lambda: VSK(RBF()).fit(X, Y_CLASS),
-    "VSK-mahalanobis-linear": lambda: VSK(MahalanobisRBF(), scaling="linear").fit(X, Y_REG),
+    "LABRBF": lambda: fit_kernel(LABRBF(**FAST_LABRBF), X, Y_REG),
+    "LABRBFFeatures": lambda: fit_kernel(
+        LABRBFFeatures(LABRBF(**FAST_LABRBF, theta0=1.0)), X, Y_REG
+    ),
+    "SpectralMixture": lambda: fit_kernel(SpectralMixture(n_components=2), X, Y_REG),
+    "VSK": lambda: fit_kernel(VSK(RBF()), X, Y_CLASS),
+    "VSK-mahalanobis-linear": lambda: fit_kernel(VSK(MahalanobisRBF(), scaling="linear"), X, Y_REG),
 }
 
 
@@ -190,23 +193,23 @@ def test_jit_with_kernel_argument_matches_eager_and_does_not_recompile(fitted, n
 
 def test_separately_fitted_kernels_share_one_compilation():
     """Two kernels fitted on different data (same shapes) have equal tree structures."""
-    a = name_leaves(CkRBF(n_clusters=2).fit(X))
-    b = name_leaves(CkRBF(n_clusters=2).fit(X + 1.0))
+    a = name_leaves(fit_kernel(CkRBF(n_clusters=2), X))
+    b = name_leaves(fit_kernel(CkRBF(n_clusters=2), X + 1.0))
     assert jax.tree.structure(a) == jax.tree.structure(b)
-    c = name_leaves(CkRBF(n_clusters=2, gamma=0.5).fit(X))
+    c = name_leaves(fit_kernel(CkRBF(n_clusters=2, gamma=0.5), X))
     assert jax.tree.structure(a) != jax.tree.structure(c)
 
 
 def test_static_data_with_nan_compares_equal():
     """A ``nan`` fitted scalar (static) does not make a kernel's structure unequal to itself."""
-    k = Conformal(random_state=0).fit(X, Y_CLASS)
+    k = fit_kernel(Conformal(random_state=0), X, Y_CLASS)
     k.fisher_ratio_ = float("nan")
     assert jax.tree.structure(k) == jax.tree.structure(_perturb(k, 2.0))
 
 
 def test_shared_child_is_restored_once():
     """Conformal's base kernel (also its ``base_kernel`` parameter) is one child, one object."""
-    k = Conformal(MahalanobisRBF().fit(X), random_state=0).fit(X, Y_CLASS)
+    k = fit_kernel(Conformal(fit_kernel(MahalanobisRBF(), X), random_state=0), X, Y_CLASS)
     assert len(jax.tree.leaves(k)) == len(_fitted_arrays(k))
     k2 = jax.tree.unflatten(jax.tree.structure(k), jax.tree.leaves(k))
     assert k2._base is k2.base_kernel
@@ -214,7 +217,7 @@ def test_shared_child_is_restored_once():
 
 def test_sum_and_product_children_are_their_operands():
     """``Sum``/``Product`` leaves are those of their operands, left to right."""
-    m1, m2 = MahalanobisRBF().fit(X), MahalanobisRBF().fit(2 * X)
+    m1, m2 = fit_kernel(MahalanobisRBF(), X), fit_kernel(MahalanobisRBF(), 2 * X)
     for k in (m1 + m2, m1 * m2):
         assert isinstance(k, (Sum, Product))
         leaves = jax.tree.leaves(k)

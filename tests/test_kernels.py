@@ -22,6 +22,7 @@ from bayeskern.kernels import (
     name_leaves,
     safe_norm,
 )
+from bayeskern.learning import fit_kernel
 
 TOL = 1e-10
 
@@ -57,8 +58,33 @@ def test_linear_is_dot_product(X):
 def test_mahalanobis_with_identity_is_rbf_and_learns_covariance(X):
     K = MahalanobisRBF(lengthscale=0.9, covariance=np.eye(3))(X)
     assert_close(np.asarray(K), np.asarray(RBF(lengthscale=0.9)(X)), atol=TOL)
-    k = MahalanobisRBF(lengthscale=1.0).fit(X)
+    k = fit_kernel(MahalanobisRBF(lengthscale=1.0), X)
     assert_close(k.precision_, np.linalg.inv(np.cov(X, rowvar=False)), rtol=1e-6)
+
+
+def test_fit_kernel_walks_the_tree_and_returns_learning_free_kernels(X):
+    rbf, per = RBF(), Periodic()
+    assert fit_kernel(rbf, X) is rbf  # nothing to learn: the kernel itself
+    tree = rbf * MahalanobisRBF() + Linear() * (per + MahalanobisRBF(lengthscale=2.0))
+    assert not tree.is_fitted
+    fitted = fit_kernel(tree, X)
+    assert fitted.is_fitted and not tree.is_fitted  # a fitted copy; the input is untouched
+    maha = [k for k in fitted.leaves() if isinstance(k, MahalanobisRBF)]
+    assert len(maha) == 2 and all(k.is_fitted for k in maha)
+    assert fitted.k1.k1 is rbf and fitted.k2.k2.k1 is per
+    assert_close(np.asarray(fitted(X)), np.asarray(name_leaves(fitted)(X)), atol=TOL)
+
+
+def test_fit_kernel_rejects_what_it_cannot_fit():
+    class _Unfitted(RBF):  # a kernel class fit_kernel does not know, not fitted
+        @property
+        def is_fitted(self):
+            return False
+
+    with pytest.raises(TypeError, match="_Unfitted"):
+        fit_kernel(_Unfitted(), np.zeros((3, 1)))
+    with pytest.raises(TypeError, match="str"):
+        fit_kernel("rbf", np.zeros((3, 1)))
 
 
 def test_sum_and_product_algebra(X):

@@ -19,6 +19,7 @@ from bayeskern.kernels.labrbf import (
     krr_f2,
     labrbf_gram,
 )
+from bayeskern.learning import fit_kernel, fit_labrbf
 from bayeskern.learning.labrbf import _masked_fit, bandwidth_floor, initial_support, select_worst
 
 #: tiny training settings shared by the fast tests (kernel arguments)
@@ -179,16 +180,9 @@ def test_dynamic_strategy_adds_planted_outlier():
     outlier = int(np.setdiff1d(X_idx, init)[17])
     y = y.copy()
     y[outlier] += 25.0
-    k = LABRBF(
-        max_support=m0 + 1,
-        n_init_support=m0,
-        n_add=1,
-        support_init="uniform",
-        n_iter_round=10,
-        n_iter_final=0,
-        eval_every=10,
-        random_state=seed,
-    ).fit(X, y)
+    kw = dict(max_support=m0 + 1, n_init_support=m0, n_add=1, support_init="uniform")
+    kw.update(n_iter_round=10, n_iter_final=0, eval_every=10, random_state=seed)
+    k = fit_kernel(LABRBF(**kw), X, y)
     assert list(np.sort(k.support_index_[:m0])) == list(init)  # same initial support
     assert k.support_index_[-1] == outlier  # the one point added is the outlier
 
@@ -196,13 +190,13 @@ def test_dynamic_strategy_adds_planted_outlier():
 def test_max_support_below_initial_count_is_rejected():
     X, y = _toy(50)
     with pytest.raises(ValueError, match="max_support=5 is below n_init_support=10"):
-        LABRBF(max_support=5, n_init_support=10).fit(X, y)
+        fit_kernel(LABRBF(max_support=5, n_init_support=10), X, y)
 
 
 def test_non_finite_bandwidths_raise():
     X, y = _toy(60)
     with pytest.raises(FloatingPointError, match="non-finite"):
-        LABRBF(learning_rate=1e38, **FAST).fit(X, y)
+        fit_kernel(LABRBF(learning_rate=1e38, **FAST), X, y)
 
 
 @pytest.mark.parametrize(
@@ -323,8 +317,8 @@ def test_predictive_interval_and_diagnostics(fitted):
 def test_float32_and_float64_training_agree_roughly():
     X, y = _toy(100, seed=13)
     kw = dict(FAST, theta0=1.0, random_state=0)
-    a = LABRBF(dtype="float32", **kw).fit(X, y).predict_f1(X)
-    b = LABRBF(dtype="float64", **kw).fit(X, y).predict_f1(X)
+    a = fit_kernel(LABRBF(dtype="float32", **kw), X, y).predict_f1(X)
+    b = fit_kernel(LABRBF(dtype="float64", **kw), X, y).predict_f1(X)
     assert np.max(np.abs(a - b)) < 1e-2 * np.ptp(y)
 
 
@@ -335,7 +329,7 @@ def test_features_kernel_is_psd_and_plugs_into_gp_model():
     from bayeskern.kernels.base import name_leaves
 
     X, y = _toy(30, seed=14)
-    fk = name_leaves(LABRBFFeatures(LABRBF(**dict(FAST, theta0=1.0))).fit(X, y))
+    fk = name_leaves(fit_kernel(LABRBFFeatures(LABRBF(**dict(FAST, theta0=1.0))), X, y))
     K = np.asarray(fk.gram({"labrbffeatures_bandwidth_scale": 1.0}, X, X))
     assert np.linalg.eigvalsh((K + K.T) / 2).min() > -1e-8 and np.allclose(K, K.T)
     assert np.mean(np.diag(K)) == pytest.approx(1.0)  # normalised by feature_norm_
@@ -425,8 +419,8 @@ def test_alpha_auto_picks_from_grid_and_larger_for_noisy_labels():
     X, y = _toy(120, seed=16, noise=0.0)
     rng = np.random.default_rng(0)
     kw = dict(FAST, n_iter_round=0, n_iter_final=0, alpha="auto")
-    clean = LABRBF(**kw).fit(X, y)
-    noisy = LABRBF(**kw).fit(X, y + 0.8 * rng.standard_normal(len(y)))
+    clean = fit_kernel(LABRBF(**kw), X, y)
+    noisy = fit_kernel(LABRBF(**kw), X, y + 0.8 * rng.standard_normal(len(y)))
     assert float(clean.alpha_) in (1e-3, 1e-2, 1e-1, 1.0)
     assert float(noisy.alpha_) >= float(clean.alpha_)
 
@@ -438,20 +432,18 @@ def test_bandwidth_floor_formula_and_training_respects_it():
     assert bandwidth_floor(Z, 1, rng) == pytest.approx(0.1)  # median distance 1
     assert bandwidth_floor(Z, 2, rng) == pytest.approx(np.sqrt(0.1))
     X, y = _toy(80, seed=20, noise=0.5)
-    k = LABRBF(**dict(FAST, n_iter_final=200), random_state=0).fit(X, y)
+    k = fit_kernel(LABRBF(**dict(FAST, n_iter_final=200), random_state=0), X, y)
     floor = float(k.min_bandwidth_)
     assert floor > 0 and k.bandwidths_.min() >= floor * (1 - 1e-6)
     assert float(k.theta0_) >= floor * (1 - 1e-6)
-    off = LABRBF(**dict(FAST, min_bandwidth=0.0), random_state=0).fit(X, y)
+    off = fit_kernel(LABRBF(**dict(FAST, min_bandwidth=0.0), random_state=0), X, y)
     assert float(off.min_bandwidth_) == 0.0
 
 
 def test_max_support_auto_is_a_third_of_the_rows_capped():
     X, y = _toy(90, seed=21)
-    k = LABRBF(
-        **dict(FAST, max_support="auto", n_init_support=None, n_iter_round=1, n_iter_final=1),
-        random_state=0,
-    ).fit(X, y)
+    kw = dict(FAST, max_support="auto", n_init_support=None, n_iter_round=1, n_iter_final=1)
+    k = fit_kernel(LABRBF(**kw, random_state=0), X, y)
     assert int(k.max_support_) == 30 and len(k.support_index_) == 30
     from bayeskern.learning.labrbf import _auto_support
 
@@ -485,8 +477,10 @@ def test_validation_rows_keep_the_untrained_model_when_training_hurts():
     y = np.sin(X[:, 0]) + 0.05 * rng.standard_normal(120)  # smooth: one bandwidth fits it
     val = np.arange(0, 120, 4)
     kw = dict(FAST, n_iter_final=100, theta0=1.0)
-    good = LABRBF(**kw, random_state=0).fit(X, y, validation_index=val)
-    bad = LABRBF(**dict(kw, learning_rate=50.0), random_state=0).fit(X, y, validation_index=val)
+    good = fit_kernel(LABRBF(**kw, random_state=0), X, y, validation_index=val)
+    bad = fit_kernel(
+        LABRBF(**dict(kw, learning_rate=50.0), random_state=0), X, y, validation_index=val
+    )
     for k in (good, bad):
         assert not np.intersect1d(k.support_index_, val).size
         v0, v1 = k.validation_mse_
@@ -495,12 +489,16 @@ def test_validation_rows_keep_the_untrained_model_when_training_hurts():
     assert len(bad.support_index_) == 6 and np.allclose(bad.bandwidths_, float(bad.theta0_))
     assert good.trained_ and len(good.support_index_) == 12
     with pytest.raises(ValueError, match="validation_index"):
-        LABRBF(**FAST).fit(X, y, validation_index=[500])
+        fit_kernel(LABRBF(**FAST), X, y, validation_index=[500])
 
 
-def test_kernel_fit_runs_the_registered_learner():
-    """The kernel holds fitted state; Algorithm 1 lives in bayeskern.learning.labrbf."""
-    from bayeskern.kernels.base import learner
-    from bayeskern.learning.labrbf import train_labrbf
-
-    assert learner(LABRBF()) is train_labrbf
+def test_fit_kernel_on_a_labrbf_is_fit_labrbf():
+    """The kernel holds fitted state; Algorithm 1 is fit_labrbf, which fit_kernel calls."""
+    X, y = _toy(60, seed=5)
+    kernel = LABRBF(**FAST, random_state=3)
+    a, b = fit_kernel(kernel, X, y), fit_labrbf(kernel, X, y)
+    assert not kernel.is_fitted and a.is_fitted
+    for name in ("support_index_", "support_", "bandwidths_", "dual_coef_", "intercept_"):
+        np.testing.assert_array_equal(getattr(a, name), getattr(b, name))
+    with pytest.raises(ValueError, match="needs the labels y"):
+        fit_kernel(kernel, X)

@@ -30,6 +30,7 @@ from bayeskern.experiments.tuning import (  # noqa: E402
     window_wins,
 )
 from bayeskern.kernels.ckrbf import CkRBF  # noqa: E402
+from bayeskern.learning import fit_kernel
 from bayeskern.plots.ckrbf import plot_cells, plot_pf_curves  # noqa: E402
 
 
@@ -144,7 +145,7 @@ def test_fold_factors_equal_the_estimator_in_grid_search():
     Cs, gammas = [1.0, 10.0], [0.1, 1.0]
 
     def factors(tr, te):
-        k = CkRBF(n_clusters=2, random_state=0).fit(X[tr])
+        k = fit_kernel(CkRBF(n_clusters=2, random_state=0), X[tr])
         return (*k.factors(X[tr]), *k.factors(X[te], X[tr]))
 
     fast = precomputed_grid_scores(factors, y, Cs, gammas, cv=cv)
@@ -178,7 +179,7 @@ def test_plots():
     ax = plot_pf_curves({"RBF": rng.uniform(0.6, 0.8, 20), "C2RBF": rng.uniform(0.65, 0.8, 20)})
     assert len(ax.get_lines()) == 2
     X, y = _data(40)
-    k = CkRBF(n_clusters=2).fit(X)
+    k = fit_kernel(CkRBF(n_clusters=2), X)
     ax = plot_cells(k, X, y)
     assert len(ax.patches) == 2
     with pytest.raises(ValueError, match="fitted CkRBF"):

@@ -29,6 +29,7 @@ from bayeskern.estimators.params import NumberInterval, count, positive
 from bayeskern.estimators.svm import KernelSVC
 from bayeskern.estimators.validation import validate_data
 from bayeskern.kernels.ckrbf import PARTITIONS, CkRBF
+from bayeskern.learning import fit_kernel
 
 __all__ = ["CkRBFClassifier", "MkRBFClassifier", "loo_against_baselines", "GAMMA_FACTORS"]
 
@@ -211,7 +212,7 @@ class CkRBFClassifier(KernelSVC):
         folds = StratifiedKFold(3, shuffle=True, random_state=int(seed)).split(X, y)
         acc = {f: [] for f in GAMMA_FACTORS}
         for tr, va in folds:
-            k = self._make_kernel(1.0 / d).fit(X[tr], y[tr])
+            k = fit_kernel(self._make_kernel(1.0 / d), X[tr], y[tr])
             ell, q = (np.asarray(a) for a in k.factors(X[tr]))
             ell_v, q_v = (np.asarray(a) for a in k.factors(X[va], X[tr]))
             for f in GAMMA_FACTORS:

@@ -24,6 +24,7 @@ from bayeskern.estimators.svm import KernelSVC
 from bayeskern.estimators.validation import validate_data
 from bayeskern.kernels import name_leaves
 from bayeskern.kernels.conformal import Conformal, SquaredExponential, check_class_labels
+from bayeskern.learning import fit_kernel
 
 __all__ = ["ConformalKernelClassifier", "MU_CANDIDATES"]
 
@@ -208,7 +209,7 @@ class ConformalKernelClassifier(KernelSVC):
         for mu in MU_CANDIDATES:
             acc = []
             for tr, va in folds:
-                k = name_leaves(name_leaves(self._make_kernel(mu)).fit(X[tr], y[tr]))
+                k = name_leaves(fit_kernel(name_leaves(self._make_kernel(mu)), X[tr], y[tr]))
                 svc = self._svc().fit(np.asarray(k(X[tr])), y[tr])
                 acc.append(svc.score(np.asarray(k(X[va], X[tr])), y[va]))
             scores[mu] = float(np.mean(acc))

@@ -25,6 +25,7 @@ from bayeskern.estimators.validation import check_numeric, validate_classes
 from bayeskern.hsgp import build_design
 from bayeskern.inference import run_nuts
 from bayeskern.kernels import RBF, Kernel, get_kernel, name_leaves, term_name
+from bayeskern.learning import fit_kernel
 from bayeskern.models.gp import (
     gp_classification,
     gp_classification_laplace,
@@ -133,7 +134,7 @@ class _GPBase(BayesianEstimatorMixin, BaseEstimator):
                 f"kernel {kernel!r} is asymmetric and cannot be a GP covariance; for LAB-RBF "
                 "use bk.kernels.LABRBFFeatures or bk.LABRBFRegressor's Bayesian last layer"
             )
-        return name_leaves(name_leaves(kernel).fit(Xs, y_for_kernel))
+        return name_leaves(fit_kernel(name_leaves(kernel), Xs, y_for_kernel))
 
     def _dims(self):
         dims = {

@@ -43,6 +43,7 @@ from bayeskern.estimators.params import NumberInterval, count, positive
 from bayeskern.estimators.prediction import PredictiveRegressorMixin
 from bayeskern.estimators.validation import validate_data
 from bayeskern.kernels.labrbf import LABRBF
+from bayeskern.learning import fit_kernel
 from bayeskern.predictive import MixturePredictive
 from bayeskern.runs import register_estimator
 
@@ -271,9 +272,8 @@ class LABRBFRegressor(
         for j, cal in enumerate(blocks):
             # the block is never trained on; it only says whether the trained bandwidths beat
             # the untrained global one (a two-way choice: its residuals stay honest)
-            self.kernels_.append(
-                self._make_kernel(seed + j).fit(X, y, validation_index=cal if len(cal) else None)
-            )
+            kernel, val = self._make_kernel(seed + j), (cal if len(cal) else None)
+            self.kernels_.append(fit_kernel(kernel, X, y, validation_index=val))
         self._set_fitted_views()
         self.support_vectors_ = X[self.support_index_]
         self.n_iter_ = int(sum(k.n_iter_ for k in self.kernels_))

@@ -25,6 +25,7 @@ from bayeskern.estimators.params import NumberInterval, count, positive
 from bayeskern.estimators.validation import validate_data
 from bayeskern.kernels import name_leaves
 from bayeskern.kernels.base import Kernel
+from bayeskern.learning import fit_kernel
 
 __all__ = ["KernelSVC"]
 
@@ -97,7 +98,7 @@ class KernelSVC(ClassifierMixin, BaseEstimator):
         """Fit the kernel on ``(X, y)``, then the SVC on its training Gram matrix."""
         X, y = validate_data(self, X, y, dtype=np.float64, ensure_min_samples=2)
         check_classification_targets(y)
-        self.kernel_ = name_leaves(name_leaves(self._make_kernel()).fit(X, y))
+        self.kernel_ = name_leaves(fit_kernel(name_leaves(self._make_kernel()), X, y))
         self.X_fit_ = X
         self.svc_ = self._svc().fit(np.asarray(self.kernel_(X)), y)
         self.classes_ = self.svc_.classes_

@@ -45,6 +45,7 @@ from bayeskern.estimators.vsk_features import (  # noqa: F401  (public here too)
 )
 from bayeskern.kernels.conditioning import condition_number, krn_fit
 from bayeskern.kernels.vsk import VSK, NaiveBayesScaling, Scaling, make_scaling
+from bayeskern.learning import fit_scaling
 
 __all__ = [
     "VSKClassifier",
@@ -181,7 +182,7 @@ class VSKClassifier(ClassifierMixin, BaseEstimator):
                 raise ValueError("prior_data is used only by the naive-Bayes scaling")
             scaling = NaiveBayesScaling(scaling.columns, prior, scaling.var_smoothing)
         self.scaler_ = MinMaxScaler().fit(X)
-        self.scaling_ = scaling.fit(X, y)
+        self.scaling_ = fit_scaling(scaling, X, y)
         self.svc_ = SVC(
             C=self.C,
             kernel=self.kernel,
@@ -318,7 +319,7 @@ class VSKRegressor(RegressorMixin, BaseEstimator):
         X, y = validate_data(self, X, y, dtype=np.float64, ensure_min_samples=2, y_numeric=True)
         y = np.asarray(y, dtype=float)
         self.x_columns_ = VSK(columns=self.columns)._x_columns(X.shape[1])
-        self.scaling_ = make_scaling(self.scaling).fit(X, y)
+        self.scaling_ = fit_scaling(self.scaling, X, y)
         psi = np.asarray(self.scaling_.transform(X))
         self.x_scaler_ = MinMaxScaler().fit(X[:, self.x_columns_]) if self.normalize else None
         self.psi_scaler_ = MinMaxScaler().fit(psi) if self.normalize else None

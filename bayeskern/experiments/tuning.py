@@ -128,8 +128,8 @@ def precomputed_grid_scores(
     ----------
     factors : ``(ell, q)`` or callable
         Either two ``(n, n)`` arrays computed on all inputs without labels — e.g.
-        ``CkRBF(...).fit(X).factors(X)`` (the paper's protocol, which clusters all the data),
-        or ``(0, squared distances)`` for the RBF :math:`\exp(-\gamma\|x-y\|^2)` — or a
+        ``fit_kernel(CkRBF(...), X).factors(X)`` (the paper's protocol, which clusters all the
+        data), or ``(0, squared distances)`` for the RBF :math:`\exp(-\gamma\|x-y\|^2)` — or a
         callable ``factors(train_idx, test_idx) -> (ell_train, q_train, ell_test, q_test)``
         (train x train and test x train blocks) that may fit on the training fold only.
     y : (n,) labels.

@@ -2,8 +2,9 @@
 
 Base kernels: :class:`RBF`, :class:`Laplacian`, :class:`Matern32`, :class:`Matern52`,
 :class:`RationalQuadratic`, :class:`Linear`, :class:`Periodic`, :class:`MahalanobisRBF`.
-Data-dependent kernels (fitted on the training data by the estimators, then pure) live in
-their own modules and are exported here.
+Data-dependent kernels (fitted on the training data by the estimators, through
+:func:`bayeskern.learning.fit_kernel`, then pure) live in their own modules and are exported
+here; they hold the fitted state, the training functions live in :mod:`bayeskern.learning`.
 """
 
 from .base import (

@@ -6,8 +6,10 @@ A kernel in bayeskern is a small Python object that
   (in the standardized units the estimators work in) from which NumPyro samples;
 * evaluates a **single pair of points** in :meth:`Kernel.evaluate` (pure JAX, the tinygp
   habit), from which :meth:`Kernel.gram` builds a matrix with two ``vmap``;
-* may learn from data in :meth:`Kernel.fit` (VSK, CkRBF, LAB-RBF, Xiong, spectral mixtures).
-  ``fit`` returns a new fitted kernel; after it, evaluation is pure.
+* may hold state learned from data (VSK, CkRBF, LAB-RBF, Xiong, spectral mixtures), which
+  :attr:`Kernel.is_fitted` reports; the training lives in the layer above:
+  ``bayeskern.learning.fit_kernel(kernel, X, y)`` returns a fitted copy, whose evaluation is
+  pure.
 
 Hyper-parameter values travel as one flat ``theta`` dict whose keys are NumPyro site
 names ``"<leaf name>_<parameter>"``, e.g. ``rbf_lengthscale`` or ``rbf_1_lengthscale``.
@@ -35,7 +37,7 @@ from bayeskern.batching import batched_map
 
 from .hyper import Hyper
 from .pytree import register_fitted_pytree
-from .registry import KERNEL_REGISTRY, kernel_from_config, learner, register_learner
+from .registry import KERNEL_REGISTRY, kernel_from_config
 
 __all__ = [
     "Hyper",
@@ -47,8 +49,6 @@ __all__ = [
     "default_theta",
     "KERNEL_REGISTRY",
     "kernel_from_config",
-    "register_learner",
-    "learner",
     "register_fitted_pytree",
 ]
 
@@ -219,13 +219,12 @@ class Kernel:
         return gram(k, X1, X2, default_theta(k, np.ones(X1.shape[1])))
 
     # ----------------------------------------------------------------- data-dependent kernels
-    def fit(self, X: np.ndarray, y: np.ndarray | None = None) -> Kernel:
-        """Learn data-dependent parts of the kernel; the base kernels learn nothing."""
-        return self
-
     @property
     def is_fitted(self) -> bool:
-        """Return ``True`` when the data-dependent parts are learned (base kernels have none)."""
+        """Return ``True`` when the data-dependent parts are learned (base kernels have none).
+
+        :func:`bayeskern.learning.fit_kernel` learns them and returns a fitted copy.
+        """
         return True
 
     # ----------------------------------------------------------------- algebra
@@ -345,9 +344,6 @@ class _Binary(Kernel):
 
     def pairwise_prepared(self):
         return self.k1.pairwise_prepared() and self.k2.pairwise_prepared()
-
-    def fit(self, X, y=None):
-        return type(self)(self.k1.fit(X, y), self.k2.fit(X, y))
 
     @property
     def is_fitted(self):

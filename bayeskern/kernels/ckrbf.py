@@ -16,9 +16,9 @@ above (Theorem 3.1), which is what this module computes.
 
 Only :math:`k^2` pairs :math:`(\Sigma_a + \Sigma_b)` exist, so their inverses
 :math:`S_{ab}` and normalizers :math:`n_{ab} = \det(\Sigma_a + \Sigma_b)^{-1/2}` are computed
-once in :meth:`CkRBF.fit`, never per pair of points. The exponent
-:math:`q_{ij} = (x_i - x_j)^\top S_{a_i b_j} (x_i - x_j)` does not depend on :math:`\gamma`,
-so a grid over :math:`\gamma` reuses it (the "γ-conversion" of section 4,
+once in the fit (:func:`bayeskern.learning.ckrbf.fit_ckrbf`), never per pair of points. The
+exponent :math:`q_{ij} = (x_i - x_j)^\top S_{a_i b_j} (x_i - x_j)` does not depend on
+:math:`\gamma`, so a grid over :math:`\gamma` reuses it (the "γ-conversion" of section 4,
 :func:`convert_gamma`).
 """
 
@@ -32,7 +32,7 @@ import numpy as np
 import numpyro.distributions as dist
 from sklearn.exceptions import NotFittedError
 
-from .base import Hyper, Kernel, learner
+from .base import Hyper, Kernel
 
 __all__ = ["CkRBF", "pair_factors", "ckrbf_exponent", "convert_gamma", "PARTITIONS"]
 
@@ -201,7 +201,7 @@ class CkRBF(Kernel):
     X_unlabeled : array of shape (m, d) or None
         Extra inputs added to the fitting data for the partition and the covariances. The
         construction uses no labels, so the paper clusters all data, test points included
-        (section 4); ``None`` (the default) uses only the data passed to :meth:`fit`.
+        (section 4); ``None`` (the default) uses only the data of the fit.
     random_state : int, RandomState or None, default 0
         Seed of the clustering.
 
@@ -252,19 +252,14 @@ class CkRBF(Kernel):
             raise ValueError(f"gamma must be a positive number or None, got {self.gamma!r}")
 
     # ------------------------------------------------------------------ fitting
-    def fit(self, X, y=None) -> CkRBF:
-        """Partition ``X`` (plus ``X_unlabeled``) and cache the per-cell-pair factors.
-
-        Labels ``y`` are ignored: the construction is unsupervised
-        (Czarnecki & Tabor 2014, section 4). Returns a fitted copy. The partition and the cell
-        covariances are learned by :func:`bayeskern.learning.ckrbf.train_ckrbf`; this kernel holds
-        the fitted state and the Gram matrices.
-        """
-        return learner(self)(self, X, y)
-
     @property
     def is_fitted(self) -> bool:
-        """Return ``True`` after :meth:`fit`."""
+        """Return ``True`` once partitioned.
+
+        The partition and the cell covariances are learned by
+        :func:`bayeskern.learning.ckrbf.fit_ckrbf`; this kernel holds the fitted state and the
+        Gram matrices.
+        """
         return hasattr(self, "log_norms_")
 
     @property
@@ -276,7 +271,8 @@ class CkRBF(Kernel):
     def _check_fitted(self):
         if not self.is_fitted:
             raise NotFittedError(
-                "CkRBF is not fitted: call kernel.fit(X) (the estimators do it in their fit)"
+                "CkRBF is not fitted: call bayeskern.learning.fit_kernel(kernel, X) (the "
+                "estimators do it in their fit)"
             )
 
     def cells(self, X):

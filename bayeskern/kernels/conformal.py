@@ -45,7 +45,7 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
-from .base import Kernel, gram, learner
+from .base import Kernel, gram
 from .stationary import RBF
 
 __all__ = [
@@ -113,10 +113,10 @@ def check_class_labels(y, n_samples: int) -> tuple[np.ndarray, np.ndarray]:
 class Conformal(Kernel):
     r"""Xiong's data-dependent kernel :math:`K(x,z) = q(x) K_0(x,z) q(z)` (Gu 2021, eqs. 52-63).
 
-    :meth:`fit` learns :math:`\alpha` of the conformal factor
-    :math:`q(x) = \alpha_0 + \sum_j \alpha_j K_1(x, e_j)` by maximizing the Fisher ratio of
-    the training data (see the module docstring); afterwards the kernel is a pure JAX
-    function. :math:`K_1` and :math:`\alpha` are fixed after ``fit``.
+    :func:`bayeskern.learning.conformal.fit_conformal` learns :math:`\alpha` of the conformal
+    factor :math:`q(x) = \alpha_0 + \sum_j \alpha_j K_1(x, e_j)` by maximizing the Fisher
+    ratio of the training data (see the module docstring); afterwards the kernel is a pure JAX
+    function. :math:`K_1` and :math:`\alpha` are fixed after the fit.
 
     Bayesian use: ``bk.GPClassifier(kernel=Conformal())`` fits :math:`\alpha` on the
     standardized training data with :math:`K_0` at its fixed value or default (length-scale 1
@@ -128,13 +128,13 @@ class Conformal(Kernel):
     ----------
     base_kernel : Kernel, default ``RBF()``
         :math:`K_0`; its hyper-parameters are the kernel's (sampled when left free).
-        In ``fit`` it is evaluated at its fixed values / defaults.
+        In the fit it is evaluated at its fixed values / defaults.
     factor_kernel : Kernel, optional
         :math:`K_1`, evaluated at its fixed values / defaults (never sampled). Default: the
         Gaussian :math:`\exp(-\gamma_1\|x - z\|^2)` of eq. 53.
     gamma1 : float or "scale"
         :math:`\gamma_1` of the default factor kernel; ``"scale"`` is scikit-learn's
-        :math:`1/(d\,\mathrm{Var}(X))` on the data seen by ``fit``.
+        :math:`1/(d\,\mathrm{Var}(X))` on the data of the fit.
     optimizer : {"eigen", "gradient"}
         Generalized eigenproblem (eq. 63) or the gradient ascent of Gu (2021, Algorithm 1).
     mu : float
@@ -242,23 +242,9 @@ class Conformal(Kernel):
         if not (isinstance(self.n_iter, (int, np.integer)) and self.n_iter >= 1):
             raise ValueError(f"n_iter must be a positive int, got {self.n_iter!r}")
 
-    def fit(self, X, y=None) -> Conformal:
-        """Learn the expansion points and :math:`\\alpha` from ``(X, y)``; return a fitted copy.
-
-        The Fisher-ratio optimization lives in
-        :func:`bayeskern.learning.conformal.train_conformal`; this kernel holds
-        the fitted state and the Gram matrices.
-
-        Parameters
-        ----------
-        X : (N, d) training inputs (the estimators pass standardized ones).
-        y : (N,) class labels, at least two classes with two points each.
-        """
-        return learner(self)(self, X, y)
-
     @property
     def is_fitted(self) -> bool:
-        """Return ``True`` after :meth:`fit`."""
+        """Return ``True`` once fitted (and the base kernel too)."""
         return hasattr(self, "alpha_") and self._base.is_fitted
 
     # ----------------------------------------------------------------- evaluation
@@ -283,7 +269,10 @@ class Conformal(Kernel):
         X : (n, d) points, in the units the kernel was fitted on.
         """
         if not hasattr(self, "alpha_"):
-            raise RuntimeError("Conformal kernel is not fitted; call fit(X, y) first")
+            raise RuntimeError(
+                "Conformal kernel is not fitted; call "
+                "bayeskern.learning.fit_kernel(kernel, X, y) first"
+            )
         X = jnp.atleast_2d(jnp.asarray(X))
         alpha = jnp.asarray(self.alpha_)
         return alpha[0] + self._factor_gram(X) @ alpha[1:]

@@ -29,7 +29,6 @@ and Gram matrices); the training loop is :mod:`bayeskern.learning.labrbf`.
 
 from __future__ import annotations
 
-import copy
 import math
 
 import jax
@@ -37,7 +36,7 @@ import jax.numpy as jnp
 import numpy as np
 import numpyro.distributions as dist
 
-from .base import Hyper, Kernel, learner
+from .base import Hyper, Kernel
 from .labrbf_gram import (  # noqa: F401  (re-exported: public functions of the kernel)
     _gram_fast,
     krr_f1,
@@ -65,15 +64,16 @@ class LABRBF(Kernel):
 
     .. math:: \mathcal K(t, x_i) = \exp\!\left(-\|\theta_i \odot (t - x_i)\|_2^{\,p}\right)
 
-    :meth:`fit` scales every input column to :math:`[-1, 1]` and the labels to
-    :math:`[-1, 1]` (as the paper does, section 4.1), chooses the initial support set, and
-    trains one bandwidth vector per support point by minimising the squared error of
-    :math:`f_1` (eq. 9) on minibatches of the remaining training points with Adam; after each
-    round of ``n_iter_round`` steps it adds the ``n_add`` training points with the largest
-    squared residual to the support set (Algorithm 1), until ``max_support``; a final phase of
-    ``n_iter_final`` Adam steps (and optionally ``sgd_iter`` SGD steps, the paper's
-    Appendix D) follows. The kernel is asymmetric (``symmetric = False``): use it with
-    asymmetric KRR (:class:`bayeskern.estimators.labrbf.LABRBFRegressor`), or wrap it in
+    The fit (:func:`bayeskern.learning.labrbf.fit_labrbf`) scales every input column to
+    :math:`[-1, 1]` and the labels to :math:`[-1, 1]` (as the paper does, section 4.1),
+    chooses the initial support set, and trains one bandwidth vector per support point by
+    minimising the squared error of :math:`f_1` (eq. 9) on minibatches of the remaining
+    training points with Adam; after each round of ``n_iter_round`` steps it adds the
+    ``n_add`` training points with the largest squared residual to the support set
+    (Algorithm 1), until ``max_support``; a final phase of ``n_iter_final`` Adam steps (and
+    optionally ``sgd_iter`` SGD steps, the paper's Appendix D) follows. The kernel is
+    asymmetric (``symmetric = False``): use it with asymmetric KRR
+    (:class:`bayeskern.estimators.labrbf.LABRBFRegressor`), or wrap it in
     :class:`LABRBFFeatures` for a GP.
 
     Defaults and why (the measurements behind them, on airfoil and the paper's synthetic
@@ -254,37 +254,17 @@ class LABRBF(Kernel):
         if n < 4:
             raise ValueError(f"LAB-RBF needs at least 4 training rows, got {n}")
 
-    # ----------------------------------------------------------------- fit (Algorithm 1)
-    def fit(self, X, y=None, validation_index=None) -> LABRBF:
-        """Train the bandwidths on ``(X, y)`` (Algorithm 1); return a fitted copy.
-
-        The training loop lives in :func:`bayeskern.learning.labrbf.train_labrbf`;
-        this kernel holds the fitted state and the Gram matrices.
-
-        ``validation_index`` (rows of ``X``) are held out of the support and the minibatches
-        and select the checkpoint (see ``early_stopping``); by default ``early_stopping``
-        draws ``validation_fraction`` of the rows.
-
-        Raises
-        ------
-        ValueError
-            Bad settings, or ``y`` missing.
-        FloatingPointError
-            The bandwidths or the loss became non-finite during training (lower
-            ``learning_rate`` or use ``dtype="float64"``).
-        """
-        if y is None:
-            raise ValueError("LABRBF.fit needs the labels y: the bandwidths are learned from them")
-        return learner(self)(self, X, y, validation_index=validation_index)
-
     @property
     def is_fitted(self) -> bool:
-        """Return ``True`` after :meth:`fit`."""
+        """Return ``True`` once trained (:func:`bayeskern.learning.labrbf.fit_labrbf`)."""
         return hasattr(self, "bandwidths_")
 
     def _require_fitted(self):
         if not self.is_fitted:
-            raise RuntimeError("this LABRBF kernel is not fitted; call fit(X, y) first")
+            raise RuntimeError(
+                "this LABRBF kernel is not fitted; call "
+                "bayeskern.learning.fit_labrbf(kernel, X, y) first"
+            )
 
     # ----------------------------------------------------------------- evaluation
     def scale(self, X) -> jax.Array:
@@ -377,7 +357,7 @@ class LABRBFFeatures(Kernel):
     where :math:`c` is the mean of :math:`\|\phi(x_n)\|^2` over the fitted data (so the mean
     prior variance is one amplitude²). A GP with this kernel is Bayesian ridge regression on
     the learned features, the Bayesian last layer of LAB-RBF: ``bk.GPRegressor(kernel=
-    LABRBFFeatures())`` trains the bandwidths in ``fit`` (Algorithm 1) and samples amplitude,
+    LABRBFFeatures())`` trains the bandwidths in its ``fit`` (Algorithm 1) and samples amplitude,
     noise and the global bandwidth multiplier :math:`s` with NUTS.
 
     Parameters
@@ -399,20 +379,9 @@ class LABRBFFeatures(Kernel):
             "bandwidth_scale": Hyper(self.bandwidth_scale, lambda: dist.LogNormal(0.0, 0.3), 1.0)
         }
 
-    def fit(self, X, y=None) -> LABRBFFeatures:
-        """Train the wrapped :class:`LABRBF` (Algorithm 1) and keep its fitted arrays."""
-        k = copy.copy(self)
-        fitted = (self.labrbf if self.labrbf is not None else LABRBF()).fit(X, y)
-        k.p_ = np.asarray(fitted.p)
-        for name in ("center_", "half_range_", "support_", "bandwidths_"):
-            setattr(k, name, np.asarray(getattr(fitted, name)))
-        Phi = k._phi({}, jnp.asarray(X, dtype=float))
-        k.feature_norm_ = np.asarray(float(jnp.mean(jnp.sum(Phi * Phi, axis=1))))
-        return k
-
     @property
     def is_fitted(self) -> bool:
-        """Return ``True`` after :meth:`fit`."""
+        """Return ``True`` once trained (:func:`bayeskern.learning.fit_labrbf_features`)."""
         return hasattr(self, "bandwidths_")
 
     def _phi(self, theta, X):

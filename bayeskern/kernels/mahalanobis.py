@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import jax
 import jax.numpy as jnp
 import numpy as np
 
@@ -17,9 +16,9 @@ class MahalanobisRBF(Kernel):
 
     .. math:: k(x, x') = \exp\!\left(-\frac{1}{2\ell^2}(x - x')^\top \Sigma^{-1} (x - x')\right)
 
-    :math:`\Sigma` is the covariance of the training inputs, learned in :meth:`fit`
-    (or given as ``covariance``). It is the :math:`k = 1` case of the cluster-based RBF of
-    Czarnecki & Tabor (2014, section 3).
+    :math:`\Sigma` is the covariance of the training inputs, learned by
+    :func:`bayeskern.learning.fit_mahalanobis_rbf` (or given as ``covariance``). It is the
+    :math:`k = 1` case of the cluster-based RBF of Czarnecki & Tabor (2014, section 3).
     """
 
     def __init__(self, lengthscale=None, covariance=None):
@@ -31,29 +30,6 @@ class MahalanobisRBF(Kernel):
     def hyperparameters(self):
         """Return the hyper-parameter ``lengthscale``."""
         return {"lengthscale": Hyper(self.lengthscale, _lengthscale_prior, 1.0)}
-
-    def fit(self, X, y=None):
-        """Return a copy with the precision of ``X``'s covariance (unless one was given)."""
-        import copy
-
-        k = copy.copy(self)
-        X = np.asarray(X, dtype=float)
-        if self.covariance is None:
-            if len(X) < 2:
-                raise ValueError("X needs at least 2 rows to estimate MahalanobisRBF's covariance")
-            cov = np.atleast_2d(np.cov(X, rowvar=False))
-            # a constant feature has zero variance, up to the rounding of its mean (about
-            # 1e-34 for a column of equal values near 1; its inverse overflows float32): give
-            # it unit variance (it adds nothing to distances between the training points);
-            # then regularize a singular sample covariance towards its diagonal
-            const = np.diag(cov) <= (1e-12 * np.abs(X).max(axis=0)) ** 2
-            cov[const, const] = 1.0
-            # (relative 1e-8; 1e-5 when JAX computes in float32, whose Cholesky factor of the
-            # precision needs a condition number well below 1 / eps = 8e6)
-            rel = 1e-8 if jax.config.jax_enable_x64 else 1e-5
-            cov = cov + rel * np.trace(cov) / len(cov) * np.eye(len(cov))
-            k.precision_ = np.linalg.inv(cov)
-        return k
 
     @property
     def is_fitted(self):

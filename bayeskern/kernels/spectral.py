@@ -105,8 +105,8 @@ class SpectralMixture(Kernel):
     -----
     With all three arrays given, the kernel is that fixed mixture: ``k(X1, X2)`` evaluates it
     as given (classical use, in the units of ``X``) and :meth:`spectral_density` returns it.
-    Without them the kernel is data-dependent: :meth:`fit` (called by
-    :class:`~bayeskern.GPRegressor` on standardized inputs) places the components at the
+    Without them the kernel is data-dependent: :func:`bayeskern.learning.fit_spectral_mixture`
+    (called by :class:`~bayeskern.GPRegressor` on standardized inputs) places the components at the
     highest Lomb-Scargle peaks of the detrended targets (first column), and the GP samples
     each component's weight (``HalfNormal(1)``), mean (normal around the fitted peak, width
     one spectral resolution :math:`2\\pi/\\mathrm{span}`) and spread (log-normal around one
@@ -132,32 +132,8 @@ class SpectralMixture(Kernel):
 
     @property
     def is_fitted(self) -> bool:
-        """Return ``True`` with fixed components or after :meth:`fit`."""
+        """Return ``True`` with fixed components or once fitted."""
         return self._fixed() is not None or hasattr(self, "means_")
-
-    def fit(self, X, y=None) -> SpectralMixture:
-        """Place the components at periodogram peaks of ``y`` (detrended) along column 0."""
-        k = SpectralMixture(self.n_components, self.weights, self.means, self.scales)
-        k.name_ = self.name_
-        if self._fixed() is not None:
-            return k
-        X = np.asarray(X, float)
-        K, d = int(self.n_components), X.shape[1]
-        span = max(float(np.ptp(X[:, 0])), 1e-6)
-        res = 2 * np.pi / span
-        means = np.zeros((K, d))
-        if y is not None and K > 1:
-            A = np.column_stack([np.ones(len(X)), X])
-            r = np.asarray(y, float) - A @ np.linalg.lstsq(A, y, rcond=None)[0]
-            gaps = np.diff(np.unique(X[:, 0]))
-            w_max = np.pi / np.median(gaps[gaps > 1e-9]) if np.any(gaps > 1e-9) else 10.0
-            peaks = periodogram_peaks(X[:, 0], r, K - 1, 2 * res, w_max)
-            means[1 : 1 + len(peaks), 0] = peaks
-        k.means_ = means
-        k.scales_ = np.full((K, d), res)
-        k.scales_[0] = 1.0  # first component: an RBF of unit (standardized) length-scale
-        k.resolution_ = np.asarray(res)
-        return k
 
     def hyperparameters(self) -> dict[str, Hyper]:
         """Return the mixture's hyper-parameters (none with fixed components)."""

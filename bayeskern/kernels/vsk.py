@@ -30,13 +30,11 @@ of a user model :math:`\mathcal{M}(x,\beta)`, eq. 5.1), :class:`CallableScaling`
 user function), :class:`ColumnScaling` (extra covariate columns, section 6.2), and lists of
 these (stacked into a multi-dimensional :math:`\psi`). Their fitted state and JAX
 ``transform`` live in :mod:`bayeskern.kernels.vsk_scaling` (exported here too); the fits
-(``GaussianNB``, least squares) live in :mod:`bayeskern.learning.vsk`, registered as the
-scalings' learners.
+(``GaussianNB``, least squares) live in :mod:`bayeskern.learning.vsk`, and the VSK's own fit
+in :func:`bayeskern.learning.fit_vsk`.
 """
 
 from __future__ import annotations
-
-import copy
 
 import jax
 import jax.numpy as jnp
@@ -77,11 +75,11 @@ class VSK(Kernel):
 
     where :math:`K` is the base kernel on the ``columns`` of ``X``,
     :math:`(D_\psi)_{ij} = \|\psi(x_i) - \psi(x_j)\|^2` and :math:`\Psi_\psi` stacks the
-    :math:`\psi(x_i)`. ``fit(X, y)`` learns :math:`\psi` (naive Bayes on the training data by
-    default); the base kernel's hyper-parameters and the weight :math:`w` stay free for
-    NUTS, e.g. ``bk.GPClassifier(kernel=VSK(RBF()))`` samples the RBF length-scale and
-    :math:`w` (sites ``vsk_rbf_lengthscale``, ``vsk_weight``). The GP estimators pass
-    standardized ``X`` (and 0/1 labels) to ``fit``.
+    :math:`\psi(x_i)`. :func:`~bayeskern.learning.fit_vsk` learns :math:`\psi` (naive Bayes on
+    the training data by default); the base kernel's hyper-parameters and the weight
+    :math:`w` stay free for NUTS, e.g. ``bk.GPClassifier(kernel=VSK(RBF()))`` samples the RBF
+    length-scale and :math:`w` (sites ``vsk_rbf_lengthscale``, ``vsk_weight``). The GP
+    estimators pass standardized ``X`` (and 0/1 labels) to the fit.
 
     Parameters
     ----------
@@ -141,26 +139,6 @@ class VSK(Kernel):
         hyper["weight"] = Hyper(self.weight, _weight_prior, 1.0)
         return hyper
 
-    # -------------------------------------------------------------- fitting
-    def fit(self, X, y=None) -> VSK:
-        """Learn :math:`\\psi` (and any data-dependent part of the base) on ``(X, y)``."""
-        X = np.asarray(X, dtype=float)
-        if X.ndim != 2:
-            raise ValueError(f"VSK.fit: X must be 2-D, got shape {X.shape}")
-        self._form()
-        k = copy.copy(self)
-        k.x_columns_ = self._x_columns(X.shape[1])
-        k.n_features_ = np.asarray(X.shape[1])
-        k.scaling_ = make_scaling(self.scaling).fit(X, y)
-        if isinstance(k.scaling_, NaiveBayesScaling):
-            # plain arrays, so that get_state / kernel_from_config restore ψ without pickle
-            for name in ("classes_", "theta_", "var_", "class_log_prior_"):
-                setattr(k, f"nb_{name}", np.asarray(getattr(k.scaling_, name)))
-        elif type(k.scaling_) is LinearModelScaling and k.scaling_.columns is None:
-            k.lin_coef_ = np.asarray(k.scaling_.coef_)
-        k.base_ = self._base().fit(X[:, k.x_columns_], y)
-        return k
-
     def _x_columns(self, d: int) -> np.ndarray:
         if self.columns is None:
             return np.arange(d)
@@ -175,7 +153,7 @@ class VSK(Kernel):
 
     @property
     def is_fitted(self) -> bool:
-        """Return ``True`` after :meth:`fit`."""
+        """Return ``True`` once fitted (:func:`bayeskern.learning.fit_vsk`)."""
         return hasattr(self, "scaling_") or hasattr(self, "nb_theta_") or hasattr(self, "lin_coef_")
 
     def _pytree_skip(self) -> tuple[str, ...]:
@@ -210,8 +188,8 @@ class VSK(Kernel):
     def _check_fitted(self):
         if not self.is_fitted:
             raise RuntimeError(
-                "VSK kernel is not fitted: call fit(X, y) first (the "
-                "estimators do it), so that the scaling function is learned"
+                "VSK kernel is not fitted: call bayeskern.learning.fit_kernel(kernel, X, y) "
+                "first (the estimators do it), so that the scaling function is learned"
             )
 
     # -------------------------------------------------------------- evaluation

@@ -1,17 +1,16 @@
 r"""Scaling functions :math:`\psi` of the variably scaled kernels (Campi et al. 2021, section 5).
 
-A scaling reads some columns of ``X``, learns what it needs in ``fit`` (which returns a
-fitted copy) and maps ``(n, d)`` inputs to ``(n, m)`` values in a JAX-traceable
-``transform``: :class:`NaiveBayesScaling`, :class:`ParametricScaling`,
-:class:`LinearModelScaling`, :class:`CallableScaling`, :class:`ColumnScaling` and
-:class:`StackedScaling`, built from a user specification by :func:`make_scaling`. This
-module holds their fitted state and ``transform``; the fits (``GaussianNB``, least squares)
-live in :mod:`bayeskern.learning.vsk`, registered as the scalings' learners.
+A scaling reads some columns of ``X``, holds what it learned from them and maps ``(n, d)``
+inputs to ``(n, m)`` values in a JAX-traceable ``transform``: :class:`NaiveBayesScaling`,
+:class:`ParametricScaling`, :class:`LinearModelScaling`, :class:`CallableScaling`,
+:class:`ColumnScaling` and :class:`StackedScaling`, built from a user specification by
+:func:`make_scaling`. This module holds their fitted state and ``transform``; the fits
+(``GaussianNB``, least squares) live in :mod:`bayeskern.learning.vsk`
+(:func:`~bayeskern.learning.vsk.fit_scaling` returns a fitted copy).
 """
 
 from __future__ import annotations
 
-import copy
 from collections.abc import Callable
 from typing import Any
 
@@ -19,7 +18,7 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
-from .base import learner, register_fitted_pytree
+from .base import register_fitted_pytree
 
 __all__ = [
     "Scaling",
@@ -84,13 +83,14 @@ def _sigmoid(xp, z):
 class Scaling:
     """Base class of scaling functions :math:`\\psi` (Campi et al. 2021, section 5).
 
-    A scaling reads the columns ``columns`` of ``X`` (all when ``None``), learns what it
-    needs in :meth:`fit` (which returns a fitted copy) and maps ``(n, d)`` inputs to
-    ``(n, m)`` values in :meth:`transform` (JAX-traceable, so that the VSK can be sampled).
+    A scaling reads the columns ``columns`` of ``X`` (all when ``None``), holds what
+    :func:`bayeskern.learning.vsk.fit_scaling` learned (a fitted copy) and maps ``(n, d)``
+    inputs to ``(n, m)`` values in :meth:`transform` (JAX-traceable, so that the VSK can be
+    sampled).
     """
 
     columns: Any = None
-    #: number of ψ outputs, set by ``fit``
+    #: number of ψ outputs, set by the fit
     n_outputs_: int
 
     def __init_subclass__(cls, **kw):
@@ -116,26 +116,13 @@ class Scaling:
                 f"X with {d} columns"
             )
 
-    def fit(self, X: np.ndarray, y: np.ndarray | None = None) -> Scaling:
-        """Return a fitted copy (the default scaling learns nothing)."""
-        X = np.asarray(X, dtype=float)
-        self._check_columns(X.shape[1])
-        s = copy.copy(self)
-        s.n_outputs_ = self._fitted_outputs(s, X)
-        return s
-
-    @staticmethod
-    def _fitted_outputs(s: Scaling, X: np.ndarray) -> int:
-        psi = _as_psi_matrix(np.asarray(s.transform(X)), len(X), f"scaling {type(s).__name__}")
-        return psi.shape[1]
-
     def transform(self, X) -> jax.Array:
         """:math:`\\psi(X)`, shape ``(n, m)``."""
         raise NotImplementedError
 
     @property
     def is_fitted(self) -> bool:
-        """Return ``True`` after :meth:`fit`."""
+        """Return ``True`` once fitted (:func:`bayeskern.learning.vsk.fit_scaling`)."""
         return hasattr(self, "n_outputs_")
 
     def __repr__(self) -> str:
@@ -165,7 +152,7 @@ class NaiveBayesScaling(Scaling):
         Columns of ``X`` the classifier uses (all by default); SVM-E (section 7) passes the
         columns it compresses.
     prior_data : tuple (X_prior, y_prior), optional
-        Extra labelled data, in the same units and columns as the ``X`` given to ``fit``,
+        Extra labelled data, in the same units and columns as the ``X`` of the fit,
         added to the training set to estimate the likelihood and prior: the a-priori
         knowledge of section 6.1 (the paper trains its NB on the training set plus the
         4900–2500 points of the generator that are not in the subset).
@@ -178,13 +165,6 @@ class NaiveBayesScaling(Scaling):
         self.columns = columns
         self.prior_data = prior_data
         self.var_smoothing = var_smoothing
-
-    def fit(self, X, y=None):
-        """Fit the Gaussian naive-Bayes classifier on ``(X, y)`` (+ ``prior_data``).
-
-        The fitting is :func:`bayeskern.learning.vsk.fit_naive_bayes_scaling`.
-        """
-        return learner(self)(self, X, y)
 
     def joint_log_likelihood(self, X) -> jax.Array:
         """:math:`\\log P(C_j) + \\sum_i \\log N(x_i\\mid\\mu_j^i,\\sigma_j^{i2})`, ``(n, 2)``."""
@@ -228,13 +208,6 @@ class ParametricScaling(Scaling):
         self.columns = columns
         self.bounds = bounds
 
-    def fit(self, X, y=None):
-        """Fit :math:`\\beta^*` by least squares on ``(X, y)``.
-
-        The fitting is :func:`bayeskern.learning.vsk.fit_parametric_scaling`.
-        """
-        return learner(self)(self, X, y)
-
     def transform(self, X):
         """:math:`\\mathcal{M}(x, \\beta^*)`, shape ``(n, 1)``."""
         fn = lambda a: self.model(a, self.beta_)  # noqa: E731
@@ -252,13 +225,6 @@ class LinearModelScaling(Scaling):
     def __init__(self, columns=None):
         self.columns = columns
 
-    def fit(self, X, y=None):
-        """Return a copy with the least-squares coefficients on ``(X, y)``.
-
-        The fitting is :func:`bayeskern.learning.vsk.fit_linear_model_scaling`.
-        """
-        return learner(self)(self, X, y)
-
     def transform(self, X):
         r"""Return :math:`\beta_0^* + x^\top\beta^*`, shape ``(n, 1)``."""
         Xc = self._cols(X)
@@ -268,25 +234,13 @@ class LinearModelScaling(Scaling):
 class CallableScaling(Scaling):
     """Any fixed user function :math:`\\psi(X) \\to (n,)` or ``(n, m)`` (NumPy).
 
-    Nothing is learned; the output is checked for shape and finiteness at ``fit`` and at
+    Nothing is learned; the output is checked for shape and finiteness when fitted and at
     every call. Under ``jit`` the function runs on the host through ``jax.pure_callback``.
     """
 
     def __init__(self, fn: Callable, columns=None):
         self.fn = fn
         self.columns = columns
-
-    def fit(self, X, y=None):
-        """Evaluate once on ``X`` to check the output and record its width."""
-        if not callable(self.fn):
-            raise TypeError(f"CallableScaling: fn must be callable, got {self.fn!r}")
-        X = np.asarray(X, dtype=float)
-        self._check_columns(X.shape[1])
-        s = copy.copy(self)
-        s.n_outputs_ = _as_psi_matrix(self.fn(self._cols(X)), len(X), "the scaling function").shape[
-            1
-        ]
-        return s
 
     def transform(self, X):
         """Return ``fn`` of the selected columns, shape ``(n, m)``."""
@@ -304,12 +258,6 @@ class ColumnScaling(Scaling):
     def __init__(self, columns):
         self.columns = columns
 
-    def fit(self, X, y=None):
-        """Return a fitted copy (checks that the columns are named)."""
-        if self.columns is None:
-            raise ValueError("ColumnScaling needs the list of covariate columns")
-        return super().fit(X, y)
-
     def transform(self, X):
         """Return the covariate columns, shape ``(n, m)``."""
         return self._cols(X)
@@ -320,13 +268,6 @@ class StackedScaling(Scaling):
 
     def __init__(self, scalings):
         self.scalings = scalings
-
-    def fit(self, X, y=None):
-        """Return a copy with every scaling fitted."""
-        s = copy.copy(self)
-        s.scalings_ = [make_scaling(p).fit(X, y) for p in self.scalings]
-        s.n_outputs_ = sum(p.n_outputs_ for p in s.scalings_)
-        return s
 
     def transform(self, X):
         """Return the fitted scalings' outputs side by side."""

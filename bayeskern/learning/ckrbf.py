@@ -3,8 +3,8 @@
 Algorithm 1 of Czarnecki & Tabor (2014): cells from k-means, a Gaussian mixture or a
 Dirichlet-process mixture, a covariance per cell (regularized towards cov(X) when singular),
 then the per-cell-pair factors of the kernel. :class:`bayeskern.kernels.CkRBF` holds that
-fitted state and the Gram matrices; :func:`train_ckrbf` is registered as its learner, so
-``CkRBF(...).fit(X)`` runs it.
+fitted state and the Gram matrices; :func:`fit_ckrbf` returns a fitted copy of it
+(:func:`bayeskern.learning.fit_kernel` calls it for a CkRBF in a kernel tree).
 """
 
 from __future__ import annotations
@@ -18,10 +18,9 @@ from sklearn.exceptions import ConvergenceWarning
 from sklearn.mixture import BayesianGaussianMixture, GaussianMixture
 from threadpoolctl import threadpool_limits
 
-from bayeskern.kernels.base import register_learner
 from bayeskern.kernels.ckrbf import CkRBF, pair_factors
 
-__all__ = ["train_ckrbf"]
+__all__ = ["fit_ckrbf"]
 
 # A cell covariance is "singular" when its smallest eigenvalue is below this fraction of the
 # largest eigenvalue of cov(X): Algorithm 1's exact test det(Σ) <= 0 never fires in floating
@@ -29,11 +28,10 @@ __all__ = ["train_ckrbf"]
 _SINGULAR_RTOL = 1e-12
 
 
-@register_learner(CkRBF)
-def train_ckrbf(kernel: CkRBF, X, y=None) -> CkRBF:
+def fit_ckrbf(kernel: CkRBF, X, y=None) -> CkRBF:
     """Partition ``X`` (plus ``kernel.X_unlabeled``) and fit the cells; return a fitted copy.
 
-    ``CkRBF.fit`` calls it. Labels ``y`` are ignored: the construction is unsupervised
+    Labels ``y`` are ignored: the construction is unsupervised
     (Czarnecki & Tabor 2014, section 4).
 
     Parameters

@@ -3,8 +3,8 @@ r"""Xiong's conformal kernel: learning the factor :math:`q(x)` by maximizing a F
 Gu (2021, eqs. 55-63), after Xiong, Swamy & Ahmad: the scatter matrices of the factor features,
 the Fisher ratio :math:`J_\mu`, and its maximization (generalized eigenproblem or the paper's
 gradient ascent). :class:`bayeskern.kernels.Conformal` holds the fitted state (expansion
-points, :math:`\alpha`) and the Gram matrices; :func:`train_conformal` is registered as its
-learner, so ``Conformal(...).fit(X, y)`` runs it.
+points, :math:`\alpha`) and the Gram matrices; :func:`fit_conformal` returns a fitted copy of
+it (:func:`bayeskern.learning.fit_kernel` calls it for a Conformal kernel in a kernel tree).
 """
 
 from __future__ import annotations
@@ -15,11 +15,11 @@ import warnings
 import numpy as np
 import scipy.linalg
 
-from bayeskern.kernels.base import gram, register_learner
+from bayeskern.kernels.base import gram
 from bayeskern.kernels.conformal import Conformal, check_class_labels
 
 __all__ = [
-    "train_conformal",
+    "fit_conformal",
     "scatter_matrices",
     "fisher_ratio",
     "fisher_eigen",
@@ -154,11 +154,8 @@ def fisher_gradient_ascent(
     return alpha, np.asarray(history)
 
 
-@register_learner(Conformal)
-def train_conformal(kernel: Conformal, X, y=None) -> Conformal:
+def fit_conformal(kernel: Conformal, X, y=None) -> Conformal:
     """Learn the expansion points and :math:`\\alpha` of ``kernel``; return a fitted copy.
-
-    ``Conformal.fit`` calls it.
 
     Parameters
     ----------

@@ -4,8 +4,8 @@ r"""LAB-RBF training: Algorithm 1 of He et al. (2023).
 coefficients) and evaluates the asymmetric Gram matrices; this module learns that state.
 The bandwidths are trained to minimise the squared error of :math:`f_1` on the training
 points outside the support set (eq. 9) by minibatch Adam (optax), and the support set grows
-by the :math:`k` worst-fit training points per round. :func:`train_labrbf` is registered as
-the kernel's learner, so ``LABRBF(...).fit(X, y)`` runs it.
+by the :math:`k` worst-fit training points per round. :func:`fit_labrbf` returns a fitted copy
+of the kernel (:func:`bayeskern.learning.fit_kernel` calls it for a LABRBF in a kernel tree).
 """
 
 from __future__ import annotations
@@ -20,11 +20,10 @@ import numpy as np
 import optax
 from threadpoolctl import threadpool_limits
 
-from bayeskern.kernels.base import register_learner
 from bayeskern.kernels.labrbf import LABRBF
 from bayeskern.kernels.labrbf_gram import _gram_fast
 
-__all__ = ["train_labrbf", "initial_support", "select_worst", "bandwidth_floor"]
+__all__ = ["fit_labrbf", "initial_support", "select_worst", "bandwidth_floor"]
 
 
 def initial_support(y: np.ndarray, n_support: int, method: str, rng: np.random.Generator):
@@ -154,11 +153,11 @@ def _planned_rounds(m0: int, m_max: int, n_add) -> int:
     return rounds
 
 
-@register_learner(LABRBF)
-def train_labrbf(kernel: LABRBF, X, y, validation_index=None) -> LABRBF:
+def fit_labrbf(kernel: LABRBF, X, y=None, validation_index=None) -> LABRBF:
     """Train the bandwidths of ``kernel`` on ``(X, y)`` (Algorithm 1); return a fitted copy.
 
-    ``LABRBF.fit`` calls it; see there for ``validation_index`` and the errors raised.
+    The kernel holds the fitted state and the Gram matrices; its ``random_state`` seeds the
+    support and the minibatches.
 
     Parameters
     ----------
@@ -166,14 +165,27 @@ def train_labrbf(kernel: LABRBF, X, y, validation_index=None) -> LABRBF:
         The (unfitted) kernel with its settings.
     X : array, shape (n, d)
     y : array, shape (n,)
+        Targets; required, the bandwidths are learned from them.
     validation_index : array of int, optional
-        Rows of ``X`` held out of the support and the minibatches.
+        Rows of ``X`` held out of the support and the minibatches, which select the
+        checkpoint (see ``early_stopping``); by default ``early_stopping`` draws
+        ``validation_fraction`` of the rows.
 
     Returns
     -------
     LABRBF
         A fitted copy of ``kernel``.
+
+    Raises
+    ------
+    ValueError
+        Bad settings, or ``y`` missing.
+    FloatingPointError
+        The bandwidths or the loss became non-finite during training (lower
+        ``learning_rate`` or use ``dtype="float64"``).
     """
+    if y is None:
+        raise ValueError("fit_labrbf needs the labels y: the bandwidths are learned from them")
     # Every step solves an m x m system (m <= a few hundred). Multi-threaded OpenBLAS
     # busy-waits on such small problems, far slower than one thread on a loaded machine,
     # and one thread is as fast on an idle one.

@@ -1,14 +1,18 @@
 r"""VSK learning: fitting the scaling functions :math:`\psi` (Campi et al. 2021, section 5).
 
-The scalings of :mod:`bayeskern.kernels.vsk_scaling` are scikit-learn-style transformers: their
-fitted state and their JAX ``transform`` live there, the fitting lives here. Each function
-below is registered as the learner of one scaling class, so ``scaling.fit(X, y)`` runs it:
+The scalings of :mod:`bayeskern.kernels.vsk_scaling` hold their fitted state and their JAX
+``transform``; the fitting lives here. :func:`fit_scaling` builds a scaling from its
+specification (:func:`~bayeskern.kernels.vsk_scaling.make_scaling`) and returns a fitted copy,
+through the training function that :data:`SCALING_FITS` names for its class:
 
 * :func:`fit_naive_bayes_scaling`: Gaussian naive Bayes (scikit-learn's ``GaussianNB``),
   :math:`\psi(x) = P(y=+1\mid x)` (section 5.1, with the a-priori data of section 6.1);
 * :func:`fit_parametric_scaling`: least squares of a user model :math:`\mathcal{M}(x,\beta)`
   (``scipy.optimize.least_squares``, eq. 5.1);
-* :func:`fit_linear_model_scaling`: its linear special case in closed form.
+* :func:`fit_linear_model_scaling`: its linear special case in closed form;
+* :func:`fit_fixed_scaling`, :func:`fit_callable_scaling`, :func:`fit_column_scaling`: nothing
+  to learn, the output is checked and its width recorded;
+* :func:`fit_stacked_scaling`: every scaling of a list, side by side.
 """
 
 from __future__ import annotations
@@ -19,22 +23,35 @@ import numpy as np
 from scipy import optimize
 from sklearn.naive_bayes import GaussianNB
 
-from bayeskern.kernels.base import register_learner
 from bayeskern.kernels.vsk_scaling import (
+    CallableScaling,
+    ColumnScaling,
     LinearModelScaling,
     NaiveBayesScaling,
     ParametricScaling,
+    Scaling,
+    StackedScaling,
     _as_psi_matrix,
+    make_scaling,
 )
 
-__all__ = ["fit_naive_bayes_scaling", "fit_parametric_scaling", "fit_linear_model_scaling"]
+__all__ = [
+    "fit_scaling",
+    "fit_naive_bayes_scaling",
+    "fit_parametric_scaling",
+    "fit_linear_model_scaling",
+    "fit_fixed_scaling",
+    "fit_callable_scaling",
+    "fit_column_scaling",
+    "fit_stacked_scaling",
+    "SCALING_FITS",
+]
 
 
-@register_learner(NaiveBayesScaling)
 def fit_naive_bayes_scaling(scaling: NaiveBayesScaling, X, y=None) -> NaiveBayesScaling:
     """Fit the Gaussian naive-Bayes classifier on ``(X, y)`` (+ ``prior_data``).
 
-    ``NaiveBayesScaling.fit`` calls it.
+    :func:`fit_scaling` calls it for a :class:`NaiveBayesScaling`.
 
     Parameters
     ----------
@@ -84,11 +101,10 @@ def fit_naive_bayes_scaling(scaling: NaiveBayesScaling, X, y=None) -> NaiveBayes
     return s
 
 
-@register_learner(ParametricScaling)
 def fit_parametric_scaling(scaling: ParametricScaling, X, y=None) -> ParametricScaling:
     r"""Fit :math:`\beta^*` by least squares on ``(X, y)`` (Campi et al. 2021, eq. 5.1).
 
-    ``ParametricScaling.fit`` calls it.
+    :func:`fit_scaling` calls it for a :class:`ParametricScaling`.
 
     Parameters
     ----------
@@ -139,11 +155,11 @@ def fit_parametric_scaling(scaling: ParametricScaling, X, y=None) -> ParametricS
     return s
 
 
-@register_learner(LinearModelScaling)
 def fit_linear_model_scaling(scaling: LinearModelScaling, X, y=None) -> LinearModelScaling:
     r"""Fit :math:`(\beta_0^*, \beta^*)` by linear least squares on ``(X, y)``.
 
-    ``LinearModelScaling.fit`` calls it; ``numpy.linalg.lstsq`` on ``[1, X]``.
+    :func:`fit_scaling` calls it for a :class:`LinearModelScaling`; ``numpy.linalg.lstsq`` on
+    ``[1, X]``.
 
     Parameters
     ----------
@@ -170,3 +186,130 @@ def fit_linear_model_scaling(scaling: LinearModelScaling, X, y=None) -> LinearMo
     s.coef_ = np.linalg.lstsq(A, y, rcond=None)[0]
     s.n_outputs_ = 1
     return s
+
+
+def fit_fixed_scaling(scaling: Scaling, X, y=None) -> Scaling:
+    """Return a fitted copy of a scaling that learns nothing: check its output, record its width.
+
+    The default of :func:`fit_scaling` for a :class:`Scaling` subclass without a training
+    function of its own.
+
+    Parameters
+    ----------
+    scaling : Scaling
+    X : array, shape (n, d)
+    y : ignored
+
+    Returns
+    -------
+    Scaling
+        A copy of ``scaling`` with ``n_outputs_``.
+    """
+    psi = lambda s, A: np.asarray(s.transform(A))  # noqa: E731
+    return _with_width(scaling, X, psi, f"scaling {type(scaling).__name__}")
+
+
+def fit_callable_scaling(scaling: CallableScaling, X, y=None) -> CallableScaling:
+    """Evaluate the user function once on ``X`` to check its output and record its width.
+
+    Parameters
+    ----------
+    scaling : CallableScaling
+        Its ``fn`` is called on the selected ``columns`` of ``X``; it must return ``(n,)``
+        or ``(n, m)`` finite values.
+    X : array, shape (n, d)
+    y : ignored
+
+    Returns
+    -------
+    CallableScaling
+        A copy of ``scaling`` with ``n_outputs_`` (:math:`m`).
+    """
+    if not callable(scaling.fn):
+        raise TypeError(f"CallableScaling: fn must be callable, got {scaling.fn!r}")
+    return _with_width(scaling, X, lambda s, A: s.fn(s._cols(A)), "the scaling function")
+
+
+def _with_width(scaling: Scaling, X, psi, who: str) -> Scaling:
+    """Return a copy of ``scaling`` whose ``n_outputs_`` is the width of ``psi(copy, X)``."""
+    X = np.asarray(X, dtype=float)
+    scaling._check_columns(X.shape[1])
+    s = copy.copy(scaling)
+    s.n_outputs_ = _as_psi_matrix(psi(s, X), len(X), who).shape[1]
+    return s
+
+
+def fit_column_scaling(scaling: ColumnScaling, X, y=None) -> ColumnScaling:
+    """Return a fitted copy of a :class:`ColumnScaling` (checks that the columns are named).
+
+    Parameters
+    ----------
+    scaling : ColumnScaling
+        Its ``columns`` are the covariates that form :math:`\\psi` (Campi et al. 2021,
+        section 6.2).
+    X : array, shape (n, d)
+    y : ignored
+
+    Returns
+    -------
+    ColumnScaling
+        A copy of ``scaling`` with ``n_outputs_``, the number of covariate columns.
+    """
+    if scaling.columns is None:
+        raise ValueError("ColumnScaling needs the list of covariate columns")
+    return fit_fixed_scaling(scaling, X, y)
+
+
+def fit_stacked_scaling(scaling: StackedScaling, X, y=None) -> StackedScaling:
+    r"""Fit every scaling of the list: :math:`\psi = (\psi_1, \dots, \psi_k)`.
+
+    Parameters
+    ----------
+    scaling : StackedScaling
+    X : array, shape (n, d)
+    y : array, shape (n,), optional
+        Passed to every scaling.
+
+    Returns
+    -------
+    StackedScaling
+        A copy of ``scaling`` with the fitted ``scalings_`` and ``n_outputs_``.
+    """
+    s = copy.copy(scaling)
+    s.scalings_ = [fit_scaling(p, X, y) for p in scaling.scalings]
+    s.n_outputs_ = sum(p.n_outputs_ for p in s.scalings_)
+    return s
+
+
+#: Training function of each scaling class; a subclass uses that of its nearest listed base.
+SCALING_FITS = {
+    NaiveBayesScaling: fit_naive_bayes_scaling,
+    ParametricScaling: fit_parametric_scaling,
+    LinearModelScaling: fit_linear_model_scaling,
+    CallableScaling: fit_callable_scaling,
+    ColumnScaling: fit_column_scaling,
+    StackedScaling: fit_stacked_scaling,
+    Scaling: fit_fixed_scaling,
+}
+
+
+def fit_scaling(scaling, X, y=None) -> Scaling:
+    """Return a fitted copy of a scaling function :math:`\\psi` (Campi et al. 2021, section 5).
+
+    Parameters
+    ----------
+    scaling : str, Scaling, callable or list
+        A scaling or its specification (:func:`~bayeskern.kernels.vsk_scaling.make_scaling`).
+    X : array, shape (n, d)
+    y : array, shape (n,), optional
+        Labels or targets, for the scalings that learn from them.
+
+    Returns
+    -------
+    Scaling
+        A fitted copy, by the training function :data:`SCALING_FITS` names for its class.
+    """
+    scaling = make_scaling(scaling)
+    # make_scaling returns a Scaling, so the walk ends at Scaling at the latest
+    fn = next(SCALING_FITS[cls] for cls in type(scaling).__mro__ if cls in SCALING_FITS)
+    return fn(scaling, X, y)

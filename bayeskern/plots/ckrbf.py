@@ -74,7 +74,7 @@ def plot_cells(kernel, X, y=None, *, dims=(0, 1), ax=None):
     matplotlib.axes.Axes
     """
     if not getattr(kernel, "is_fitted", False) or not hasattr(kernel, "covariances_"):
-        raise ValueError("kernel must be a fitted CkRBF (call kernel.fit(X) first)")
+        raise ValueError("kernel must be a fitted CkRBF (bayeskern.learning.fit_kernel(kernel, X))")
     X = np.asarray(X, dtype=float)
     i, j = dims
     if ax is None:

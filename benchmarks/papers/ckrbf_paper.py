@@ -44,6 +44,7 @@ from sklearn.svm import SVC
 import bayeskern as bk
 from bayeskern.experiments.tuning import pf_table, precomputed_grid_scores, window_wins
 from bayeskern.kernels.ckrbf import CkRBF
+from bayeskern.learning import fit_kernel
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # benchmarks/: common.py
 from common import RESULTS, machine, write_text  # noqa: E402
@@ -108,7 +109,9 @@ def ckrbf_factors(X, k, normalize, partition="kmeans"):
     with warnings.catch_warnings():
         warnings.simplefilter("ignore", UserWarning)
         warnings.simplefilter("ignore", RuntimeWarning)
-        kern = CkRBF(n_clusters=k, partition=partition, normalize=normalize, random_state=0).fit(X)
+        kern = fit_kernel(
+            CkRBF(n_clusters=k, partition=partition, normalize=normalize, random_state=0), X
+        )
     return kern.factors(X)
 
 
@@ -118,7 +121,7 @@ def strict_factors(X, k, normalize):
     def fn(tr, te):
         with warnings.catch_warnings():
             warnings.simplefilter("ignore", UserWarning)
-            kern = CkRBF(n_clusters=k, normalize=normalize, random_state=0).fit(X[tr])
+            kern = fit_kernel(CkRBF(n_clusters=k, normalize=normalize, random_state=0), X[tr])
         ltr, qtr = kern.factors(X[tr])
         lte, qte = kern.factors(X[te], X[tr])
         return ltr, qtr, lte, qte

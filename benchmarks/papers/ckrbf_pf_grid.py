@@ -35,6 +35,7 @@ from sklearn.preprocessing import MinMaxScaler
 import bayeskern as bk
 from bayeskern.experiments.tuning import pf_table, precomputed_grid_scores
 from bayeskern.kernels.ckrbf import CkRBF
+from bayeskern.learning import fit_kernel
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # benchmarks/: common.py
 from common import RESULTS, write_text  # noqa: E402
@@ -46,7 +47,7 @@ GAMMAS = [2.0**i for i in range(-15, 4, 2)]
 def factors(X, k):
     with warnings.catch_warnings():
         warnings.simplefilter("ignore", UserWarning)
-        return CkRBF(n_clusters=k, normalize=True, random_state=0).fit(X).factors(X)
+        return fit_kernel(CkRBF(n_clusters=k, normalize=True, random_state=0), X).factors(X)
 
 
 def main(argv=None):

@@ -49,6 +49,7 @@ from threadpoolctl import threadpool_limits
 import bayeskern as bk  # noqa: F401  (float64 in JAX)
 from bayeskern.estimators.conformal import ConformalKernelClassifier
 from bayeskern.kernels import name_leaves
+from bayeskern.learning import fit_kernel
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # benchmarks/: common.py
 from common import RESULTS, machine, write_section  # noqa: E402
@@ -116,7 +117,7 @@ def cv_select(model: str, X, y, seed: int) -> tuple[dict, float]:
                 est = conformal(model.split("_")[1], 1.0, g["gamma"], seed)
                 est.gamma_ = est.gamma1_ = g["gamma"]
                 est.mu_ = est.mu
-                k = name_leaves(name_leaves(est._make_kernel()).fit(Xtr, y[tr]))
+                k = name_leaves(fit_kernel(name_leaves(est._make_kernel()), Xtr, y[tr]))
                 grams[g["gamma"]] = (np.asarray(k(Xtr)), np.asarray(k(Xva, Xtr)))
             Ktr, Kva = grams[g["gamma"]]
             svc = SVC(kernel="precomputed", C=g["C"]).fit(Ktr, y[tr])

@@ -191,7 +191,7 @@ def common_predictive(post: dict, data: dict) -> MixturePredictive:
 def bk_fitted_kernel(data):
     """The kernel as GPRegressor.fit prepares it (named leaves, fitted on standardized X)."""
     names = bk.kernels.name_leaves
-    return names(names(bk_kernel()).fit(data["Xs"], data["ys"]))
+    return names(bk.learning.fit_kernel(names(bk_kernel()), data["Xs"], data["ys"]))
 
 
 def to_bk(p: dict) -> dict:

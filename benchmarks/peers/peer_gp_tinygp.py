@@ -28,6 +28,7 @@ from bayeskern.models.gp import JITTER, gp_regression
 
 import bayeskern  # noqa: F401  (float64, one BLAS thread)
 from bayeskern.kernels import RBF, name_leaves
+from bayeskern.learning import fit_kernel
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # benchmarks/: common.py
 from common import command, interleaved_medians, loadavg, machine, write_peers_section  # noqa: E402
@@ -51,7 +52,7 @@ def main():
     y = np.sin(X[:, 0]) + 0.3 * X[:, 1] + 0.1 * rng.normal(size=args.n)
     y = (y - y.mean()) / y.std()
     Xj, yj = jnp.asarray(X), jnp.asarray(y)
-    kernel = name_leaves(name_leaves(RBF(ard=True)).fit(X, y))
+    kernel = name_leaves(fit_kernel(name_leaves(RBF(ard=True)), X, y))
     x_scale = np.ones(args.d)
 
     info = initialize_model(

@@ -36,6 +36,7 @@ import bayeskern  # noqa: F401
 from bayeskern import diagnostics
 from bayeskern.inference import run_nuts
 from bayeskern.kernels import RBF, name_leaves
+from bayeskern.learning import fit_kernel
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # benchmarks/: common.py
 from common import command, loadavg, machine, write_peers_section  # noqa: E402
@@ -85,7 +86,7 @@ def main():
     X = ((x - x.mean()) / x.std())[:, None]
     y = (y - y.mean()) / y.std()
     Xj, yj = jnp.asarray(X), jnp.asarray(y)
-    kernel = name_leaves(name_leaves(RBF()).fit(X, y))
+    kernel = name_leaves(fit_kernel(name_leaves(RBF()), X, y))
     site = kernel.leaves()[0]._site("lengthscale")
     models = {
         "bayeskern": (
