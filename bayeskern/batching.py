@@ -6,7 +6,7 @@ Two forms, one padding rule:
   batch (peak memory bounded by the batch, e.g. :func:`bayeskern.sharding.predict_in_batches`);
 * :func:`batched_map`: ``jax.lax.map`` in batches inside a traced function, the leading axis
   padded (:func:`pad_rows`) to a multiple of the batch size, item by item or block by block
-  (:func:`bayeskern.kernels.gram`).
+  (:meth:`bayeskern.kernels.Kernel.__call__`).
 
 Batching never changes a number: each row's result depends only on that row, and the
 padding rows are dropped.

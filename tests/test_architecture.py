@@ -314,3 +314,30 @@ def test_kernels_hold_state_and_training_is_in_learning():
             if inspect.isclass(cls) and cls.__module__ == mod and "fit" in vars(cls):
                 with_fit.append(f"{mod}.{name}")
     assert not with_fit, f"kernel-layer classes with a fit method: {with_fit}"
+
+
+def test_one_public_way_to_a_gram_matrix():
+    """``kernel(X1, X2[, theta])`` is the one public call that returns a Gram matrix: no
+    module of the package exports a ``gram`` function (the kernels' ``gram`` / ``prepare``
+    methods are what a kernel implements, not a second call)."""
+    import importlib
+    import re
+
+    import numpy as np
+
+    import bayeskern.kernels as kernels
+
+    exported = [
+        f"{mod}.{name}"
+        for mod in _modules()
+        for name in getattr(importlib.import_module(mod), "__all__", [])
+        if re.search(r"(^|_)gram(_|$)", name)
+    ]
+    assert not exported, exported
+    assert not hasattr(kernels, "gram")
+    X = np.random.default_rng(0).normal(size=(5, 2))
+    k = kernels.RBF(lengthscale=0.7) + kernels.Periodic(period=1.5)
+    theta = kernels.default_theta(kernels.name_leaves(k), np.ones(2))
+    named = kernels.name_leaves(k)
+    np.testing.assert_allclose(named(X, X, theta), named.gram(theta, X, X), rtol=1e-12)
+    np.testing.assert_allclose(k(X), named.gram(theta, X, X), rtol=1e-12)

@@ -14,7 +14,7 @@ from sklearn.utils.estimator_checks import parametrize_with_checks  # noqa: E402
 
 import bayeskern as bk  # noqa: E402
 from bayeskern.estimators.conformal import ConformalKernelClassifier  # noqa: E402
-from bayeskern.kernels import RBF, Linear, gram, kernel_from_config, name_leaves  # noqa: E402
+from bayeskern.kernels import RBF, Linear, kernel_from_config, name_leaves  # noqa: E402
 from bayeskern.kernels.conformal import Conformal, SquaredExponential  # noqa: E402
 from bayeskern.learning import fit_kernel  # noqa: E402
 from bayeskern.learning.conformal import (  # noqa: E402
@@ -34,7 +34,7 @@ def blobs(n=40, d=3, seed=0, n_classes=2, shift=1.5):
 
 def design(X, k):
     """K0 and the K1 of eq. 55 of a fitted kernel (K0 at its default values)."""
-    K0 = np.asarray(gram(k._base, X))
+    K0 = np.asarray(k._base(X))
     K1 = np.column_stack([np.ones(len(X)), np.asarray(k._factor_gram(X))])
     return K0, K1
 

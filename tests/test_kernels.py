@@ -17,7 +17,6 @@ from bayeskern.kernels import (
     Periodic,
     default_theta,
     get_kernel,
-    gram,
     kernel_from_config,
     name_leaves,
     safe_norm,
@@ -117,7 +116,7 @@ def test_batched_gram_equals_direct(rng):
     k = name_leaves(RBF())
     theta = default_theta(k, np.ones(2))
     assert_close(
-        np.asarray(gram(k, X1, X2, theta, batch_size=10)),
+        np.asarray(k(X1, X2, theta, batch_size=10)),
         np.asarray(k.gram(theta, X1, X2)),
         atol=TOL,
     )
@@ -160,4 +159,4 @@ def test_config_roundtrip_without_pickle(X):
 
 def test_mismatched_columns_error(rng):
     with pytest.raises(ValueError, match="columns"):
-        gram(RBF(), rng.normal(size=(3, 2)), rng.normal(size=(3, 3)))
+        RBF()(rng.normal(size=(3, 2)), rng.normal(size=(3, 3)))

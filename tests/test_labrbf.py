@@ -15,9 +15,9 @@ from bayeskern.kernels.labrbf import (
     LABRBF,
     LABRBFFeatures,
     _gram_fast,
+    _labrbf_gram,
     krr_f1,
     krr_f2,
-    labrbf_gram,
 )
 from bayeskern.learning import fit_kernel, fit_labrbf
 from bayeskern.learning.labrbf import _masked_fit, bandwidth_floor, initial_support, select_worst
@@ -56,16 +56,16 @@ def test_gram_matches_dense_reference(p):
     for a in range(7):
         for i in range(5):
             ref[a, i] = np.exp(-(np.linalg.norm(Th[i] * (T[a] - Xs[i])) ** p))
-    np.testing.assert_allclose(labrbf_gram(T, Xs, Th, p), ref, rtol=1e-12)
+    np.testing.assert_allclose(_labrbf_gram(T, Xs, Th, p), ref, rtol=1e-12)
 
 
 @pytest.mark.parametrize("p", [1, 2])
 def test_matrix_product_form_matches_reference(p):
     rng = np.random.default_rng(15)
     T, Xs, Th = rng.uniform(-1, 1, (9, 4)), rng.uniform(-1, 1, (6, 4)), rng.uniform(0.1, 3, (6, 4))
-    np.testing.assert_allclose(_gram_fast(T, Xs, Th, p), labrbf_gram(T, Xs, Th, p), rtol=1e-9)
+    np.testing.assert_allclose(_gram_fast(T, Xs, Th, p), _labrbf_gram(T, Xs, Th, p), rtol=1e-9)
     np.testing.assert_allclose(
-        _gram_fast(Xs, Xs, Th, p, same=True), labrbf_gram(Xs, Xs, Th, p), rtol=1e-9
+        _gram_fast(Xs, Xs, Th, p, same=True), _labrbf_gram(Xs, Xs, Th, p), rtol=1e-9
     )
 
 
@@ -74,7 +74,7 @@ def test_gradient_finite_at_coincident_points(p):
     X = jnp.asarray(np.random.default_rng(2).normal(size=(4, 2)))
     Th = jnp.ones((4, 2))
 
-    for gram in (labrbf_gram, lambda a, b, t, p: _gram_fast(a, b, t, p, same=True)):
+    for gram in (_labrbf_gram, lambda a, b, t, p: _gram_fast(a, b, t, p, same=True)):
 
         def f(Th, X, gram=gram):
             return jnp.sum(gram(X, X, Th, p))  # diagonal: t == x_i exactly
@@ -86,7 +86,7 @@ def test_gradient_finite_at_coincident_points(p):
 def test_kernel_is_asymmetric():
     rng = np.random.default_rng(3)
     X, Th = rng.normal(size=(6, 2)), rng.uniform(0.2, 3, (6, 2))
-    K = np.asarray(labrbf_gram(X, X, Th))
+    K = np.asarray(_labrbf_gram(X, X, Th))
     assert not np.allclose(K, K.T)
     assert LABRBF().symmetric is False
 
@@ -99,9 +99,9 @@ def test_equal_bandwidths_reduce_to_sklearn_kernel_ridge():
     y = np.sin(X).sum(1)
     theta, lam = 0.7, 1e-2
     Th = np.full((30, 3), theta)
-    K = labrbf_gram(X, X, Th, 2)
-    f1 = krr_f1(labrbf_gram(T, X, Th, 2), K, y, lam)
-    f2 = krr_f2(labrbf_gram(T, X, Th, 2).T, K, y, lam)
+    K = _labrbf_gram(X, X, Th, 2)
+    f1 = krr_f1(_labrbf_gram(T, X, Th, 2), K, y, lam)
+    f2 = krr_f2(_labrbf_gram(T, X, Th, 2).T, K, y, lam)
     ref = KernelRidge(alpha=lam, kernel="rbf", gamma=theta**2).fit(X, y).predict(T)
     np.testing.assert_allclose(f1, ref, rtol=1e-8, atol=1e-10)
     np.testing.assert_allclose(f2, ref, rtol=1e-8, atol=1e-10)
@@ -140,7 +140,7 @@ def test_theorem3_training_error_equals_dual_variable():
     rng = np.random.default_rng(6)
     X, Th = rng.normal(size=(20, 2)), rng.uniform(0.3, 2, (20, 2))
     y, lam = rng.normal(size=20), 0.05
-    K = labrbf_gram(X, X, Th, 1)
+    K = _labrbf_gram(X, X, Th, 1)
     e = y - krr_f1(K, K, y, lam)
     np.testing.assert_allclose(e, lam * np.linalg.solve(K + lam * np.eye(20), y), atol=1e-10)
 
@@ -152,7 +152,7 @@ def test_padded_support_solve_equals_unpadded():
     beta, coef = _masked_fit(
         jnp.asarray(Th), jnp.asarray(Z), jnp.asarray(y), jnp.asarray(mask), 1, 1e-3
     )
-    K = labrbf_gram(Z[:6], Z[:6], Th[:6], 1)
+    K = _labrbf_gram(Z[:6], Z[:6], Th[:6], 1)
     ref = np.linalg.solve(K + 1e-3 * np.eye(6), y[:6] - y[:6].mean())
     np.testing.assert_allclose(coef[:6], ref, rtol=1e-8)
     np.testing.assert_allclose(coef[6:], 0, atol=0)
@@ -274,7 +274,7 @@ def test_support_bandwidths_in_data_units(fitted):
         -np.linalg.norm(est.bandwidths_[None] * (X[:5, None] - est.support_vectors_[None]), axis=-1)
     )
     np.testing.assert_allclose(
-        np.hstack([k.support_gram(X[:5]) for k in est.kernels_]), K, rtol=1e-10
+        np.hstack([k._support_gram(X[:5]) for k in est.kernels_]), K, rtol=1e-10
     )
     f1 = est.intercept_ + K @ est.dual_coef_
     np.testing.assert_allclose(est.predict_krr(X[:5]), f1, rtol=1e-10)
@@ -284,7 +284,7 @@ def test_f2_uses_own_bandwidth_on_support_points(fitted):
     est, _, _ = fitted
     k = est.kernel_
     Z, Th = k.support_, k.bandwidths_
-    Kxx = np.asarray(labrbf_gram(Z, Z, Th, 1))
+    Kxx = np.asarray(_labrbf_gram(Z, Z, Th, 1))
     y_sv = k.intercept_ + Kxx @ k.dual_coef_ + k.alpha_ * k.dual_coef_  # eq. (8)
     # on support points K(X_sv, t) = K(X_sv, X_sv), so f2 solves the transposed system
     f2_ref = k.intercept_ + Kxx.T @ np.linalg.solve(
@@ -406,7 +406,7 @@ def test_loo_residuals_match_explicit_refit(fitted):
     est, _, _ = fitted
     k = est.kernel_
     Z, Th, lam = k.support_, k.bandwidths_, k.alpha_
-    K = np.asarray(labrbf_gram(Z, Z, Th, 1))
+    K = np.asarray(_labrbf_gram(Z, Z, Th, 1))
     yc = K @ k.dual_coef_ + lam * k.dual_coef_  # Y_sv - beta, from eq. (8)
     loo = k.loo_residuals()
     for i in (0, 7, len(Z) - 1):

@@ -19,7 +19,7 @@ from bayeskern.estimators.svm import KernelSVC
 from bayeskern.estimators.vsk import VSKClassifier, VSKFeatureExtractor, VSKRegressor
 from bayeskern.experiments.conditioning import shape_sweep
 from bayeskern.experiments.vsk import compare_vsk, make_svm_selector, paper_param_grid
-from bayeskern.kernels import RBF, Laplacian, Linear, default_theta, gram, name_leaves
+from bayeskern.kernels import RBF, Laplacian, Linear, default_theta, name_leaves
 from bayeskern.kernels.base import kernel_from_config
 from bayeskern.kernels.conditioning import (
     condition_number,
@@ -48,7 +48,7 @@ def _fit(kernel, X, y=None):
 
 def _gram(kernel, X1, X2=None):
     theta = default_theta(kernel, np.ones(X1.shape[1]))
-    return np.asarray(gram(kernel, X1, X1 if X2 is None else X2, theta))
+    return np.asarray(kernel(X1, X1 if X2 is None else X2, theta))
 
 
 def _data(n=40, d=3, seed=0):

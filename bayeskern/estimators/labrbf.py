@@ -333,7 +333,7 @@ class LABRBFRegressor(
 
     def _features(self, X):
         """Last-layer features :math:`[1, K_1(x, X_{sv,1}), \\dots, K_E(x, X_{sv,E})]/E`."""
-        K = np.hstack([k.support_gram_np(X) for k in self.kernels_]) / len(self.kernels_)
+        K = np.hstack([k._support_gram_np(X) for k in self.kernels_]) / len(self.kernels_)
         return np.hstack([np.ones((len(K), 1)), K])
 
     def _build_idata(self, Phi, resid, rows, seed):

@@ -1,11 +1,15 @@
-"""Kernel algebra: hyper-parameter specifications, composition and the one ``gram``.
+"""Kernel algebra: hyper-parameter specifications, composition and the one way to a Gram matrix.
 
 A kernel in bayeskern is a small Python object that
 
 * declares its hyper-parameters (:class:`Hyper`): a value fixed by the user, or a prior
   (in the standardized units the estimators work in) from which NumPyro samples;
 * evaluates a **single pair of points** in :meth:`Kernel.evaluate` (pure JAX, the tinygp
-  habit), from which :meth:`Kernel.gram` builds a matrix with two ``vmap``;
+  habit), from which :meth:`Kernel.gram` builds a matrix with two ``vmap`` (a subclass
+  overrides it where a matrix is cheaper); the one call that returns a Gram matrix is the
+  kernel itself, ``kernel(X1, X2)`` or ``kernel(X1, X2, theta)`` (:meth:`Kernel.__call__`),
+  and :meth:`Kernel.gram`, :meth:`Kernel.prepare` and :meth:`Kernel.gram_prepared` are
+  what a kernel implements for it and for the models' packed solver;
 * may hold state learned from data (VSK, CkRBF, LAB-RBF, Xiong, spectral mixtures), which
   :attr:`Kernel.is_fitted` reports; the training lives in the layer above:
   ``bayeskern.learning.fit_kernel(kernel, X, y)`` returns a fitted copy, whose evaluation is
@@ -44,7 +48,6 @@ __all__ = [
     "Kernel",
     "Sum",
     "Product",
-    "gram",
     "name_leaves",
     "default_theta",
     "KERNEL_REGISTRY",
@@ -206,17 +209,49 @@ class Kernel:
         """
         return self.is_constant()
 
-    def __call__(self, X1: ArrayLike, X2: ArrayLike | None = None) -> jax.Array:
-        """Gram matrix with every hyper-parameter at its fixed value or default.
+    def __call__(
+        self,
+        X1: ArrayLike,
+        X2: ArrayLike | None = None,
+        theta: dict | None = None,
+        *,
+        batch_size: int = 4096,
+    ) -> jax.Array:
+        r"""Return the Gram matrix :math:`K_{ij} = k(x_i, x'_j)` of the rows of ``X1`` and ``X2``.
 
-        The one way to a Gram matrix outside the models (SVMs, diagnostics, plots); no
-        standardization is applied, so a fixed length-scale is used as given. The models
-        evaluate :func:`gram` at sampled hyper-parameters instead.
+        The one way to a Gram matrix: ``kernel(X)``, ``kernel(X1, X2)``, or at given
+        hyper-parameter values ``kernel(X1, X2, theta)``. Without ``theta`` every
+        hyper-parameter is at its fixed value or default (:func:`default_theta` with unit
+        scales: no standardization is applied, so a fixed length-scale is used as given).
+        Inside the models the same evaluation runs at sampled values, through the packed
+        caches of :mod:`bayeskern.models.gp_kernel`.
+
+        Parameters
+        ----------
+        X1 : array, shape (n1, d)
+        X2 : array, shape (n2, d), optional
+            ``X1`` when omitted; the kernel then sees one array twice, so kernels that
+            symmetrize :math:`K(X, X)` against rounding can do so.
+        theta : dict, optional
+            Hyper-parameter values by NumPyro site name (``"rbf_lengthscale"``, ...), in the
+            units of ``X``.
+        batch_size : int, default 4096
+            Rows of ``X1`` per block (:func:`~bayeskern.batching.batched_map`), so that the
+            intermediate arrays of large inputs stay bounded; the result is ``(n1, n2)``.
+
+        Returns
+        -------
+        jax.Array of shape (n1, n2)
         """
-        k = self if self.leaves()[0].name_ is not None else name_leaves(self)
+        same = X2 is None or X2 is X1
         X1 = jnp.atleast_2d(jnp.asarray(X1, dtype=float))
-        X2 = None if X2 is None else jnp.atleast_2d(jnp.asarray(X2, dtype=float))
-        return gram(k, X1, X2, default_theta(k, np.ones(X1.shape[1])))
+        X2 = X1 if same else jnp.atleast_2d(jnp.asarray(X2, dtype=float))
+        if X1.shape[1] != X2.shape[1]:
+            raise ValueError(f"X1 has {X1.shape[1]} columns but X2 has {X2.shape[1]}")
+        k = self if self.leaves()[0].name_ is not None else name_leaves(self)
+        if theta is None:
+            theta = default_theta(k, np.ones(X1.shape[1]))
+        return batched_map(lambda b: k.gram(theta, b, X2), X1, batch_size, blocks=True)
 
     # ----------------------------------------------------------------- data-dependent kernels
     @property
@@ -463,32 +498,3 @@ def default_theta(kernel: Kernel, x_scale: np.ndarray) -> dict[str, jax.Array]:
             else:
                 theta[leaf._site(p)] = jnp.asarray(h.default, dtype=float)
     return theta
-
-
-def gram(
-    kernel: Kernel,
-    X1: ArrayLike,
-    X2: ArrayLike | None = None,
-    theta: dict | None = None,
-    *,
-    batch_size: int = 4096,
-) -> jax.Array:
-    """Gram matrix of ``kernel`` between the rows of ``X1`` and ``X2``.
-
-    Rows of ``X1`` are processed in blocks of ``batch_size``
-    (:func:`~bayeskern.batching.batched_map`) so that the intermediate arrays of large inputs
-    stay bounded; the result itself is ``(n1, n2)``.
-    ``theta`` defaults to :func:`default_theta` with unit scales. With ``X2`` omitted (or the
-    same object as ``X1``) the kernel sees one array twice, so kernels that symmetrize
-    ``K(X, X)`` against rounding can do so.
-    """
-    same = X2 is None or X2 is X1
-    X1 = jnp.atleast_2d(jnp.asarray(X1))
-    X2 = X1 if same else jnp.atleast_2d(jnp.asarray(X2))
-    if X1.shape[1] != X2.shape[1]:
-        raise ValueError(f"X1 has {X1.shape[1]} columns but X2 has {X2.shape[1]}")
-    if kernel.leaves() and kernel.leaves()[0].name_ is None:
-        kernel = name_leaves(kernel)
-    if theta is None:
-        theta = default_theta(kernel, np.ones(X1.shape[1]))
-    return batched_map(lambda b: kernel.gram(theta, b, X2), X1, batch_size, blocks=True)

@@ -45,7 +45,7 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
-from .base import Kernel, gram
+from .base import Kernel
 from .stationary import RBF
 
 __all__ = [
@@ -257,7 +257,7 @@ class Conformal(Kernel):
         return SquaredExponential(lengthscale=float(1.0 / np.sqrt(2.0 * self.gamma1_)))
 
     def _factor_gram(self, X):
-        return gram(self._factor(), X, jnp.asarray(self.expansion_))
+        return self._factor()(X, jnp.asarray(self.expansion_))
 
     def factor(self, X) -> jax.Array:
         r"""Return the conformal factor (eq. 53).

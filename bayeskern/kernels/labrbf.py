@@ -39,10 +39,10 @@ import numpyro.distributions as dist
 from .base import Hyper, Kernel
 from .labrbf_gram import (  # noqa: F401  (re-exported: public functions of the kernel)
     _gram_fast,
+    _labrbf_gram,
+    _labrbf_gram_np,
     krr_f1,
     krr_f2,
-    labrbf_gram,
-    labrbf_gram_np,
     nearest_support,
 )
 from .stationary import safe_norm
@@ -50,11 +50,9 @@ from .stationary import safe_norm
 __all__ = [
     "LABRBF",
     "LABRBFFeatures",
-    "labrbf_gram",
     "krr_f1",
     "krr_f2",
     "nearest_support",
-    "labrbf_gram_np",
 ]
 
 
@@ -272,11 +270,11 @@ class LABRBF(Kernel):
         self._require_fitted()
         return (jnp.asarray(X) - self.center_) / self.half_range_
 
-    def support_gram(self, X, bandwidth_scale=1.0) -> jax.Array:
+    def _support_gram(self, X, bandwidth_scale=1.0) -> jax.Array:
         r""":math:`K(X, X_{sv})`, the matrix of eq. (8): ``(n, m)``, bandwidths of the support."""
         self._require_fitted()
         Th = jnp.asarray(self.bandwidths_) * bandwidth_scale
-        return labrbf_gram(self.scale(X), jnp.asarray(self.support_), Th, self.p)
+        return _labrbf_gram(self.scale(X), jnp.asarray(self.support_), Th, self.p)
 
     def bandwidth_at(self, X) -> jax.Array:
         """Bandwidth function :math:`\\theta(x)`: that of the nearest support point ``(n, d)``."""
@@ -299,15 +297,15 @@ class LABRBF(Kernel):
         """Return ones: the kernel is 1 on the diagonal."""
         return jnp.ones(jnp.asarray(X).shape[0])
 
-    def support_gram_np(self, X) -> np.ndarray:
-        """NumPy :meth:`support_gram` (prediction path)."""
+    def _support_gram_np(self, X) -> np.ndarray:
+        """NumPy :meth:`_support_gram` (prediction path)."""
         self._require_fitted()
         Z = (np.asarray(X, dtype=float) - self.center_) / self.half_range_
-        return labrbf_gram_np(Z, self.support_, self.bandwidths_, self.p)
+        return _labrbf_gram_np(Z, self.support_, self.bandwidths_, self.p)
 
     def predict_f1(self, X) -> np.ndarray:
         """:math:`f_1` of eq. (6)/(8) at the rows of ``X``, in the units of the fitted ``y``."""
-        return self.intercept_ + self.support_gram_np(X) @ self.dual_coef_
+        return self.intercept_ + self._support_gram_np(X) @ self.dual_coef_
 
     def loo_residuals(self) -> np.ndarray:
         r"""Leave-one-out residuals :math:`y_i - f_1^{(-i)}(x_i)` of the support points.
@@ -320,7 +318,7 @@ class LABRBF(Kernel):
         """
         self._require_fitted()
         Zsv = self.support_
-        A = labrbf_gram_np(Zsv, Zsv, self.bandwidths_, self.p) + self.alpha_ * np.eye(len(Zsv))
+        A = _labrbf_gram_np(Zsv, Zsv, self.bandwidths_, self.p) + self.alpha_ * np.eye(len(Zsv))
         return self.dual_coef_ / np.diag(np.linalg.inv(A))
 
     def predict_f2(self, X) -> np.ndarray:
@@ -332,7 +330,7 @@ class LABRBF(Kernel):
         """
         self._require_fitted()
         Zsv, Th = self.support_, self.bandwidths_
-        Kxx = labrbf_gram_np(Zsv, Zsv, Th, self.p)
+        Kxx = _labrbf_gram_np(Zsv, Zsv, Th, self.p)
         Z = (np.asarray(X, dtype=float) - self.center_) / self.half_range_
         d2 = (Z * Z).sum(1)[:, None] - 2 * Z @ Zsv.T + (Zsv * Zsv).sum(1)[None, :]
         Tt = Th[np.argmin(d2, axis=1)]
@@ -387,7 +385,7 @@ class LABRBFFeatures(Kernel):
     def _phi(self, theta, X):
         s = self._p(theta, "bandwidth_scale") if self.name_ is not None and theta else 1.0
         Z = (jnp.asarray(X) - self.center_) / self.half_range_
-        return labrbf_gram(
+        return _labrbf_gram(
             Z, jnp.asarray(self.support_), jnp.asarray(self.bandwidths_) * s, int(self.p_)
         )
 

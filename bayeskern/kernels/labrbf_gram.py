@@ -1,8 +1,10 @@
-r"""The LAB-RBF kernel's functions of arrays (Pena-Llamas et al. 2023).
+r"""The LAB-RBF kernel's functions of arrays (He et al. 2023).
 
-Its Gram matrix, the two kernel ridge predictors and the nearest support point, taking the
-support points and bandwidths as arrays; :class:`~bayeskern.kernels.labrbf.LABRBF` holds the
-fitted state and calls them.
+The two kernel ridge predictors and the nearest support point, public; and the kernel's
+evaluation from the support points and bandwidths as arrays (JAX, its training form with
+three matrix products, and NumPy in row blocks), private: outside the kernel, its Gram
+matrix is ``kernel(X1, X2)``. :class:`~bayeskern.kernels.labrbf.LABRBF` holds the fitted
+state and calls them.
 """
 
 from __future__ import annotations
@@ -13,10 +15,10 @@ import numpy as np
 
 from .stationary import safe_norm
 
-__all__ = ["labrbf_gram", "krr_f1", "krr_f2", "nearest_support", "labrbf_gram_np"]
+__all__ = ["krr_f1", "krr_f2", "nearest_support"]
 
 
-def labrbf_gram(T: jax.Array, X_sv: jax.Array, Theta: jax.Array, p: int = 1) -> jax.Array:
+def _labrbf_gram(T: jax.Array, X_sv: jax.Array, Theta: jax.Array, p: int = 1) -> jax.Array:
     r"""Asymmetric LAB-RBF matrix :math:`K[a, i] = \exp(-\|\theta_i\odot(t_a - x_i)\|_2^p)`.
 
     He et al. (2023), eq. (1), for ``p = 2``; ``p = 1`` is the form of the authors' public
@@ -39,7 +41,7 @@ def labrbf_gram(T: jax.Array, X_sv: jax.Array, Theta: jax.Array, p: int = 1) -> 
 
 
 def _gram_fast(T, X_sv, Theta, p, same=False):
-    r""":func:`labrbf_gram` through three matrix products (the training hot path).
+    r""":func:`_labrbf_gram` through three matrix products (the training hot path).
 
     :math:`\|\theta_i\odot(t-x_i)\|^2 = \sum_k \theta_{ik}^2 t_k^2 - 2\theta_{ik}^2 t_k x_{ik}
     + \theta_{ik}^2 x_{ik}^2`: no ``(n, m, d)`` tensor, which made the backward pass 7 ms of a
@@ -57,8 +59,8 @@ def _gram_fast(T, X_sv, Theta, p, same=False):
     return jnp.exp(-jnp.where(nz, jnp.sqrt(jnp.where(nz, sq, 1.0)), 0.0))
 
 
-def labrbf_gram_np(T, X_sv, Theta, p: int = 1, block: int = 1024) -> np.ndarray:
-    """Compute :func:`labrbf_gram` in NumPy, in row blocks.
+def _labrbf_gram_np(T, X_sv, Theta, p: int = 1, block: int = 1024) -> np.ndarray:
+    """Compute :func:`_labrbf_gram` in NumPy, in row blocks.
 
     The prediction path: no XLA compilation per input shape, bounded memory.
     """

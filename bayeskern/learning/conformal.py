@@ -15,7 +15,6 @@ import warnings
 import numpy as np
 import scipy.linalg
 
-from bayeskern.kernels.base import gram
 from bayeskern.kernels.conformal import Conformal, check_class_labels
 
 __all__ = [
@@ -218,7 +217,7 @@ def _expansion(kernel: Conformal, X, rng) -> np.ndarray:
 
 def _design(kernel: Conformal, X, E) -> np.ndarray:
     """:math:`K_1 = [1, K_1(x_i, e_j)]` of eq. 55, shape ``(n, m + 1)``."""
-    return np.column_stack([np.ones(len(X)), np.asarray(gram(kernel._factor(), X, E))])
+    return np.column_stack([np.ones(len(X)), np.asarray(kernel._factor()(X, E))])
 
 
 def _learn_alpha(kernel: Conformal, X, codes, E, mu_rel, warn=False):
@@ -227,7 +226,7 @@ def _learn_alpha(kernel: Conformal, X, codes, E, mu_rel, warn=False):
     ``mu_rel = inf`` keeps :math:`q \\equiv 1` (the base kernel). Returns ``(alpha, M0,
     N0, mu, degenerate)`` with the absolute :math:`\\mu`.
     """
-    K0 = np.asarray(gram(kernel._base, X))
+    K0 = np.asarray(kernel._base(X))
     K1 = _design(kernel, X, E)
     M0, N0 = scatter_matrices(K0, K1, codes)
     e0 = np.eye(len(M0))[0]

@@ -37,7 +37,7 @@ from sklearn.svm import SVC
 
 from bayeskern.estimators.vsk import VSKClassifier
 from bayeskern.experiments.vsk import paper_param_grid
-from bayeskern.kernels import RBF, Linear, default_theta, gram, name_leaves
+from bayeskern.kernels import RBF, Linear, default_theta, name_leaves
 from bayeskern.kernels.conditioning import spectral_ratio
 from bayeskern.kernels.vsk import VSK, NaiveBayesScaling
 from bayeskern.learning import fit_kernel
@@ -177,8 +177,8 @@ def spectral_tables(data, N, seed):
     for name, base, w in (("rbf", RBF(lengthscale=2**-0.5), 2**0.5), ("linear", Linear(), 1.0)):
         plain = name_leaves(base)
         vsk = name_leaves(fit_kernel(name_leaves(VSK(base, scaling=nb, weight=w)), Xs, y_train))
-        K = np.asarray(gram(plain, Xs, Xs, default_theta(plain, np.ones(2))))
-        Kv = np.asarray(gram(vsk, Xs, Xs, default_theta(vsk, np.ones(2))))
+        K = np.asarray(plain(Xs, Xs, default_theta(plain, np.ones(2))))
+        Kv = np.asarray(vsk(Xs, Xs, default_theta(vsk, np.ones(2))))
         rows[name] = (K, Kv)
     K, Kv = rows["rbf"]
     t1 = (spectral_ratio(K), spectral_ratio(Kv))
