@@ -381,30 +381,12 @@ def _train(kernel: LABRBF, X, y, validation_index=None) -> LABRBF:
         pool = pool_of(support)
         if len(pool) == 0:
             break
-    Theta, done = run(
-        Theta,
-        kernel.n_iter_final,
-        "adam",
-        kernel.learning_rate,
-        pool,
-        Zsv,
-        ysv,
-        mask,
-        kernel.early_stopping,
-    )
-    n_steps += done
+    # the final Adam phase, then the optional plain-SGD phase, on the final support
+    phases = [("adam", kernel.n_iter_final, kernel.learning_rate)]
     if kernel.sgd_iter:
-        Theta, done = run(
-            Theta,
-            kernel.sgd_iter,
-            "sgd",
-            kernel.sgd_learning_rate,
-            pool,
-            Zsv,
-            ysv,
-            mask,
-            kernel.early_stopping,
-        )
+        phases.append(("sgd", kernel.sgd_iter, kernel.sgd_learning_rate))
+    for opt, n_iter, lr in phases:
+        Theta, done = run(Theta, n_iter, opt, lr, pool, Zsv, ysv, mask, kernel.early_stopping)
         n_steps += done
     bar.update(1)
     bar.close()
