@@ -201,8 +201,12 @@ def fit_mahalanobis_rbf(kernel: MahalanobisRBF, X, y=None) -> MahalanobisRBF:
         # a constant feature has zero variance, up to the rounding of its mean (about
         # 1e-34 for a column of equal values near 1; its inverse overflows float32): give
         # it unit variance (it adds nothing to distances between the training points);
-        # then regularize a singular sample covariance towards its diagonal
-        const = np.diag(cov) <= (1e-12 * np.abs(X).max(axis=0)) ** 2
+        # so does a variance below the smallest normal number of JAX's float type (a
+        # feature at a scale of 1e-20 in float32, whose inverse would overflow there: its
+        # values round to zero in that type anyway); then regularize a singular sample
+        # covariance towards its diagonal
+        tiny = np.finfo(np.float64 if jax.config.jax_enable_x64 else np.float32).tiny
+        const = np.diag(cov) <= np.maximum((1e-12 * np.abs(X).max(axis=0)) ** 2, tiny)
         cov[const, const] = 1.0
         # (relative 1e-8; 1e-5 when JAX computes in float32, whose Cholesky factor of the
         # precision needs a condition number well below 1 / eps = 8e6)
