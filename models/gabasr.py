@@ -88,6 +88,7 @@ from bayeskern.models.gabasr_exact import (  # noqa: F401  (the GaBaSR names, on
     polynomial_basis,
     prepare_exact,
     sample_exact,
+    spectral_mixture_cross,
     spectral_mixture_terms,
 )
 from bayeskern.models.gabasr_features import (  # noqa: F401
@@ -143,6 +144,7 @@ __all__ = [
     "polynomial_basis",
     "prepare_exact",
     "spectral_mixture_terms",
+    "spectral_mixture_cross",
     "sample_exact",
     "SIGMA0_PRIOR_SD",
     "SIGMA_PRIOR_SD",

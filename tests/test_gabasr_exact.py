@@ -77,6 +77,15 @@ def test_exact_covariance_equals_dense_kernel():
         )
         np.testing.assert_allclose(np.asarray(Ks), dense - (0.04 + 1e-6) * np.eye(12), atol=1e-10)
         np.testing.assert_allclose(np.asarray(kss), np.diag(np.asarray(Ks)), atol=1e-10)
+        # between other points, far out (large angles mu x): the angle-difference identity of
+        # spectral_mixture_cross against the kernel of the differences
+        Xn = 5.0 * rng.normal(size=(7, d))
+        np.testing.assert_allclose(
+            np.asarray(G.spectral_mixture_cross(jnp.asarray(5.0 * X), jnp.asarray(Xn), p)),
+            np.asarray(G.spectral_mixture_terms(jnp.asarray(5.0 * X[:, None] - Xn[None]), p)),
+            rtol=1e-10,
+            atol=1e-12,
+        )
 
 
 def test_exact_loo_equals_refit():
