@@ -21,7 +21,7 @@ import numpyro.distributions as dist
 from numpyro.distributions import constraints
 
 from bayeskern.kernels.base import Kernel, default_theta
-from bayeskern.linalg import gaussian_logpdf
+from bayeskern.linalg import DistinctPairs, expand_pairs, gaussian_logpdf
 
 __all__ = [
     "JITTER",
@@ -66,7 +66,7 @@ def sample_kernel_hyperparameters(kernel: Kernel, x_scale) -> dict:
 
 @partial(
     jax.tree_util.register_dataclass,
-    data_fields=["caches", "rows", "cols", "index"],
+    data_fields=["caches", "rows", "cols", "index", "distinct"],
     meta_fields=["pairwise"],
 )
 @dataclass(frozen=True)
@@ -82,6 +82,13 @@ class PackedGram:
     rows, cols : the lower-triangle indices, ``rows >= cols``.
     index : (n, n) position of pair ``(i, j)`` (or ``(j, i)``) in the packed axis.
     pairwise : per term, whether its cache was packed.
+    distinct : :class:`~bayeskern.linalg.DistinctPairs` or None
+        When the sampled terms' packed caches repeat (inputs on a grid: a monthly series has
+        a few hundred distinct lags among its :math:`n(n+1)/2` pairs), the distinct cache
+        rows: the sampled terms' caches then hold only those rows, the constant terms'
+        their whole ``(n, n)`` matrix, and :func:`kernel_matrix` evaluates the kernel once
+        per distinct row and spreads the values over the pairs
+        (:func:`~bayeskern.linalg.expand_pairs`, whose gradient is a segment sum).
     """
 
     caches: list
@@ -89,6 +96,7 @@ class PackedGram:
     cols: jax.Array
     index: jax.Array
     pairwise: tuple
+    distinct: DistinctPairs | None = None
 
 
 def prepare_kernel(kernel: Kernel, X1, X2, x_scale):
@@ -117,7 +125,60 @@ def prepare_kernel(kernel: Kernel, X1, X2, x_scale):
     for t, pw in zip(terms, pairwise, strict=True):
         c = t.prepare(theta0, X1, X1)
         caches.append(jax.tree.map(lambda a: a[rows, cols], c) if pw else c)
+    distinct = _distinct_cache_rows(terms, caches, pairwise, X1, rows, cols, index)
+    if distinct is not None:
+        first, pairs = distinct
+        caches = [
+            jax.tree.map(lambda a: a[index], c) if t.is_constant() else _take(c, first)
+            for t, c in zip(terms, caches, strict=True)
+        ]
+        return PackedGram(caches, rows, cols, jnp.asarray(index), pairwise, pairs)
     return PackedGram(caches, rows, cols, jnp.asarray(index), pairwise)
+
+
+def _take(cache, first):
+    return jax.tree.map(lambda a: a[first], cache)
+
+
+#: the distinct cache rows replace the packed pairs when they are at most this share of them
+DISTINCT_SHARE = 0.25
+
+
+def _distinct_cache_rows(terms, caches, pairwise, X, rows, cols, index):
+    """Return ``(first, DistinctPairs)`` when the sampled terms' packed caches repeat, else None.
+
+    Pairs whose caches are equal bit for bit, in every sampled term, have equal kernel values
+    at every hyper-parameter value, so the kernel is evaluated once per distinct row (``first``
+    holds one pair of each). Only when every sampled term's cache is pairwise, and the
+    distinct rows are at most :data:`DISTINCT_SHARE` of the pairs. ``tau`` of the result holds
+    the input differences of those representative pairs.
+    """
+    sampled = [i for i, t in enumerate(terms) if not t.is_constant()]
+    if not sampled or not all(pairwise[i] for i in sampled):
+        return None
+    n_pairs = len(rows)
+    key = np.concatenate(
+        [
+            np.asarray(leaf).reshape(n_pairs, -1)
+            for i in sampled
+            for leaf in jax.tree.leaves(caches[i])
+        ],
+        axis=1,
+    )
+    _, first, segment = np.unique(key, axis=0, return_index=True, return_inverse=True)
+    if len(first) > DISTINCT_SHARE * n_pairs:
+        return None
+    segment = segment.reshape(-1).astype(np.int32)
+    order = np.argsort(segment, kind="stable")
+    rows, cols, Xn = np.asarray(rows), np.asarray(cols), np.asarray(X)
+    pairs = DistinctPairs(
+        jnp.asarray(Xn[rows[first]] - Xn[cols[first]]),
+        jnp.asarray(segment[index]),
+        jnp.asarray(rows[order].astype(np.int32)),
+        jnp.asarray(cols[order].astype(np.int32)),
+        jnp.asarray(segment[order]),
+    )
+    return jnp.asarray(first), pairs
 
 
 @jax.custom_vjp
@@ -151,6 +212,14 @@ def kernel_matrix(
     their cached parts and ``X1``, ``X2`` are not needed.
     """
     terms = kernel.terms()
+    if isinstance(prepared, PackedGram) and prepared.distinct is not None:
+        values, constant = 0.0, 0.0
+        for a, t, c in zip(amplitude, terms, prepared.caches, strict=True):
+            if t.is_constant():
+                constant = constant + a**2 * c
+            else:
+                values = values + a**2 * t.gram_prepared(theta, c)
+        return expand_pairs(values, prepared.distinct) + constant
     if isinstance(prepared, PackedGram):
         packed = 0.0
         for a, t, c, pw in zip(amplitude, terms, prepared.caches, prepared.pairwise, strict=True):

@@ -167,9 +167,27 @@ def test_fast_log_density_and_gradient_equal_plain_cholesky(name):
     rng = np.random.default_rng(2)
     X = rng.normal(size=(40, 2))
     y = np.sin(X[:, 0]) + 0.1 * rng.normal(size=40)
+    _check_fast_equals_plain(X, y, name, distinct=False)
+
+
+@pytest.mark.parametrize("name", ["linear+periodic", "product", "rbf"])
+def test_inputs_on_a_grid_evaluate_the_kernel_once_per_distinct_pair(name):
+    """A series on a regular grid (here of step 1/8, exact in binary, with a constant second
+    column) repeats its lags: the cache keeps the distinct rows only, and the log density
+    and its gradient are those of the plain Cholesky likelihood, as for scattered inputs."""
+    rng = np.random.default_rng(5)
+    X = np.c_[np.arange(40) / 8.0, np.zeros(40)]
+    y = np.sin(2 * np.pi * X[:, 0]) + 0.1 * rng.normal(size=40)
+    _check_fast_equals_plain(X, y, name, distinct=True)
+
+
+def _check_fast_equals_plain(X, y, name, distinct):
     kernel = name_leaves(fit_kernel(name_leaves(_kernels(X, y)[name]), X, _labels(y)))
     Xj, yj, x_scale = jnp.asarray(X), jnp.asarray(y), jnp.ones(2)
     prepared = prepare_kernel(kernel, Xj, Xj, x_scale)
+    assert (prepared.distinct is not None) == distinct
+    if distinct:  # at most the 40 lags among the 820 pairs (fewer: a period folds lags)
+        assert prepared.distinct.tau.shape[0] <= 40
 
     def plain(X, y=None, *, kernel, x_scale):
         import numpyro
