@@ -314,6 +314,13 @@ def test_kernels_hold_state_and_training_is_in_learning():
             if inspect.isclass(cls) and cls.__module__ == mod and "fit" in vars(cls):
                 with_fit.append(f"{mod}.{name}")
     assert not with_fit, f"kernel-layer classes with a fit method: {with_fit}"
+    # old code that calls kernel.fit is told where the training went
+    from bayeskern.kernels import CkRBF
+
+    with pytest.raises(AttributeError, match=r"no attribute 'fit'; .*learning\.fit_kernel"):
+        CkRBF().fit([[0.0]])
+    with pytest.raises(AttributeError, match=r"no attribute 'other'$"):
+        _ = CkRBF().other
 
 
 def test_one_public_way_to_a_gram_matrix():

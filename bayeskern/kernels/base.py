@@ -5,24 +5,17 @@ A kernel in bayeskern is a small Python object that
 * declares its hyper-parameters (:class:`Hyper`): a value fixed by the user, or a prior
   (in the standardized units the estimators work in) from which NumPyro samples;
 * evaluates a **single pair of points** in :meth:`Kernel.evaluate` (pure JAX, the tinygp
-  habit), from which :meth:`Kernel.gram` builds a matrix with two ``vmap`` (a subclass
-  overrides it where a matrix is cheaper); the one call that returns a Gram matrix is the
-  kernel itself, ``kernel(X1, X2)`` or ``kernel(X1, X2, theta)`` (:meth:`Kernel.__call__`),
-  and :meth:`Kernel.gram`, :meth:`Kernel.prepare` and :meth:`Kernel.gram_prepared` are
-  what a kernel implements for it and for the models' packed solver;
+  habit), from which :meth:`Kernel.gram` builds a matrix with two ``vmap``; ``kernel(X1,
+  X2[, theta])`` (:meth:`Kernel.__call__`) is the one call that returns a Gram matrix, and
+  ``gram``, ``prepare`` and ``gram_prepared`` are what a kernel implements for it and for
+  the models' packed solver;
 * may hold state learned from data (VSK, CkRBF, LAB-RBF, Xiong, spectral mixtures), which
-  :attr:`Kernel.is_fitted` reports; the training lives in the layer above:
-  ``bayeskern.learning.fit_kernel(kernel, X, y)`` returns a fitted copy, whose evaluation is
-  pure.
+  ``bayeskern.learning.fit_kernel(kernel, X, y)``, in the layer above, learns.
 
-Hyper-parameter values travel as one flat ``theta`` dict whose keys are NumPyro site
-names ``"<leaf name>_<parameter>"``, e.g. ``rbf_lengthscale`` or ``rbf_1_lengthscale``.
-Leaf names are given once per kernel tree by :func:`name_leaves`, which copies the tree so
-that the same object used twice gets two names.
-
-Every kernel class is a JAX pytree (:mod:`bayeskern.kernels.pytree`) and is registered by
-name for :func:`kernel_from_config` (:mod:`bayeskern.kernels.registry`); both, and
-:class:`Hyper` (:mod:`bayeskern.kernels.hyper`), are exported here too.
+Hyper-parameter values travel as one flat ``theta`` dict keyed by NumPyro site names
+``"<leaf name>_<parameter>"`` (``rbf_lengthscale``, ``rbf_1_lengthscale``), given once per
+tree by :func:`name_leaves`. Every kernel class is a JAX pytree (:mod:`.pytree`), registered
+by name for :func:`kernel_from_config` (:mod:`.registry`).
 """
 
 from __future__ import annotations
@@ -254,6 +247,13 @@ class Kernel:
         return batched_map(lambda b: k.gram(theta, b, X2), X1, batch_size, blocks=True)
 
     # ----------------------------------------------------------------- data-dependent kernels
+    def __getattr__(self, name):  # reached only for a missing attribute
+        hint = "; kernels are fitted by bayeskern.learning.fit_kernel(kernel, X, y)"
+        raise AttributeError(
+            f"{type(self).__name__!r} object has no attribute {name!r}"
+            + (hint if name == "fit" else "")
+        )
+
     @property
     def is_fitted(self) -> bool:
         """Return ``True`` when the data-dependent parts are learned (base kernels have none).
