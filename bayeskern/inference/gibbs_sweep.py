@@ -307,11 +307,12 @@ def _sweep(cfg: SweepConfig, key, state: GibbsState, data: GibbsData):
     if cfg.evidence == "full":
         G = (ev.Phi * weights[:, None]).T @ ev.Phi
         ev = ev._replace(G=0.5 * (G + G.T), b=ev.Phi.T @ data.y_eff)
+    last = keys[5:7]  # the two keys of the final block
     if cfg.task == "regression":
-        ev, lam0, noise, end = _precision_and_noise_block(keys, ev, state.lam0, ell_end, data, cfg)
+        ev, lam0, noise, end = _precision_and_noise_block(last, ev, state.lam0, ell_end, data, cfg)
         beta = state.beta
     else:
-        lam0, beta, end = _weights_and_precision_block(keys, ev, state.lam0, ell_end, data, cfg)
+        lam0, beta, end = _weights_and_precision_block(last, ev, state.lam0, ell_end, data, cfg)
         noise = state.noise
     state = GibbsState(omega, dp, v, dp_v, ev, lam0, weights, beta, noise)
     return state, {**info, **end}
@@ -326,6 +327,8 @@ def _polya_gamma_block(key, ev: Evidence, beta, lam0):
 
 def _precision_and_noise_block(keys, ev: Evidence, lam0, ell_end, data: GibbsData, cfg):
     """Regression: random-walk MH on log lambda_0 on the collapsed evidence, then the noise.
+
+    ``keys``: two PRNG keys, for the random walk and for the noise.
 
     The evidence is evaluated in O(P) per step from one eigendecomposition of the Gram
     :math:`\\Phi^\\top\\Phi`; the noise is drawn from its inverse-gamma posterior. Returns
@@ -365,7 +368,7 @@ def _precision_and_noise_block(keys, ev: Evidence, lam0, ell_end, data: GibbsDat
             return (jnp.where(acc, u_new, u), jnp.where(acc, lp_new, lp)), None
 
         u0 = jnp.log(lam0)
-        (u, _), _ = lax.scan(rw, (u0, lam_target(u0)), jax.random.split(keys[5], prior.lam_steps))
+        (u, _), _ = lax.scan(rw, (u0, lam_target(u0)), jax.random.split(keys[0], prior.lam_steps))
         lam0 = jnp.exp(u)
     A = (Q / (lam0 + s)) @ Q.T
     ev = ev._replace(
@@ -376,7 +379,7 @@ def _precision_and_noise_block(keys, ev: Evidence, lam0, ell_end, data: GibbsDat
     )
     aN = prior.a0 + 0.5 * n
     bN = prior.b0 + 0.5 * jnp.maximum(data.yy - ev.quad, 0.0)
-    noise = jnp.sqrt(bN / bkr.gamma(keys[6], jnp.asarray(aN, dtype)))
+    noise = jnp.sqrt(bN / bkr.gamma(keys[1], jnp.asarray(aN, dtype)))
     return ev, lam0, noise, info
 
 
@@ -385,8 +388,9 @@ def _weights_and_precision_block(keys, ev: Evidence, lam0, ell_end, data: GibbsD
 
     :math:`\\beta \\sim N(\\Lambda^{-1}\\Phi^\\top\\kappa, \\Lambda^{-1})` with
     :math:`\\Lambda = \\lambda_0 I + \\Phi^\\top \\mathrm{diag}(\\varpi)\\Phi`, then
-    :math:`\\lambda_0 \\mid \\beta` from its Gamma posterior. Returns lambda_0, the weights and
-    the sweep's ``drift``, ``log_lik`` and per-row ``log_lik_rows``.
+    :math:`\\lambda_0 \\mid \\beta` from its Gamma posterior (``keys``: two PRNG keys, one
+    for each). Returns lambda_0, the weights and the sweep's ``drift``, ``log_lik`` and
+    per-row ``log_lik_rows``.
     """
     prior, n, P, dtype = cfg.prior, data.X.shape[0], ev.Phi.shape[1], data.X.dtype
     L = jnp.linalg.cholesky(ev.G + lam0 * jnp.eye(P, dtype=dtype))
@@ -400,10 +404,10 @@ def _weights_and_precision_block(keys, ev: Evidence, lam0, ell_end, data: GibbsD
         0.0,
         prior,
     )
-    eps = jax.random.normal(keys[5], (P,), dtype)
+    eps = jax.random.normal(keys[0], (P,), dtype)
     beta = jsl.cho_solve((L, True), ev.b) + jsl.solve_triangular(L.T, eps, lower=False)
     if prior.prior_precision is None:
-        lam0 = bkr.gamma(keys[6], jnp.asarray(prior.lam_shape + 0.5 * P, dtype)) / (
+        lam0 = bkr.gamma(keys[1], jnp.asarray(prior.lam_shape + 0.5 * P, dtype)) / (
             prior.lam_rate + 0.5 * beta @ beta
         )
     psi = ev.Phi @ beta
