@@ -19,6 +19,7 @@ from bayeskern.experiments.tuning import (
     pf_curve,
     pf_table,
     precomputed_grid_scores,
+    score_table,
     window_wins,
 )
 from bayeskern.experiments.vsk import compare_vsk, make_svm_selector, paper_param_grid
@@ -32,6 +33,7 @@ __all__ = [
     "pf_curve",
     "pf_table",
     "precomputed_grid_scores",
+    "score_table",
     "shape_sweep",
     "window_wins",
 ]

@@ -39,6 +39,7 @@ from sklearn.svm import SVC
 __all__ = [
     "grid_scores",
     "precomputed_grid_scores",
+    "score_table",
     "pf_curve",
     "pf_auc",
     "pf_table",
@@ -175,7 +176,27 @@ def precomputed_grid_scores(
             )
             for C, g in grid
         )
-    df = pd.DataFrame(grid, columns=["C", "gamma"])
+    return score_table(grid, scores)
+
+
+def score_table(grid, scores) -> pd.DataFrame:
+    """Return the table of a grid search over ``(C, gamma)`` from its fold scores.
+
+    Parameters
+    ----------
+    grid : sequence of (C, gamma)
+        The grid points, in the order of the rows of ``scores``.
+    scores : array, shape (grid points, folds)
+        Each point's score on each fold.
+
+    Returns
+    -------
+    pandas.DataFrame
+        One row per grid point: ``C``, ``gamma``, ``score`` (mean over folds), ``std`` and
+        ``split<i>`` (every fold's score): the layout of :func:`grid_scores`.
+    """
+    scores = np.asarray(scores, dtype=float)
+    df = pd.DataFrame(list(grid), columns=["C", "gamma"])
     df["score"] = scores.mean(axis=1)
     df["std"] = scores.std(axis=1)
     for i in range(scores.shape[1]):

@@ -42,7 +42,12 @@ from sklearn.preprocessing import MinMaxScaler
 from sklearn.svm import SVC
 
 import bayeskern as bk
-from bayeskern.experiments.tuning import pf_table, precomputed_grid_scores, window_wins
+from bayeskern.experiments.tuning import (
+    pf_table,
+    precomputed_grid_scores,
+    score_table,
+    window_wins,
+)
 from bayeskern.kernels.ckrbf import CkRBF
 from bayeskern.learning import fit_kernel
 
@@ -164,12 +169,7 @@ def mk_scores(X, y, k, cv, Cs, gammas, max_iter, normalize=False):
     scores = np.array(
         [[_mk_fold(parts, y, tr, te, C, g, max_iter) for tr, te in splits] for C, g in grid]
     )
-    df = pd.DataFrame(grid, columns=["C", "gamma"])
-    df["score"] = scores.mean(axis=1)
-    df["std"] = scores.std(axis=1)
-    for i in range(scores.shape[1]):
-        df[f"split{i}"] = scores[:, i]
-    return df
+    return score_table(grid, scores)
 
 
 def run_dataset(name, seed, Cs, gammas, n_splits, max_iter, extras, slow_extras=False):
