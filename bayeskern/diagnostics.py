@@ -214,6 +214,13 @@ def _quiet_arviz_log():
 LATENT_VARIABLES = ("eta", "f", "weights")
 
 
+def _extreme_not_nan(values, extreme) -> float:
+    """``extreme`` over the entries that are not NaN; NaN when all are (too few draws for ESS)."""
+    a = np.asarray(values, dtype=float)
+    a = a[~np.isnan(a)]
+    return float(extreme(a)) if a.size else float("nan")
+
+
 def convergence_report(
     idata,
     var_names=None,
@@ -267,9 +274,9 @@ def convergence_report(
                     ),
                 ]
             )
-    max_rhat = float(np.nanmax(table["r_hat"])) if n_chains > 1 else float("nan")
-    min_bulk = float(np.nanmin(table["ess_bulk"]))
-    min_tail = float(np.nanmin(table["ess_tail"]))
+    max_rhat = _extreme_not_nan(table["r_hat"], np.max) if n_chains > 1 else float("nan")
+    min_bulk = _extreme_not_nan(table["ess_bulk"], np.min)
+    min_tail = _extreme_not_nan(table["ess_tail"], np.min)
     ss = getattr(idata, "sample_stats", None)
     n_div = int(ss["diverging"].sum()) if ss is not None and "diverging" in ss else 0
     hits = 0
@@ -282,6 +289,12 @@ def convergence_report(
     msgs = []
     if n_chains < 2:
         msgs.append("R-hat needs at least 2 chains; run num_chains >= 4 to judge convergence.")
+    elif np.isnan(max_rhat) or np.isnan(min_bulk) or np.isnan(min_tail):
+        msgs.append(
+            f"R-hat or ESS cannot be computed from {post.sizes['draw']} draws per chain "
+            "(too few draws, or draws that never change): run longer (num_warmup, "
+            "num_samples)."
+        )
     elif not max_rhat <= rhat_max:
         msgs.append(
             f"max R-hat {max_rhat:.3f} > {rhat_max}: run longer (num_warmup, "

@@ -48,6 +48,23 @@ def test_convergence_report_flags_bad_chains(rng):
     assert not rep.ok and "Not converged" in rep.verdict
 
 
+@pytest.mark.parametrize("draws", [1, 2])
+def test_convergence_report_on_too_few_draws_says_so_without_numpy_warnings(rng, draws):
+    import warnings
+
+    import arviz as az
+
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", UserWarning)  # ArviZ: "More chains than draws"
+        idata = az.from_dict(posterior={"a": rng.normal(size=(4, draws)), "b": np.ones((4, draws))})
+    with warnings.catch_warnings():
+        warnings.simplefilter("error", RuntimeWarning)  # no "All-NaN axis" from NumPy
+        rep = diagnostics.convergence_report(idata, warn=False)
+    assert not rep.ok
+    assert np.isnan(rep.max_rhat) and np.isnan(rep.min_ess_bulk)
+    assert f"cannot be computed from {draws} draws per chain" in rep.verdict
+
+
 def _with_log_lik(rng, shift, n=40):
     import arviz as az
 

@@ -82,10 +82,12 @@ def test_precomputed_failed_fit_is_scored_not_raised():
     X, y = _data(40)
     q = euclidean_distances(X, squared=True)
     ell = np.full_like(q, 800.0)  # exp(800) overflows: libsvm rejects the Gram matrix
-    with pytest.warns(FitFailedWarning, match="failed"):
-        df = precomputed_grid_scores((ell, q), y, [1.0], [1.0], cv=2)
+    with warnings.catch_warnings():
+        warnings.simplefilter("error", RuntimeWarning)  # the overflow is reported, not leaked
+        with pytest.warns(FitFailedWarning, match="overflows float64 at gamma=1"):
+            df = precomputed_grid_scores((ell, q), y, [1.0], [1.0], cv=2)
     assert np.isnan(df["score"]).all()
-    with pytest.raises(ValueError):
+    with pytest.raises(ValueError, match="overflows"):
         precomputed_grid_scores((ell, q), y, [1.0], [1.0], cv=2, error_score="raise")
 
 

@@ -91,10 +91,21 @@ def grid_scores(
     return df
 
 
+def _gram(log_factor, sq, gamma):
+    """``exp(log_factor - gamma * sq)``; a ``ValueError`` naming gamma where it overflows."""
+    with np.errstate(over="raise"):
+        try:
+            return np.exp(log_factor - gamma * sq)
+        except FloatingPointError:
+            raise ValueError(
+                f"the Gram matrix exp(l - gamma q) overflows float64 at gamma={gamma:g}"
+            ) from None
+
+
 def _fit_score(ltr, qtr, lte, qte, ytr, yte, C, gamma, scorer, svc_params, error_score):
     try:
-        svc = SVC(kernel="precomputed", C=C, **svc_params).fit(np.exp(ltr - gamma * qtr), ytr)
-        return scorer(svc, np.exp(lte - gamma * qte), yte)
+        svc = SVC(kernel="precomputed", C=C, **svc_params).fit(_gram(ltr, qtr, gamma), ytr)
+        return scorer(svc, _gram(lte, qte, gamma), yte)
     except (ValueError, FloatingPointError) as e:
         if isinstance(error_score, str) and error_score == "raise":
             raise
