@@ -300,7 +300,7 @@ def convergence_report(
             f"max R-hat {max_rhat:.3f} > {rhat_max}: run longer (num_warmup, "
             "num_samples) or reparameterize."
         )
-    if not min_bulk >= ess_min or not min_tail >= ess_min:
+    if not np.isnan(min_bulk + min_tail) and not (min_bulk >= ess_min and min_tail >= ess_min):
         msgs.append(
             f"min ESS bulk {min_bulk:.0f} / tail {min_tail:.0f} < {ess_min:.0f}: "
             "increase num_samples."

@@ -81,7 +81,7 @@ def test_failed_fits_count_below_every_alpha():
 def test_precomputed_failed_fit_is_scored_not_raised():
     X, y = _data(40)
     q = euclidean_distances(X, squared=True)
-    ell = np.full_like(q, 800.0)  # exp(800) overflows: libsvm rejects the Gram matrix
+    ell = np.full_like(q, 800.0)  # exp(800) overflows float64: scored as a failed fit
     with warnings.catch_warnings():
         warnings.simplefilter("error", RuntimeWarning)  # the overflow is reported, not leaked
         with pytest.warns(FitFailedWarning, match="overflows float64 at gamma=1"):
