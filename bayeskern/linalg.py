@@ -27,6 +27,7 @@ __all__ = [
     "gaussian_logpdf",
     "DistinctPairs",
     "distinct_pairs",
+    "group_pairs",
     "expand_pairs",
 ]
 
@@ -248,18 +249,34 @@ class DistinctPairs(NamedTuple):
 def distinct_pairs(X) -> DistinctPairs:
     """Return the :class:`DistinctPairs` of the rows of ``X`` (n, d), computed once per fit."""
     X = np.asarray(X, float)
-    n = X.shape[0]
-    rows, cols = np.tril_indices(n)
+    rows, cols = np.tril_indices(X.shape[0])
     tau, segment = np.unique(X[rows] - X[cols], axis=0, return_inverse=True)
-    segment = segment.reshape(-1).astype(np.int32)
+    return group_pairs(tau, segment, rows, cols)
+
+
+def group_pairs(tau, segment, rows, cols) -> DistinctPairs:
+    """Return the :class:`DistinctPairs` of lower-triangle pairs grouped by ``segment``.
+
+    Parameters
+    ----------
+    tau : (U, d)
+        One input difference per group.
+    segment : (P,) int
+        The group of each pair ``(rows[p], cols[p])``, in ``0..U-1``.
+    rows, cols : (P,) int
+        The :math:`P = n(n+1)/2` lower-triangle pairs of ``np.tril_indices(n)``.
+    """
+    rows, cols = np.asarray(rows), np.asarray(cols)
+    segment = np.asarray(segment).reshape(-1).astype(np.int32)
+    n = int(rows.max()) + 1 if rows.size else 0
     index = np.empty((n, n), np.int32)
     index[rows, cols] = index[cols, rows] = segment
     order = np.argsort(segment, kind="stable")
     return DistinctPairs(
         jnp.asarray(tau),
         jnp.asarray(index),
-        jnp.asarray(rows[order]),
-        jnp.asarray(cols[order]),
+        jnp.asarray(rows[order].astype(np.int32)),
+        jnp.asarray(cols[order].astype(np.int32)),
         jnp.asarray(segment[order]),
     )
 

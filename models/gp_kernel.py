@@ -21,7 +21,7 @@ import numpyro.distributions as dist
 from numpyro.distributions import constraints
 
 from bayeskern.kernels.base import Kernel, default_theta
-from bayeskern.linalg import DistinctPairs, expand_pairs, gaussian_logpdf
+from bayeskern.linalg import DistinctPairs, expand_pairs, gaussian_logpdf, group_pairs
 
 __all__ = [
     "JITTER",
@@ -125,7 +125,7 @@ def prepare_kernel(kernel: Kernel, X1, X2, x_scale):
     for t, pw in zip(terms, pairwise, strict=True):
         c = t.prepare(theta0, X1, X1)
         caches.append(jax.tree.map(lambda a: a[rows, cols], c) if pw else c)
-    distinct = _distinct_cache_rows(terms, caches, pairwise, X1, rows, cols, index)
+    distinct = _distinct_cache_rows(terms, caches, pairwise, X1, rows, cols)
     if distinct is not None:
         first, pairs = distinct
         caches = [
@@ -144,7 +144,7 @@ def _take(cache, first):
 DISTINCT_SHARE = 0.25
 
 
-def _distinct_cache_rows(terms, caches, pairwise, X, rows, cols, index):
+def _distinct_cache_rows(terms, caches, pairwise, X, rows, cols):
     """Return ``(first, DistinctPairs)`` when the sampled terms' packed caches repeat, else None.
 
     Pairs whose caches are equal bit for bit, in every sampled term, have equal kernel values
@@ -168,17 +168,8 @@ def _distinct_cache_rows(terms, caches, pairwise, X, rows, cols, index):
     _, first, segment = np.unique(key, axis=0, return_index=True, return_inverse=True)
     if len(first) > DISTINCT_SHARE * n_pairs:
         return None
-    segment = segment.reshape(-1).astype(np.int32)
-    order = np.argsort(segment, kind="stable")
     rows, cols, Xn = np.asarray(rows), np.asarray(cols), np.asarray(X)
-    pairs = DistinctPairs(
-        jnp.asarray(Xn[rows[first]] - Xn[cols[first]]),
-        jnp.asarray(segment[index]),
-        jnp.asarray(rows[order].astype(np.int32)),
-        jnp.asarray(cols[order].astype(np.int32)),
-        jnp.asarray(segment[order]),
-    )
-    return jnp.asarray(first), pairs
+    return jnp.asarray(first), group_pairs(Xn[rows[first]] - Xn[cols[first]], segment, rows, cols)
 
 
 @jax.custom_vjp
