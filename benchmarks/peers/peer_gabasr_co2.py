@@ -78,7 +78,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # benchmarks/: com
 sys.path.insert(0, str(Path(__file__).resolve().parent))  # peer_gp_co2.py
 from bayeskern.models import gabasr_exact as G  # noqa: E402
 from common import DOCS_RESULTS, ROOT, interleaved_medians, loadavg, machine, write_text  # noqa: E402
-from peer_gp_co2 import fmt, split_numpyro, versions  # noqa: E402
+from peer_gp_co2 import fmt, sample_pymc, split_numpyro, versions  # noqa: E402
 
 from bayeskern.predictive import MixturePredictive  # noqa: E402
 
@@ -196,37 +196,11 @@ def pymc_log_density(model):
 
 
 def run_pymc(seed, cfg, model, nuts_sampler="nutpie"):
-    """One PyMC fit, timed; returns (draws by site, record)."""
-    import pymc as pm
-
+    """One PyMC fit (``peer_gp_co2.sample_pymc``), timed; returns (draws by site, record)."""
     load0 = loadavg()
-    t0 = time.perf_counter()
-    kw = dict(cores=2) if nuts_sampler == "pymc" else {}
-    with model, warnings.catch_warnings():
-        warnings.simplefilter("ignore", FutureWarning)
-        idata = pm.sample(
-            draws=cfg["draws"],
-            tune=cfg["tune"],
-            chains=cfg["chains"],
-            random_seed=seed,
-            progressbar=False,
-            nuts_sampler=nuts_sampler,
-            **kw,
-        )
-    wall = time.perf_counter() - t0
-    ss = idata.sample_stats
-    sampling = idata.posterior.attrs.get("sampling_time", ss.attrs.get("sampling_time"))
-    steps = "n_steps" if "n_steps" in ss else "tree_size"
-    div = "diverging" if "diverging" in ss else "divergences"
-    rec = dict(
-        wall=wall,
-        setup=None if sampling is None else wall - float(sampling),
-        steps_per_draw=float(np.asarray(ss[steps]).mean()),
-        divergences=int(np.asarray(ss[div]).sum()),
-        converged=None,
-        draws_per_chain=cfg["draws"],
-        load_before=load0,
-        load_after=loadavg(),
+    idata, rec = sample_pymc(model, seed, cfg, nuts_sampler)
+    rec.update(
+        converged=None, draws_per_chain=cfg["draws"], load_before=load0, load_after=loadavg()
     )
     post = {k: np.asarray(idata.posterior[k]) for k in SITES if k in idata.posterior}
     return post, rec

@@ -416,21 +416,25 @@ def pymc_log_density(p, data):
     return joint, ll, lp, g
 
 
-def run_pymc(seed, cfg, data, nuts_sampler="pymc", limit_s=None):
-    """One PyMC fit. With ``limit_s`` (PyMC's own NUTS only) a ``pm.sample`` callback stops
-    the sampling after that many seconds (PyMC's documented way to interrupt it) and the
-    fit is reported as stopped, with the iterations each chain had done."""
+def sample_pymc(model, seed, cfg, nuts_sampler="pymc", limit_s=None, t0=None, **sample_kw):
+    """``pm.sample`` of ``model``, timed from ``t0`` (default: now); returns (idata, record).
+
+    ``cfg``: ``chains``, ``tune``, ``draws``. PyMC's own NUTS runs with ``cores=2``; with
+    ``limit_s`` a ``pm.sample`` callback stops it after that many seconds (PyMC's documented
+    way to interrupt it) and the fit is reported as stopped (idata None), with the
+    iterations each chain had done. ``sample_kw`` go to ``pm.sample`` (e.g. ``var_names``).
+    Shared by the peer scripts of this folder.
+    """
     import pymc as pm
 
     done = {}
+    t0 = time.perf_counter() if t0 is None else t0
 
     def callback(trace, draw):
         done[draw.chain] = done.get(draw.chain, 0) + 1
         if limit_s is not None and time.perf_counter() - t0 > limit_s:
             raise KeyboardInterrupt
 
-    t0 = time.perf_counter()
-    model = pymc_model(data)
     kw = dict(cores=2, callback=callback) if nuts_sampler == "pymc" else {}
     with model, warnings.catch_warnings():
         warnings.simplefilter("ignore", FutureWarning)
@@ -443,6 +447,7 @@ def run_pymc(seed, cfg, data, nuts_sampler="pymc", limit_s=None):
                 progressbar=False,
                 nuts_sampler=nuts_sampler,
                 **kw,
+                **sample_kw,
             )
         except Exception:
             if not (limit_s is not None and time.perf_counter() - t0 > limit_s):
@@ -465,7 +470,7 @@ def run_pymc(seed, cfg, data, nuts_sampler="pymc", limit_s=None):
     sampling = idata.posterior.attrs.get("sampling_time", ss.attrs.get("sampling_time"))
     steps = "n_steps" if "n_steps" in ss else "tree_size"
     div = "diverging" if "diverging" in ss else "divergences"
-    out = dict(
+    return idata, dict(
         wall=wall,
         sampling=None if sampling is None else float(sampling),
         setup=None if sampling is None else wall - float(sampling),
@@ -473,6 +478,14 @@ def run_pymc(seed, cfg, data, nuts_sampler="pymc", limit_s=None):
         divergences=int(np.asarray(ss[div]).sum()),
         chain_method=chain_method,
     )
+
+
+def run_pymc(seed, cfg, data, nuts_sampler="pymc", limit_s=None):
+    """One PyMC fit of :func:`pymc_model`, model construction included in its time."""
+    t0 = time.perf_counter()
+    idata, out = sample_pymc(pymc_model(data), seed, cfg, nuts_sampler, limit_s, t0=t0)
+    if idata is None:
+        return None, out
     return {k: np.asarray(idata.posterior[k]) for k in HYPER}, out
 
 

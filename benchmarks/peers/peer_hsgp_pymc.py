@@ -118,7 +118,7 @@ sys.path.insert(0, str(HERE.parent / "scale"))  # hsgp_scale.py: million_data
 sys.path.insert(0, str(HERE))  # peer_gp_co2.py: split_numpyro, versions, fmt
 from common import DOCS_RESULTS, ROOT, loadavg, machine, md_table, write_text  # noqa: E402
 from hsgp_scale import million_data  # noqa: E402
-from peer_gp_co2 import fmt, split_numpyro, versions  # noqa: E402
+from peer_gp_co2 import fmt, sample_pymc, split_numpyro, versions  # noqa: E402
 
 OUT = DOCS_RESULTS / "peers_hsgp_pymc.md"
 #: the three hyper-parameters, common names (constrained values, standardized units); the
@@ -293,66 +293,16 @@ def pymc_point(model, p: dict, coeffs=None) -> dict:
 
 
 def run_pymc(seed: int, cfg: dict, ctx: dict, nuts_sampler: str = "pymc", limit_s=None):
-    """One PyMC fit; with ``limit_s`` (PyMC's own NUTS) stopped after that many seconds.
-
-    The ``callback``/``KeyboardInterrupt`` pattern of ``peer_gp_co2.run_pymc``.
-    """
-    import pymc as pm
-
-    done = {}
-
-    def callback(trace, draw):
-        done[draw.chain] = done.get(draw.chain, 0) + 1
-        if limit_s is not None and time.perf_counter() - t0 > limit_s:
-            raise KeyboardInterrupt
-
+    """One PyMC fit (``peer_gp_co2.sample_pymc``), model construction included in its time;
+    with ``limit_s`` (PyMC's own NUTS) stopped after that many seconds."""
     t0 = time.perf_counter()
     model, _ = pymc_model(ctx)
-    kw = dict(cores=2, callback=callback) if nuts_sampler == "pymc" else {}
-    with model, warnings.catch_warnings():
-        warnings.simplefilter("ignore", FutureWarning)
-        try:
-            idata = pm.sample(
-                draws=cfg["draws"],
-                tune=cfg["tune"],
-                chains=cfg["chains"],
-                random_seed=seed,
-                progressbar=False,
-                nuts_sampler=nuts_sampler,
-                var_names=[*HYPER, COEFFS],  # not the N-vector deterministic f
-                **kw,
-            )
-        except Exception:
-            if not (limit_s is not None and time.perf_counter() - t0 > limit_s):
-                raise
-            idata = None  # interrupted before every chain had a kept draw
-    wall = time.perf_counter() - t0
-    chain_method = (
-        "processes (cores=2)" if nuts_sampler == "pymc" else "nutpie threads (default cores)"
-    )
-    total = cfg["tune"] + cfg["draws"]
-    base = dict(chains=cfg["chains"], tune=cfg["tune"], draws=cfg["draws"])
-    if limit_s is not None and wall > limit_s and min(done.values(), default=0) < total:
-        return None, dict(
-            base,
-            wall=wall,
-            stopped=True,
-            chain_method=chain_method,
-            iterations_done={int(k): v for k, v in sorted(done.items())},
-            iterations_per_chain=total,
-        )
-    ss = idata.sample_stats
-    sampling = idata.posterior.attrs.get("sampling_time", ss.attrs.get("sampling_time"))
-    steps = "n_steps" if "n_steps" in ss else "tree_size"
-    div = "diverging" if "diverging" in ss else "divergences"
-    out = dict(
-        base,
-        wall=wall,
-        sampling=None if sampling is None else float(sampling),
-        steps_per_draw=float(np.asarray(ss[steps]).mean()),
-        divergences=int(np.asarray(ss[div]).sum()),
-        chain_method=chain_method,
-    )
+    idata, out = sample_pymc(
+        model, seed, cfg, nuts_sampler, limit_s, t0=t0, var_names=[*HYPER, COEFFS]
+    )  # var_names: not the N-vector deterministic f
+    out.update(chains=cfg["chains"], tune=cfg["tune"], draws=cfg["draws"])
+    if idata is None:
+        return None, out
     return {k: np.asarray(idata.posterior[k]) for k in HYPER}, out
 
 
