@@ -69,7 +69,6 @@ import time  # noqa: E402
 import warnings  # noqa: E402
 from pathlib import Path  # noqa: E402
 
-import arviz as az  # noqa: E402
 import jax  # noqa: E402
 import jax.numpy as jnp  # noqa: E402
 import numpy as np  # noqa: E402
@@ -78,7 +77,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # benchmarks/: com
 sys.path.insert(0, str(Path(__file__).resolve().parent))  # peer_gp_co2.py
 from bayeskern.models import gabasr_exact as G  # noqa: E402
 from common import DOCS_RESULTS, ROOT, interleaved_medians, loadavg, machine, write_text  # noqa: E402
-from peer_gp_co2 import fmt, sample_pymc, split_numpyro, versions  # noqa: E402
+from peer_gp_co2 import ess_summary, fmt, sample_pymc, split_numpyro, versions  # noqa: E402
 
 from bayeskern.predictive import MixturePredictive  # noqa: E402
 
@@ -307,15 +306,7 @@ def scalars(post: dict) -> dict:
 
 
 def posterior_stats(post: dict) -> dict:
-    flat = scalars(post)
-    idata = az.from_dict(posterior=flat)
-    bulk, tail, rhat = az.ess(idata, method="bulk"), az.ess(idata, method="tail"), az.rhat(idata)
-    return dict(
-        min_ess_bulk=float(min(bulk[k].values for k in flat)),
-        min_ess_tail=float(min(tail[k].values for k in flat)),
-        max_rhat=float(max(rhat[k].values for k in flat)),
-        posterior_median={k: float(np.median(v)) for k, v in flat.items()},
-    )
+    return ess_summary(scalars(post))
 
 
 def table(rows) -> str:

@@ -625,19 +625,24 @@ def eval_costs(data, samplers, repeats) -> dict:
 
 
 # ---------------------------------------------------------------------------- report
-def posterior_stats(post: dict) -> dict:
-    """ESS and R-hat with ArviZ, the same seven (chain, draw) arrays for every sampler."""
-    idata = az.from_dict(posterior={k: np.asarray(post[k]) for k in HYPER})
+def ess_summary(arrays: dict) -> dict:
+    """ESS and R-hat with ArviZ over named (chain, draw) arrays; shared by the peer scripts."""
+    idata = az.from_dict(posterior={k: np.asarray(v) for k, v in arrays.items()})
     bulk = az.ess(idata, method="bulk")
     tail = az.ess(idata, method="tail")
     rhat = az.rhat(idata)
     return dict(
-        min_ess_bulk=float(min(bulk[k].values for k in HYPER)),
-        min_ess_tail=float(min(tail[k].values for k in HYPER)),
-        max_rhat=float(max(rhat[k].values for k in HYPER)),
-        ess_bulk={k: float(bulk[k].values) for k in HYPER},
-        posterior_median={k: float(np.median(post[k])) for k in HYPER},
+        min_ess_bulk=float(min(bulk[k].values for k in arrays)),
+        min_ess_tail=float(min(tail[k].values for k in arrays)),
+        max_rhat=float(max(rhat[k].values for k in arrays)),
+        ess_bulk={k: float(bulk[k].values) for k in arrays},
+        posterior_median={k: float(np.median(v)) for k, v in arrays.items()},
     )
+
+
+def posterior_stats(post: dict) -> dict:
+    """:func:`ess_summary` of the same seven arrays for every sampler."""
+    return ess_summary({k: post[k] for k in HYPER})
 
 
 def fmt(v, spec):

@@ -101,7 +101,6 @@ import time  # noqa: E402
 import warnings  # noqa: E402
 from pathlib import Path  # noqa: E402
 
-import arviz as az  # noqa: E402
 import jax  # noqa: E402
 import jax.numpy as jnp  # noqa: E402
 import numpy as np  # noqa: E402
@@ -118,7 +117,7 @@ sys.path.insert(0, str(HERE.parent / "scale"))  # hsgp_scale.py: million_data
 sys.path.insert(0, str(HERE))  # peer_gp_co2.py: split_numpyro, versions, fmt
 from common import DOCS_RESULTS, ROOT, loadavg, machine, md_table, write_text  # noqa: E402
 from hsgp_scale import million_data  # noqa: E402
-from peer_gp_co2 import fmt, sample_pymc, split_numpyro, versions  # noqa: E402
+from peer_gp_co2 import ess_summary, fmt, sample_pymc, split_numpyro, versions  # noqa: E402
 
 OUT = DOCS_RESULTS / "peers_hsgp_pymc.md"
 #: the three hyper-parameters, common names (constrained values, standardized units); the
@@ -496,21 +495,14 @@ def pytensor_blas() -> str:
 
 
 def posterior_stats(post: dict) -> dict:
-    """ESS and R-hat with ArviZ, the same three (chain, draw) arrays for every sampler."""
-    idata = az.from_dict(posterior={k: np.asarray(post[k]) for k in HYPER})
-    bulk = az.ess(idata, method="bulk")
-    tail = az.ess(idata, method="tail")
-    rhat = az.rhat(idata)
+    """ESS and R-hat (``peer_gp_co2.ess_summary``) of the same three (chain, draw) arrays for
+    every sampler, and how many chains moved."""
     ls = np.asarray(post["lengthscale"])
     return dict(
         # a chain "moved" when its length-scale draws are not all equal (a chain whose every
         # transition diverges stays at its start)
         chains_moved=int(np.sum(np.ptp(ls, axis=1) > 0)),
-        min_ess_bulk=float(min(bulk[k].values for k in HYPER)),
-        min_ess_tail=float(min(tail[k].values for k in HYPER)),
-        max_rhat=float(max(rhat[k].values for k in HYPER)),
-        ess_bulk={k: float(bulk[k].values) for k in HYPER},
-        posterior_median={k: float(np.median(post[k])) for k in HYPER},
+        **ess_summary({k: post[k] for k in HYPER}),
     )
 
 
