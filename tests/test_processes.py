@@ -126,6 +126,36 @@ def test_laplace_classifier_chains_in_processes_are_the_sequential_chains(
     np.testing.assert_allclose(par.predict_proba(X), seq.predict_proba(X), rtol=1e-9)
 
 
+def test_auto_stop_lets_workers_draw_a_block_only_after_judging_the_last(tmp_path):
+    """``num_samples="auto"`` with the chains in processes: after each block a worker waits for
+    the calling process's decision on it (``go-<block>`` or ``stop.json``), so that no worker
+    draws a block past the stop; the decision is the draws judged so far."""
+    from bayeskern.inference.nuts_processes import AutoStop
+    from bayeskern.inference.processes import chain_outputs, write_npz
+
+    judged = []
+
+    def decide(taken, draws, stats):
+        judged.append((taken, draws["x"].shape))
+        return "mixed" if taken >= 20 else None
+
+    stop = AutoStop(block=10, max_samples=100, decide=decide)
+    stop.folder, stop.groups = tmp_path, 2
+    for group in (0, 1):
+        block = {"x": np.full((1, 10), float(group))}, {"num_steps": np.ones((1, 10))}
+        write_npz(tmp_path / f"{group}-0.npz", chain_outputs(*block))
+        stop()  # judged only once both groups have written block 0
+    assert judged == [(10, (2, 10))] and stop.draws is None
+    assert AutoStop.wait(tmp_path, block=0) == math.inf  # go on: block 1 may be drawn
+    assert not (tmp_path / "go-1").exists()
+    for group in (0, 1):
+        write_npz(tmp_path / f"{group}-1.npz", chain_outputs(*block))
+    stop()
+    assert judged[-1] == (20, (2, 20)) and stop.reason == "mixed"
+    assert AutoStop.wait(tmp_path, block=1) == 20 == AutoStop.wait(tmp_path)
+    assert not (tmp_path / "go-1").exists()
+
+
 def test_laplace_classifier_goes_to_processes_only_for_long_fits(monkeypatch):
     import bayeskern as bk
     from bayeskern.estimators import gp_laplace as gp_module

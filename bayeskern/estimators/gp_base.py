@@ -41,7 +41,7 @@ _SAMPLER_DOC = """
         chains start near the posterior mode; ``GPRegressor`` adapts the step size and the
         mass in Stan's windows, ``GPClassifier`` the step size alone, see
         ``adapt_mass_matrix``). ``num_samples="auto"``
-        (``GPRegressor``'s default; ``GPClassifier``'s is 500) draws blocks of 100 per chain
+        (the default) draws blocks of 100 per chain
         until R-hat ≤ 1.01 and bulk and tail ESS ≥ 100 per chain (at most 2000 per chain,
         fewer when the draws so far project a miss at that cap;
         :func:`bayeskern.inference.run_nuts`); ``num_samples_`` is what was drawn.

@@ -124,7 +124,7 @@ class GPClassifier(  # noqa: D101 (__doc__ is an f-string)
         *,
         inference: str = "laplace",
         num_warmup: int = 200,
-        num_samples: int = 500,
+        num_samples: int | str = "auto",
         num_chains: int = 4,
         chain_method: str | None = None,
         target_accept_prob: float = 0.8,

@@ -127,9 +127,12 @@ def chains_in_process(spec: str, names: str, *arrays):
             write_npz(
                 Path(folder) / f"{s['group']}-{len(blocks) - 1}.npz", chain_outputs(draws, stats)
             )
+            # the next block only once the caller has judged this one: a block drawn past
+            # the stop would hold up the fit's end by a whole block
+            AutoStop.wait(folder, block=len(blocks) - 1)
     draws, stats = jax.tree.map(lambda *b: np.concatenate(b, axis=1), *blocks)
     if folder is not None:  # every worker returns the draws the caller decided on
-        keep = AutoStop.wait(folder)
+        keep = int(AutoStop.wait(folder))
         draws, stats = jax.tree.map(lambda a: a[:, :keep], (draws, stats))
     return chain_outputs(draws, stats)
 
@@ -138,12 +141,13 @@ class AutoStop:
     """The calling side of ``num_samples="auto"`` with the chains in worker processes.
 
     Each worker writes every block of its chains' draws to ``folder`` as ``<group>-<block>.npz``
-    and looks for ``stop.json`` before each next block. Called while the workers run, this
-    reads each block once every group has written it, joins the chains and asks ``decide(taken,
-    draws, stats)`` whether to stop (a reason, kept as ``reason``, or ``None``: go on); then it
-    writes ``stop.json`` with the number of draws to keep (``draws``). The decision uses the
-    same draws, block for block, as in one process, so the result does not depend on which
-    worker is ahead.
+    and waits for the decision on it. Called while the workers run, this reads each block once
+    every group has written it, joins the chains and asks ``decide(taken, draws, stats)``
+    whether to stop (a reason, kept as ``reason``, or ``None``: go on); then it writes
+    ``stop.json`` with the number of draws to keep (``draws``), or ``go-<block>`` to let the
+    workers draw the next block. The decision uses the same draws, block for block, as in one
+    process, so the result does not depend on which worker is ahead, and no worker draws a
+    block past the stop (the fit would wait for it).
     """
 
     def __init__(self, block: int, max_samples: int, decide: Callable):
@@ -158,14 +162,21 @@ class AutoStop:
         return json.loads(path.read_text())["draws"] if path.exists() else float("inf")
 
     @staticmethod
-    def wait(folder) -> int:
-        """Wait for the caller's decision (a worker that has drawn all it may) and return it."""
+    def wait(folder, block: int | None = None) -> float:
+        """Wait for the caller's decision and return the draws to keep (``inf``: go on).
+
+        With ``block``, until the caller has judged that block (it goes on or stops); without,
+        until it stops (a worker that has drawn all it may).
+        """
         parent = os.getppid()
+        go_on = None if block is None else Path(folder) / f"go-{block}"
         while (keep := AutoStop.read(folder)) == float("inf"):
+            if go_on is not None and go_on.exists():
+                return keep
             if os.getppid() != parent:  # the caller is gone: nobody will decide
                 raise RuntimeError("the process that started this worker has ended")
-            time.sleep(0.05)
-        return int(keep)
+            time.sleep(0.02)
+        return keep
 
     def __call__(self) -> None:
         """Judge every block that all groups have written; write ``stop.json`` on a stop."""
@@ -191,3 +202,5 @@ class AutoStop:
                 tmp = self.folder / "stop.json.tmp"
                 tmp.write_text(json.dumps(dict(draws=taken)))
                 tmp.replace(self.folder / "stop.json")
+            else:  # the workers may draw the next block
+                (self.folder / f"go-{len(self.parts) - 1}").touch()
