@@ -179,7 +179,7 @@ class AutoStop:
         return keep
 
     def __call__(self) -> None:
-        """Judge every block that all groups have written; write ``stop.json`` on a stop."""
+        """Judge each block all groups wrote: ``stop.json`` on a stop, else ``go-<block>``."""
         while self.draws is None:
             paths = [self.folder / f"{g}-{len(self.parts)}.npz" for g in range(self.groups)]
             if not all(p.exists() for p in paths):
