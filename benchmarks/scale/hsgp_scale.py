@@ -49,8 +49,9 @@ Written by `{SCRIPT}` (one section per case; rerun the command in a section to
 reproduce it). Every fit uses `GPRegressor`'s default arguments (4 chains, 200 warm-up
 iterations, then blocks of 100 draws per chain until converged (`num_samples="auto"`),
 `approximation="auto"`; the accuracy case sets `approximation` explicitly; the
-classification cases use `GPClassifier`'s defaults: 200 warm-up iterations or sweeps, 500
-draws per chain), with
+classification cases use `GPClassifier`'s defaults: 200 warm-up iterations or sweeps, then
+blocks of draws until converged (500 draws per chain before 2026-11-29: the runs of the
+`classify-exact` reference are of that default)), with
 only `random_state` (= seed) and `progress_bar=False` set. Every seed run is listed. Load is
 `/proc/loadavg` (1, 5, 15 min) before → after the fit; peak RSS is `getrusage` of the
 process that fitted.
