@@ -336,6 +336,35 @@ print("chains", est.idata_.posterior.sizes["chain"])
     assert r.stdout.strip().splitlines()[-1] == "chains 4"
 
 
+def test_chain_methods_that_block_xla_cpu_are_refused(monkeypatch):
+    """Chains batched into one program (``"vectorized"``) put the models' Cholesky
+    factorizations into batched LAPACK calls, which blocked XLA:CPU forever (a 4-chain
+    ``GPRegressor`` and ``GPClassifier`` on 455 rows, 2 cores); so do the Laplace
+    classifier's chains on several CPU devices (``"parallel"``). The estimators refuse both
+    before any work, naming the argument; one chain, or another method, passes."""
+    from bayeskern.inference import check_factorizing_chain_method
+
+    X = np.random.default_rng(0).normal(size=(12, 2))
+    y = (X[:, 0] > 0).astype(int)
+    tiny = dict(num_warmup=5, num_samples=5, num_chains=2, progress_bar=False)
+    refused = [
+        bk.GPRegressor(chain_method="vectorized", **tiny).fit,
+        bk.GPClassifier(chain_method="vectorized", **tiny).fit,
+        bk.GaBaSRRegressor(sampler="nuts", chain_method="vectorized", **tiny).fit,
+    ]
+    for fit in refused:
+        with pytest.raises(ValueError, match="chain_method='vectorized' can block XLA:CPU"):
+            fit(X, y)
+    monkeypatch.setattr(jax, "local_device_count", lambda: 4)
+    with pytest.raises(ValueError, match="chain_method='parallel' can block XLA:CPU"):
+        bk.GPClassifier(chain_method="parallel", **tiny).fit(X, y)
+    check_factorizing_chain_method("parallel", 4)  # a GP regression on CPU devices is fine
+    for method, chains in (("vectorized", 1), ("sequential", 4), (None, 4)):
+        check_factorizing_chain_method(method, chains, parallel=True)
+    monkeypatch.setattr(jax, "local_device_count", lambda: 1)
+    check_factorizing_chain_method("parallel", 4, parallel=True)  # pmap falls back: no block
+
+
 def test_draw_maps_and_map_search_do_not_hang():
     """The XLA:CPU paths that once hung (batched LAPACK in loops) finish: 400 posterior draws
     through the LOO and prediction maps of a fitted GP, in a subprocess with a timeout (a

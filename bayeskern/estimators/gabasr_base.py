@@ -23,7 +23,7 @@ from bayeskern.estimators.gabasr_density import _SpectralDensityMixin
 from bayeskern.estimators.params import count
 from bayeskern.estimators.validation import validate_binary
 from bayeskern.hsgp import Basis
-from bayeskern.inference import as_key
+from bayeskern.inference import as_key, check_factorizing_chain_method
 from bayeskern.inference.gabasr_gibbs import GibbsPrior, gibbs_sample
 from bayeskern.inference.gibbs_predict import predict_proba, predict_regression
 from bayeskern.inference.whitening import laplace_whitening, map_point, run_whitened_nuts
@@ -73,7 +73,9 @@ PARAMS_DOC = """
         Sampler settings.
     chain_method : {None, "parallel", "sequential", "vectorized", "processes"}
         NUTS: ``None`` as :func:`bayeskern.inference.choose_chain_method` (parallel with one
-        device per chain, else vectorized on a GPU and sequential on a CPU). Gibbs:
+        device per chain, else vectorized on a GPU and sequential on a CPU;
+        ``"vectorized"`` is refused on a CPU, where batched factorizations can block XLA:CPU,
+        :func:`bayeskern.inference.check_factorizing_chain_method`). Gibbs:
         ``"sequential"`` runs the chains one after the other, ``"processes"`` shares the same
         chains out to one process per core, ``None`` chooses ``"processes"`` for long runs
         (:func:`bayeskern.inference.gabasr_gibbs.gibbs_sample`, ``chain_method="auto"``);
@@ -156,6 +158,8 @@ class _GaBaSRBase(_SpectralDensityMixin, BayesianEstimatorMixin, BaseEstimator):
                 "pmapped over CPU devices, can hang XLA:CPU); use None or "
                 "'sequential'"
             )
+        if self.sampler_ != "gibbs":
+            check_factorizing_chain_method(self.chain_method, self.num_chains)
         if self._n_components_features() > self.n_features:
             raise ValueError(
                 f"n_components ({self.n_components}) must not exceed n_features ({self.n_features})"

@@ -23,7 +23,7 @@ from bayeskern.estimators.params import AUTO_COUNT_CONSTRAINTS
 from bayeskern.estimators.prediction import cached_jit
 from bayeskern.estimators.validation import check_numeric, validate_classes
 from bayeskern.hsgp import build_design
-from bayeskern.inference import run_nuts
+from bayeskern.inference import check_factorizing_chain_method, run_nuts
 from bayeskern.kernels import RBF, Kernel, get_kernel, name_leaves, term_name
 from bayeskern.learning import fit_kernel
 from bayeskern.models.gp import (
@@ -50,7 +50,9 @@ _SAMPLER_DOC = """
         sequential on a CPU (:func:`bayeskern.inference.choose_chain_method`); for the
         classifiers' Laplace route on a CPU, sequential or, for long fits, ``"processes"``:
         the chains one after another in one Python process per core (``GPClassifier``
-        only).
+        only). On a CPU, ``"vectorized"`` (and ``"parallel"`` for the classifiers' Laplace
+        route) is refused with a ``ValueError``: batched factorizations can block XLA:CPU
+        forever (:func:`bayeskern.inference.check_factorizing_chain_method`).
     target_accept_prob : float
         NUTS target acceptance; raise to 0.9-0.99 when divergences are reported.
     init : {"map", "prior"}
@@ -200,6 +202,7 @@ class _GPBase(BayesianEstimatorMixin, BaseEstimator):
         ``data_at_mode``, ``rebuild``: as :func:`bayeskern.inference.run_nuts`;
         ``chain_method`` replaces the estimator's ``None`` (the estimator's own choice stands).
         """
+        check_factorizing_chain_method(self.chain_method, self.num_chains)
         dims, coords = self._sample_coords(len(Xs))
         if model_kwargs is None:
             model_kwargs = self._gp_kwargs(Xs, y_model)

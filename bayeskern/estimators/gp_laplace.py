@@ -12,7 +12,7 @@ import jax.numpy as jnp
 import numpy as np
 
 from bayeskern.estimators.base import kernel_state, restore_kernel
-from bayeskern.inference import AUTO_BLOCK
+from bayeskern.inference import AUTO_BLOCK, check_factorizing_chain_method
 from bayeskern.inference.processes import can_start_processes
 from bayeskern.models.gp import gp_classification_laplace, gp_classification_softmax, prepare_kernel
 
@@ -58,8 +58,11 @@ class _LaplaceChainsMixin:
         one after another, in one process per core (``"processes"``) when their work
         (:data:`LAPLACE_PROCESS_WORK`) pays for starting the processes, else in this one.
         Elsewhere JAX's default rule (:func:`bayeskern.inference.choose_chain_method`).
-        Returns ``chain_method`` and ``rebuild`` for :meth:`_sample`.
+        Returns ``chain_method`` and ``rebuild`` for :meth:`_sample`; a user's
+        ``"vectorized"`` or ``"parallel"`` that would block is refused
+        (:func:`bayeskern.inference.check_factorizing_chain_method`).
         """
+        check_factorizing_chain_method(self.chain_method, self.num_chains, parallel=True)
         try:
             config = json.dumps(dict(kernel=self.kernel_.get_config(), n_classes=n_classes))
         except TypeError:  # a kernel with a Python callable: not rebuilt in another process

@@ -30,6 +30,7 @@ _LAZY = {
         [
             "AUTO_BLOCK",
             "AUTO_MAX_SAMPLES",
+            "check_factorizing_chain_method",
             "check_sampler_counts",
             "choose_chain_method",
             "run_nuts",
@@ -53,6 +54,7 @@ __all__ = [
     "ModelFunctions",
     "choose_chain_method",
     "check_sampler_counts",
+    "check_factorizing_chain_method",
     "as_key",
     "GaBaSRGibbs",
     "gibbs_sample",

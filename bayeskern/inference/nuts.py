@@ -47,6 +47,7 @@ __all__ = [
     "AUTO_MAX_SAMPLES",
     "choose_chain_method",
     "check_sampler_counts",
+    "check_factorizing_chain_method",
 ]
 
 
@@ -111,6 +112,47 @@ def choose_chain_method(num_chains: int, chain_method: str | None = None) -> str
     if num_chains > 1 and jax.default_backend() in ("gpu", "tpu"):
         return "vectorized"
     return "sequential"
+
+
+def check_factorizing_chain_method(
+    chain_method: str | None, num_chains: int, *, parallel: bool = False
+) -> None:
+    """Refuse a chain method under which a model's factorizations can block XLA:CPU.
+
+    jaxlib's LAPACK kernels (Cholesky, triangular solves) split a batch of matrices over
+    XLA:CPU's thread pool and wait for the pieces, on threads of that same pool. With the
+    chains batched into one program (``"vectorized"``), two such calls can run at once and
+    leave every pool thread waiting, and the fit never ends (seen on a 2-core CPU with three
+    or more chains of a GP on a few hundred rows). On a CPU, vectorized chains also take as
+    many tree doublings as the slowest chain at every step, so ``"sequential"`` costs no
+    more. The embedded-Laplace classifiers block the same way with one chain per CPU device
+    (``parallel=True``: refuse ``"parallel"`` too when there are several CPU devices).
+
+    Parameters
+    ----------
+    chain_method : str or None
+        The user's chain method; ``None`` (the estimator chooses) always passes.
+    num_chains : int
+        Number of chains; one chain batches nothing.
+    parallel : bool
+        Also refuse ``"parallel"`` on several CPU devices.
+
+    Raises
+    ------
+    ValueError
+        Naming ``chain_method`` and what to use instead, on a CPU only.
+    """
+    if num_chains < 2 or jax.default_backend() != "cpu":
+        return
+    if chain_method == "vectorized" or (
+        parallel and chain_method == "parallel" and jax.local_device_count() > 1
+    ):
+        raise ValueError(
+            f"chain_method={chain_method!r} can block XLA:CPU forever with this model "
+            "(its Cholesky factorizations, run by jaxlib's LAPACK kernels on XLA:CPU's thread "
+            "pool, wait for threads that all wait too); on a CPU use None (the estimator's "
+            "choice) or 'sequential'"
+        )
 
 
 # --------------------------------------------------------------------------- NUTS
