@@ -341,7 +341,9 @@ def test_chain_methods_that_block_xla_cpu_are_refused(monkeypatch):
     factorizations into batched LAPACK calls, which blocked XLA:CPU forever (a 4-chain
     ``GPRegressor`` and ``GPClassifier`` on 455 rows, 2 cores); so do the Laplace
     classifier's chains on several CPU devices (``"parallel"``). The estimators refuse both
-    before any work, naming the argument; one chain, or another method, passes."""
+    before any work, naming the argument; one chain, or another method, passes. Worker
+    processes (``"processes"``) are refused, with the routes that have them, where the
+    chains cannot be rebuilt in another process."""
     from bayeskern.inference import check_factorizing_chain_method
 
     X = np.random.default_rng(0).normal(size=(12, 2))
@@ -358,6 +360,9 @@ def test_chain_methods_that_block_xla_cpu_are_refused(monkeypatch):
     monkeypatch.setattr(jax, "local_device_count", lambda: 4)
     with pytest.raises(ValueError, match="chain_method='parallel' can block XLA:CPU"):
         bk.GPClassifier(chain_method="parallel", **tiny).fit(X, y)
+    for est in (bk.GPRegressor, lambda **kw: bk.GPClassifier(inference="latent", **kw)):
+        with pytest.raises(ValueError, match="chain_method='processes' is available for"):
+            est(chain_method="processes", **tiny).fit(X, y)
     check_factorizing_chain_method("parallel", 4)  # a GP regression on CPU devices is fine
     for method, chains in (("vectorized", 1), ("sequential", 4), (None, 4)):
         check_factorizing_chain_method(method, chains, parallel=True)

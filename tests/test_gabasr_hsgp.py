@@ -250,3 +250,16 @@ def test_periodogram_on_an_even_spread_of_rows_above_its_limit(monkeypatch):
     assert len(full) == len(spread) == 1
     assert float(spread[0]) == pytest.approx(float(full[0]), rel=2e-3)
     assert float(full[0]) == pytest.approx(2 * np.pi * 3 / 0.7, rel=2e-3)
+
+
+def test_a_forced_basis_far_larger_than_the_exact_form_warns_before_sampling():
+    """``model="hsgp"`` on two columns whose spectral peaks need thousands of basis functions
+    (here 74 x 56 on 80 rows) would run for hours without a word; the fit says so, with the
+    size, before its first gradient (the warning turned into an error stops it there)."""
+    rng = np.random.default_rng(0)
+    X = rng.normal(size=(80, 2))
+    y = np.sin(X[:, 0]) + 0.1 * rng.normal(size=80)
+    with warnings.catch_warnings():
+        warnings.simplefilter("error", UserWarning)
+        with pytest.raises(UserWarning, match=r"has \d{4} functions.*can take hours"):
+            GaBaSRRegressor(model="hsgp", **FAST).fit(X, y)

@@ -43,6 +43,7 @@ from __future__ import annotations
 
 import numbers
 import time
+import warnings
 
 import jax.numpy as jnp
 import numpy as np
@@ -154,7 +155,9 @@ class GaBaSRRegressor(  # noqa: D101 (__doc__ is an f-string)
         {_HSGP_MIN_ROWS} rows in at most three input columns when the basis
         has at most {_HSGP_MAX_BASIS} functions, else ``"exact"`` up to
         ``exact_max_n`` rows, else ``"features"``; ``"features"`` with the other samplers.
-        The model used is ``model_``.
+        The model used is ``model_``. ``"hsgp"`` asked for where its basis would have more
+        functions than both {_HSGP_MAX_BASIS} and the rows warns (each gradient is
+        :math:`O(M^3)`).
     trend_degree : int or "auto", default "auto"
         Exact model: degree of the polynomial trend kernel, one ``HalfNormal(1)`` amplitude per
         column (a degree the data do not support is shrunk to zero in the posterior).
@@ -364,9 +367,18 @@ class GaBaSRRegressor(  # noqa: D101 (__doc__ is an f-string)
         if self.model == "exact" or d > GH.MAX_COLUMNS:
             return "exact" if self.model == "exact" or n <= self.exact_max_n else "features"
         basis = GH.choose_mixture_basis(Z, self.exact_spec_, boundary_factor=self.hsgp_boundary)
-        if self.model == "hsgp" or (
-            n >= self.HSGP_MIN_ROWS and basis.size + B.shape[1] <= self.HSGP_MAX_BASIS
-        ):
+        size = basis.size + B.shape[1]
+        if self.model == "hsgp" and size > max(self.HSGP_MAX_BASIS, n):
+            warnings.warn(
+                f"GaBaSRRegressor(model='hsgp'): the basis that resolves the spectral peaks "
+                f"found on these inputs has {size} functions; every gradient factorizes a "
+                f"{size} x {size} matrix (O(M^3)), where the exact form factorizes "
+                f"{n} x {n}: this fit can take hours. model='auto' takes the basis only up "
+                f"to {self.HSGP_MAX_BASIS} functions, else the exact form",
+                UserWarning,
+                stacklevel=3,
+            )
+        if self.model == "hsgp" or (n >= self.HSGP_MIN_ROWS and size <= self.HSGP_MAX_BASIS):
             self.hsgp_basis_ = basis
             return "hsgp"
         return "exact" if n <= self.exact_max_n else "features"

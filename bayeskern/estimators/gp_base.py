@@ -203,6 +203,12 @@ class _GPBase(BayesianEstimatorMixin, BaseEstimator):
         ``chain_method`` replaces the estimator's ``None`` (the estimator's own choice stands).
         """
         check_factorizing_chain_method(self.chain_method, self.num_chains)
+        if self.chain_method == "processes" and rebuild is None:
+            raise ValueError(
+                "chain_method='processes' is available for GPClassifier's Laplace route "
+                "(inference='laplace', a kernel without Python callables) only; this fit runs "
+                "its chains in this process: use None, 'parallel' or 'sequential'"
+            )
         dims, coords = self._sample_coords(len(Xs))
         if model_kwargs is None:
             model_kwargs = self._gp_kwargs(Xs, y_model)
