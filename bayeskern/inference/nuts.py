@@ -122,11 +122,11 @@ def check_factorizing_chain_method(
     jaxlib's LAPACK kernels (Cholesky, triangular solves) split a batch of matrices over
     XLA:CPU's thread pool and wait for the pieces, on threads of that same pool. With the
     chains batched into one program (``"vectorized"``), two such calls can run at once and
-    leave every pool thread waiting, and the fit never ends (seen on a 2-core CPU with three
-    or more chains of a GP on a few hundred rows). On a CPU, vectorized chains also take as
-    many tree doublings as the slowest chain at every step, so ``"sequential"`` costs no
-    more. The embedded-Laplace classifiers block the same way with one chain per CPU device
-    (``parallel=True``: refuse ``"parallel"`` too when there are several CPU devices).
+    leave every pool thread waiting, and the fit never ends. On a CPU, vectorized chains
+    also take as many tree doublings as the slowest chain at every step, so
+    ``"sequential"`` costs no more. The embedded-Laplace classifiers block the same way
+    with one chain per CPU device (``parallel=True``: refuse ``"parallel"`` too when there
+    are several CPU devices).
 
     Parameters
     ----------
