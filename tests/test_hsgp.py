@@ -337,9 +337,15 @@ def test_auto_is_exact_for_small_data_or_kernels_without_a_basis():
     small, large = np.zeros((425, 1)), np.zeros((5000, 1))
     assert est._resolve_approximation(rbf, small) == "exact"  # the CO2 demo's size
     assert est._resolve_approximation(rbf, large) == "hsgp"
-    assert est._resolve_approximation(rbf, np.zeros((5000, 4))) == "exact"
     with pytest.warns(UserWarning, match="runs the exact GP on 5000 rows"):
         assert est._resolve_approximation(maha, large) == "exact"
+    # above the rows where "auto" takes the basis, a kernel or inputs without one warn with
+    # the size and the alternatives (airfoil's 1 202 training rows x 5 columns)
+    with pytest.warns(UserWarning, match=r"1202 x 1202 kernel matrix .*GaBaSRRegressor"):
+        assert est._resolve_approximation(rbf, np.zeros((1202, 5))) == "exact"
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        assert est._resolve_approximation(rbf, np.zeros((1000, 5))) == "exact"
 
 
 def test_chunk_size_does_not_change_the_draws(hsgp_fit, wave):

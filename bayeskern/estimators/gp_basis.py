@@ -40,8 +40,9 @@ AUTO_EXACT_MAX_ROWS = 1000
 #: the classifier's ``approximation="auto"`` runs the exact (embedded-Laplace) GP up to this
 #: many rows, the basis (Pólya-Gamma Gibbs) above when the kernel allows it
 CLASSIFIER_AUTO_EXACT_MAX_ROWS = 300
-#: above this many rows, an exact fit chosen by ``"auto"`` (kernel without a basis) warns,
-#: and so does every ``GPClassifier`` fit (its Laplace route has no basis form)
+#: above this many rows every exact ``GPClassifier`` fit warns (its Laplace route runs
+#: several factorizations per leapfrog step); ``GPRegressor`` warns above
+#: :data:`AUTO_EXACT_MAX_ROWS` when ``"auto"`` falls back to the exact GP
 LARGE_EXACT_ROWS = 3000
 #: the pilot basis resolves length-scales within this factor of the posterior mode's
 PILOT_MARGIN = 2.0
@@ -133,11 +134,13 @@ class _BasisMixin:
         if n <= self._AUTO_EXACT_ROWS:
             return "exact"
         if reason is not None:
-            if warn and n > LARGE_EXACT_ROWS:
+            if warn:
                 warnings.warn(
                     f"{type(self).__name__}: approximation='auto' runs the exact GP on {n} rows "
-                    f"(O(N^3) per leapfrog step: slow) because the Hilbert-space basis cannot "
-                    f"be used: {reason}",
+                    f"(it takes the Hilbert-space basis above {self._AUTO_EXACT_ROWS}) because "
+                    f"the basis cannot be used: {reason}. Every leapfrog step factorizes the "
+                    f"{n} x {n} kernel matrix (O(N^3)). Faster: a subset of the rows, or "
+                    "GaBaSRRegressor() (random features above its exact_max_n rows)",
                     UserWarning,
                     stacklevel=3,
                 )

@@ -94,8 +94,9 @@ class GPRegressor(  # noqa: D101 (__doc__ is an f-string)
         density (RBF, Laplacian, Matern32, Matern52, RationalQuadratic), ``Periodic`` with a
         fixed period, or a stationary kernel times such a ``Periodic`` (one input column);
         anything else raises ``ValueError``. ``"auto"`` (default): exact up to
-        {AUTO_EXACT_MAX_ROWS} rows or when the basis cannot represent the kernel, the basis
-        otherwise. ``approximation_`` records what ran.
+        {AUTO_EXACT_MAX_ROWS} rows or when the basis cannot represent the kernel (above
+        {AUTO_EXACT_MAX_ROWS} rows that fallback warns), the basis otherwise.
+        ``approximation_`` records what ran.
     n_basis : int, sequence of int or None
         Basis functions per input column of every stationary term (``None``: chosen from the
         length-scale priors by Riutort-Mayol et al. 2023's relations,
