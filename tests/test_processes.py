@@ -183,11 +183,24 @@ def test_laplace_classifier_goes_to_processes_only_for_long_fits(monkeypatch):
 
 
 def test_nuts_in_processes_needs_a_model_it_can_rebuild():
+    import numpyro
+    import numpyro.distributions as dist
+
     import bayeskern as bk
+    from bayeskern.inference import run_nuts
 
     X, y = np.arange(10.0)[:, None], np.arange(10.0)
-    with pytest.raises(ValueError, match="chain_method='processes' needs a model that can be"):
+    # the estimator says which routes have worker processes; run_nuts names its argument
+    with pytest.raises(ValueError, match="chain_method='processes' is available for GPClass"):
         bk.GPRegressor(chain_method="processes").fit(X, y)
+    with pytest.raises(ValueError, match="chain_method='processes' needs a model that can be"):
+        run_nuts(
+            lambda: numpyro.sample("m", dist.Normal()),
+            model_kwargs={},
+            rng_key=0,
+            num_chains=2,
+            chain_method="processes",
+        )
 
 
 INTERRUPTED = """
