@@ -42,8 +42,8 @@ AUTO_EXACT_MAX_ROWS = 1000
 CLASSIFIER_AUTO_EXACT_MAX_ROWS = 300
 #: above this many rows every exact ``GPClassifier`` fit warns (its Laplace route runs
 #: several factorizations per leapfrog step); ``GPRegressor`` warns above
-#: :data:`AUTO_EXACT_MAX_ROWS` when ``"auto"`` falls back to the exact GP
-LARGE_EXACT_ROWS = 3000
+#: :data:`AUTO_EXACT_MAX_ROWS` (the same number) when ``"auto"`` falls back to the exact GP
+LARGE_EXACT_ROWS = AUTO_EXACT_MAX_ROWS
 #: the pilot basis resolves length-scales within this factor of the posterior mode's
 PILOT_MARGIN = 2.0
 #: the classifier's pilot margin: its pilot is the basis regression of the centred labels, and

@@ -189,7 +189,8 @@ class GPClassifier(  # noqa: D101 (__doc__ is an f-string)
             warnings.warn(
                 f"GPClassifier: {len(y01)} rows. It factorizes the {len(y01)} x {len(y01)} "
                 "kernel matrix at every leapfrog step, several times with the Laplace "
-                "approximation (O(N^3)): at this size a fit takes hours. For thousands of rows, "
+                "approximation (O(N^3)): slow at this size, and 8x slower for every doubling "
+                "of the rows. For thousands of rows, "
                 "GaBaSRClassifier() (spectral features, cost linear in the rows), "
                 "approximation='hsgp' (two classes, a kernel on at most 3 columns), or "
                 "GPClassifier on a subset",
