@@ -338,6 +338,8 @@ def test_auto_is_exact_for_small_data_or_kernels_without_a_basis():
     assert est._resolve_approximation(rbf, small) == "exact"  # the CO2 demo's size
     assert est._resolve_approximation(rbf, large) == "hsgp"
     with pytest.warns(UserWarning, match="runs the exact GP on 5000 rows"):
+        assert est._resolve_approximation(rbf, np.zeros((5000, 4))) == "exact"
+    with pytest.warns(UserWarning, match="runs the exact GP on 5000 rows"):
         assert est._resolve_approximation(maha, large) == "exact"
     # above the rows where "auto" takes the basis, a kernel or inputs without one warn with
     # the size and the alternatives (airfoil's 1 202 training rows x 5 columns)
