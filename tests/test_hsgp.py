@@ -343,8 +343,13 @@ def test_auto_is_exact_for_small_data_or_kernels_without_a_basis():
         assert est._resolve_approximation(maha, large) == "exact"
     # above the rows where "auto" takes the basis, a kernel or inputs without one warn with
     # the size and the alternatives (airfoil's 1 202 training rows x 5 columns)
-    with pytest.warns(UserWarning, match=r"1202 x 1202 kernel matrix .*GaBaSRRegressor"):
+    with pytest.warns(
+        UserWarning, match=r"1202 x 1202 kernel matrix .*subset of at most 1000 rows, or at most 3"
+    ):
         assert est._resolve_approximation(rbf, np.zeros((1202, 5))) == "exact"
+    # a kernel the basis cannot represent: fewer columns would not help, so not suggested
+    with pytest.warns(UserWarning, match=r"1000 rows$"):
+        assert est._resolve_approximation(maha, np.zeros((1202, 2))) == "exact"
     with warnings.catch_warnings():
         warnings.simplefilter("error")
         assert est._resolve_approximation(rbf, np.zeros((1000, 5))) == "exact"

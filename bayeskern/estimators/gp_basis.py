@@ -17,6 +17,7 @@ from bayeskern import diagnostics
 from bayeskern.blr import Stats, scan_feature_stats
 from bayeskern.estimators.params import count
 from bayeskern.hsgp import (
+    MAX_COLUMNS,
     HSGPDesign,
     build_design,
     check_basis,
@@ -139,8 +140,13 @@ class _BasisMixin:
                     f"{type(self).__name__}: approximation='auto' runs the exact GP on {n} rows "
                     f"(it takes the Hilbert-space basis above {self._AUTO_EXACT_ROWS}) because "
                     f"the basis cannot be used: {reason}. Every leapfrog step factorizes the "
-                    f"{n} x {n} kernel matrix (O(N^3)). Faster: a subset of the rows, or "
-                    "GaBaSRRegressor() (random features above its exact_max_n rows)",
+                    f"{n} x {n} kernel matrix (O(N^3)). Faster: a random subset of at most "
+                    f"{self._AUTO_EXACT_ROWS} rows"
+                    + (
+                        f", or at most {MAX_COLUMNS} columns (then the basis)"
+                        if d > MAX_COLUMNS
+                        else ""
+                    ),
                     UserWarning,
                     stacklevel=3,
                 )
