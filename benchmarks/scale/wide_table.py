@@ -13,8 +13,8 @@ and clarity (their ordered levels as 0, 1, 2, ...), depth, table, x, y, z. A see
   rows through the deterministic-training-conditional (DTC) predictive of
   Quiñonero-Candela & Rasmussen (2005) with inducing inputs at the subset's rows and at
   ``--kmeans`` k-means centres.
-* ``gabasr``: ``GaBaSRRegressor`` on all 16 000 rows, with the options of ``--options``
-  (JSON; ``{}`` for the defaults).
+* ``gabasr``: ``GaBaSRRegressor`` on the first ``--rows`` training rows (all 16 000 by
+  default), with the options of ``--options`` (JSON; ``{}`` for the defaults).
 * ``labrbf``: ``LABRBFRegressor()`` (defaults) on all 16 000 rows.
 
     .venv/bin/python benchmarks/scale/wide_table.py sklearn
@@ -29,6 +29,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import shlex
 import sys
 import time
 import warnings
@@ -209,7 +210,7 @@ def case_subset(args):
         print(json.dumps(r), flush=True)
     body = f"""## subset: `GPRegressor()` on {m} rows, {args.draws} draws conditioned on more
 
-`{SCRIPT} {" ".join(sys.argv[1:])}`
+`{SCRIPT} {shlex.join(sys.argv[1:])}`
 ({machine()}; load {load0} → {loadavg()}). The posterior on {m} rows: fit {fit_s} s,
 {"converged" if c.ok else "NOT converged"} (R-hat {c.max_rhat:.3f}), {est.num_samples_}
 draws per chain.
@@ -221,6 +222,7 @@ draws per chain.
 
 def case_gabasr(args):
     Xtr, ytr, Xte, yte = diamonds()
+    Xtr, ytr = Xtr[: args.rows], ytr[: args.rows]
     options = json.loads(args.options)
     load0, t = loadavg(), time.perf_counter()
     with warnings.catch_warnings(record=True) as caught:
@@ -235,20 +237,24 @@ def case_gabasr(args):
         sampler=est.sampler_,
         converged=bool(c.ok),
         max_rhat=round(float(c.max_rhat), 3),
+        rows=len(ytr),
+        mean_leapfrog_steps=round(float(est.idata_.sample_stats["n_steps"].mean()), 1),
+        max_tree_depth=int(est.idata_.sample_stats["tree_depth"].max()),
         **scores(yte, est.predictive(Xte)),
         load=f"{load0} → {loadavg()}",
         warnings=[str(w.message)[:200] for w in caught],
     )
     print(json.dumps(rec), flush=True)
-    row = [str(rec[k]) for k in ("fit_s", "model", "sampler", "converged", "max_rhat")]
+    row = [str(rec[k]) for k in ("rows", "fit_s", "model", "sampler", "converged", "max_rhat")]
+    row += [str(rec[k]) for k in ("mean_leapfrog_steps", "max_tree_depth")]
     row += [str(rec[k]) for k in (*SCORES, "load")]
-    body = f"""## gabasr: `GaBaSRRegressor(**{options})` on all {N_TRAIN} rows
+    body = f"""## gabasr: `GaBaSRRegressor(**{options})` on {len(ytr)} rows
 
-`{SCRIPT} gabasr --options '{args.options}'` ({machine()}).
+`{SCRIPT} {shlex.join(sys.argv[1:])}` ({machine()}).
 
 {md_table(GABASR_COLUMNS, [row])}
 """
-    return "gabasr_" + "_".join(f"{k}{v}" for k, v in sorted(options.items())), body
+    return f"gabasr_{len(ytr)}_" + "_".join(f"{k}{v}" for k, v in sorted(options.items())), body
 
 
 def case_labrbf(args):
@@ -270,7 +276,8 @@ def case_labrbf(args):
     return "labrbf", body
 
 
-GABASR_COLUMNS = ["fit s", "model", "sampler", "converged", "max R-hat", "RMSE", "NLPD"]
+GABASR_COLUMNS = ["rows", "fit s", "model", "sampler", "converged", "max R-hat"]
+GABASR_COLUMNS += ["leapfrog steps per draw", "largest tree depth", "RMSE", "NLPD"]
 GABASR_COLUMNS += ["95 % coverage", "load"]
 CASES = {
     "sklearn": case_sklearn,
@@ -288,6 +295,7 @@ def main():
     ap.add_argument("--condition", type=int, nargs="*", default=[2000, 4000])
     ap.add_argument("--kmeans", type=int, nargs="*", default=[1000])
     ap.add_argument("--options", default="{}")
+    ap.add_argument("--rows", type=int, default=N_TRAIN, help="gabasr: fit the first rows")
     args = ap.parse_args()
     name, body = CASES[args.case](args)
     write_section(PAGE, name, body, header=HEADER)
