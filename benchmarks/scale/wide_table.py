@@ -129,9 +129,10 @@ def dtc_draw(kernel, x_scale, Z, Xs, ys, Xn):
     over row chunks, and :math:`L^{-1}AL^{-\top} = U\Lambda U^\top`: the mean
     :math:`K_{*z}(\sigma^2K_{zz} + A)^{-1}b` and the latent variance
     :math:`k_{**} - K_{*z}K_{zz}^{-1}A(\sigma^2K_{zz} + A)^{-1}K_{z*}` (Quiñonero-Candela &
-    Rasmussen 2005, eq. 20b, rewritten through the eigenbasis of :math:`L^{-1}AL^{-\top}`).
+    Rasmussen 2005's DTC, written through the eigenbasis of :math:`L^{-1}AL^{-\top}`).
     """
     M, n_chunks = Z.shape[0], Xs.shape[0] // CHUNK
+    assert n_chunks * CHUNK == Xs.shape[0], "the rows must fill whole chunks"
 
     def one(draw):
         theta, amp = theta_from_draw(kernel, draw, x_scale), draw["amplitude"]
