@@ -358,3 +358,22 @@ def test_random_feature_predictions_compile_once(sm_data, monkeypatch):
         second = predict(X[47:54])
         assert len(traces) == n
         assert not np.allclose(first[0], second[0])
+
+
+def test_auto_on_many_columns_above_the_exact_rows_warns_before_sampling():
+    # more rows than the exact form takes and more columns than the basis: "auto" falls to
+    # the random-feature model with NUTS, whose trajectories can reach the tree-depth limit
+    # at every draw on many columns (hours), so the user is told before sampling
+    rng = np.random.default_rng(0)
+    X, y = rng.normal(size=(2001, 4)), rng.normal(size=2001)
+    est = GaBaSRRegressor()
+    est._check_params()
+    Z, _ = est._setup(X)
+    with pytest.warns(UserWarning, match=r"2001 rows x 4 columns .*tree-depth limit"):
+        assert est._choose_model(Z, y) == "features"
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        assert est._choose_model(Z[:2000], y[:2000]) == "exact"  # the exact form's rows
+        forced = GaBaSRRegressor(model="features")
+        forced._check_params()
+        assert forced._choose_model(Z, y) == "features"  # asked for: no warning

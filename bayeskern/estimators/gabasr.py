@@ -168,8 +168,8 @@ class GaBaSRRegressor(  # noqa: D101 (__doc__ is an f-string)
     num_map_starts : int, default 6
         Exact model: L-BFGS starts of the mode search (the posterior is multimodal).
     exact_max_n : int, default 2000
-        Largest number of rows for which ``model="auto"`` picks the exact model
-        (:math:`O(n^3)` per gradient) when the basis form does not apply.
+        Largest number of rows for which ``model="auto"`` picks the exact model (:math:`O(n^3)`
+        per gradient) when the basis form does not apply (above: features; 4+ columns warn).
     hsgp_boundary : float, default 2.0
         Basis form: half-width of the box as a multiple of the inputs' half-range (the
         basis holds inside it only; 2 leaves half the training range on each side for
@@ -365,7 +365,7 @@ class GaBaSRRegressor(  # noqa: D101 (__doc__ is an f-string)
                 f"{d}; use model='exact' or 'features'"
             )
         if self.model == "exact" or d > GH.MAX_COLUMNS:
-            return "exact" if self.model == "exact" or n <= self.exact_max_n else "features"
+            return "exact" if self.model == "exact" or n <= self.exact_max_n else self._wide(n, d)
         basis = GH.choose_mixture_basis(Z, self.exact_spec_, boundary_factor=self.hsgp_boundary)
         size = basis.size + B.shape[1]
         if self.model == "hsgp" and size > max(self.HSGP_MAX_BASIS, n):

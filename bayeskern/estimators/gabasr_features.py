@@ -6,6 +6,8 @@ and its leave-one-out densities.
 
 from __future__ import annotations
 
+import warnings
+
 import jax
 import jax.numpy as jnp
 import numpy as np
@@ -21,6 +23,25 @@ class _FeaturesModelMixin:
     """The random-feature model of :class:`~bayeskern.estimators.gabasr.GaBaSRRegressor`."""
 
     _FEATURE_SITES = ("weights", "mu", "sigma", "v_weights", "v_mu", "v_sigma", "snr")
+
+    def _wide(self, n: int, d: int) -> str:
+        """``model="auto"`` on more rows than the exact form and columns than the basis takes.
+
+        Returns ``"features"`` and warns: NUTS on the random-feature model's free frequencies
+        (a mean and a spread per component and column) can run every draw to the tree-depth
+        limit on many columns.
+        """
+        warnings.warn(
+            f"{type(self).__name__}: model='auto' fits the random-feature model with NUTS on "
+            f"{n} rows x {d} columns (the basis form takes at most 3 columns, the exact form "
+            f"at most exact_max_n={self.exact_max_n} rows). With many columns its trajectories "
+            "can reach NUTS's tree-depth limit (1023 leapfrog steps) at every draw: this fit "
+            "can take hours. Faster: GPRegressor() on a random subset of at most 1000 rows, "
+            "or LABRBFRegressor() (a point fit with intervals)",
+            UserWarning,
+            stacklevel=4,
+        )
+        return "features"
 
     def _condition_on_all_rows(self):
         """Condition the weights and noise of ``num_conditioned_draws`` draws on every row.
