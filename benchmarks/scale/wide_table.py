@@ -231,6 +231,8 @@ def case_gabasr(args):
         est = bk.GaBaSRRegressor(random_state=0, progress_bar=False, **options).fit(Xtr, ytr)
     fit_s = round(time.perf_counter() - t, 1)
     c = est.convergence_
+    stats = est.idata_.sample_stats
+    nuts = "n_steps" in stats
     rec = dict(
         options=options,
         fit_s=fit_s,
@@ -239,8 +241,8 @@ def case_gabasr(args):
         converged=bool(c.ok),
         max_rhat=round(float(c.max_rhat), 3),
         rows=len(ytr),
-        mean_leapfrog_steps=round(float(est.idata_.sample_stats["n_steps"].mean()), 1),
-        max_tree_depth=int(est.idata_.sample_stats["tree_depth"].max()),
+        mean_leapfrog_steps=round(float(stats["n_steps"].mean()), 1) if nuts else "-",
+        max_tree_depth=int(stats["tree_depth"].max()) if nuts else "-",
         **scores(yte, est.predictive(Xte)),
         load=f"{load0} → {loadavg()}",
         warnings=[str(w.message)[:200] for w in caught],
