@@ -13,7 +13,9 @@ import jax.numpy as jnp
 import numpy as np
 
 from bayeskern.estimators.draws import map_draws
+from bayeskern.estimators.gp_basis import AUTO_EXACT_MAX_ROWS
 from bayeskern.estimators.prediction import cached_jit
+from bayeskern.hsgp import MAX_COLUMNS
 from bayeskern.inference.gibbs_predict import predict_regression, regression_posteriors
 from bayeskern.models import gabasr as G
 from bayeskern.predictive import MixturePredictive
@@ -33,11 +35,12 @@ class _FeaturesModelMixin:
         """
         warnings.warn(
             f"{type(self).__name__}: model='auto' fits the random-feature model with NUTS on "
-            f"{n} rows x {d} columns (the basis form takes at most 3 columns, the exact form "
-            f"at most exact_max_n={self.exact_max_n} rows). With many columns its trajectories "
-            "can reach NUTS's tree-depth limit (1023 leapfrog steps) at every draw: this fit "
-            "can take hours. Faster: GPRegressor() on a random subset of at most 1000 rows, "
-            "or LABRBFRegressor() (a point fit with intervals)",
+            f"{n} rows x {d} columns (the basis form takes at most {MAX_COLUMNS} "
+            f"columns, the exact form at most exact_max_n={self.exact_max_n} rows). With many "
+            "columns its trajectories can reach NUTS's tree-depth limit (1023 leapfrog steps) "
+            "at every draw: this fit can take hours. Faster: GPRegressor() on a random subset "
+            f"of at most {AUTO_EXACT_MAX_ROWS} rows, or LABRBFRegressor() (a point fit with "
+            "intervals)",
             UserWarning,
             stacklevel=4,
         )
