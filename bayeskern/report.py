@@ -178,6 +178,10 @@ def _render(est, *, X_test, y_test, title, data_name, target_name) -> str:
         "chain_method",
         "target_accept_prob",
         "random_state",
+        "approximation",
+        "n_basis_total",
+        "n_inducing",
+        "loo_subsample",
     ):
         if k in post.attrs:
             rows.append((k.replace("_", " "), post.attrs[k]))

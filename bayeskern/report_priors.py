@@ -27,6 +27,7 @@ from bayeskern.models.gp import (
     prepare_kernel,
 )
 from bayeskern.models.hsgp import hsgp_classification, hsgp_regression
+from bayeskern.models.sgpr import sgpr_regression
 
 __all__ = ["model_call", "latent_sites", "prior_rows", "dist_repr"]
 
@@ -34,7 +35,7 @@ __all__ = ["model_call", "latent_sites", "prior_rows", "dist_repr"]
 def model_call(est):
     """Return ``(model, kwargs)`` that replays the NumPyro model ``est`` sampled, or ``None``.
 
-    Known: :class:`~bayeskern.GPRegressor` (exact and Hilbert-space basis) and
+    Known: :class:`~bayeskern.GPRegressor` (exact, Hilbert-space basis, inducing points) and
     :class:`~bayeskern.GPClassifier` (both inference routes, and the basis), on the
     standardized training data stored in ``idata_``.
     """
@@ -50,6 +51,15 @@ def model_call(est):
         if getattr(est, "approximation_", "exact") == "hsgp":
             return hsgp_regression, dict(
                 stats=est._hsgp_stats, kernel=est.kernel_, design=est.hsgp_design_, x_scale=x_scale
+            )
+        if getattr(est, "approximation_", "exact") == "inducing":
+            return sgpr_regression, dict(
+                X=X,
+                y=jnp.asarray(est.y_std_.transform(y)),
+                kernel=est.kernel_,
+                x_scale=x_scale,
+                Z=est._inducing_Z(),
+                chunk_size=est._inducing_chunk(),
             )
         model, y = gp_regression, est.y_std_.transform(y)
     elif getattr(est, "approximation_", "exact") == "hsgp":

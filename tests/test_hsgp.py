@@ -337,22 +337,23 @@ def test_auto_is_exact_for_small_data_or_kernels_without_a_basis():
     small, large = np.zeros((425, 1)), np.zeros((5000, 1))
     assert est._resolve_approximation(rbf, small) == "exact"  # the CO2 demo's size
     assert est._resolve_approximation(rbf, large) == "hsgp"
-    with pytest.warns(UserWarning, match="runs the exact GP on 5000 rows"):
-        assert est._resolve_approximation(rbf, np.zeros((5000, 4))) == "exact"
-    with pytest.warns(UserWarning, match="runs the exact GP on 5000 rows"):
-        assert est._resolve_approximation(maha, large) == "exact"
-    # above the rows where "auto" takes the basis, a kernel or inputs without one warn with
-    # the size and the alternatives (airfoil's 1 202 training rows x 5 columns)
-    with pytest.warns(
-        UserWarning, match=r"1202 x 1202 kernel matrix .*subset of at most 1000 rows, or at most 3"
-    ):
-        assert est._resolve_approximation(rbf, np.zeros((1202, 5))) == "exact"
-    # a kernel the basis cannot represent: fewer columns would not help, so not suggested
-    with pytest.warns(UserWarning, match=r"1000 rows$"):
-        assert est._resolve_approximation(maha, np.zeros((1202, 2))) == "exact"
+    # above the exact rows, inputs or a kernel without a basis: the regressor's inducing
+    # points, without a warning
     with warnings.catch_warnings():
         warnings.simplefilter("error")
+        assert est._resolve_approximation(rbf, np.zeros((5000, 4))) == "inducing"
+        assert est._resolve_approximation(maha, large) == "inducing"
         assert est._resolve_approximation(rbf, np.zeros((1000, 5))) == "exact"
+    # the classifier has no inducing route: it falls back to the exact GP and warns with the
+    # size and the alternatives
+    clf = bk.GPClassifier()
+    with pytest.warns(
+        UserWarning, match=r"1202 x 1202 kernel matrix .*subset of at most 300 rows, or at most 3"
+    ):
+        assert clf._resolve_approximation(rbf, np.zeros((1202, 5))) == "exact"
+    # a kernel the basis cannot represent: fewer columns would not help, so not suggested
+    with pytest.warns(UserWarning, match=r"300 rows$"):
+        assert clf._resolve_approximation(maha, np.zeros((1202, 2))) == "exact"
 
 
 def test_chunk_size_does_not_change_the_draws(hsgp_fit, wave):

@@ -38,9 +38,9 @@ class _FeaturesModelMixin:
             f"{n} rows x {d} columns (the basis form takes at most {MAX_COLUMNS} "
             f"columns, the exact form at most exact_max_n={self.exact_max_n} rows). With many "
             "columns its trajectories can reach NUTS's tree-depth limit (1023 leapfrog steps) "
-            "at every draw: this fit can take hours. Faster: GPRegressor() on a random subset "
-            f"of at most {AUTO_EXACT_MAX_ROWS} rows, or LABRBFRegressor() (a point fit with "
-            "intervals)",
+            "at every draw: this fit can take hours. Faster: GPRegressor() (above "
+            f"{AUTO_EXACT_MAX_ROWS} rows on this many columns it samples on inducing points), "
+            "or LABRBFRegressor() (a point fit with intervals)",
             UserWarning,
             stacklevel=4,
         )

@@ -322,19 +322,21 @@ class _GPBase(BayesianEstimatorMixin, BaseEstimator):
                 model = (
                     gp_classification if self.inference == "latent" else gp_classification_laplace
                 )
-            self._check_approximation_params()
-            if self._resolve_approximation(kernel, xs.transform(X), warn=False) == "hsgp" and (
-                not classifier or self.inference == "laplace"
-            ):
-                model = hsgp_classification if classifier else hsgp_regression
-                extra = dict(
-                    design=build_design(kernel, xs.transform(X), xs.scale, n_basis=self.n_basis)
-                )
         seed = (
             self._seed()
             if random_state is None
             else int(check_random_state(random_state).randint(0, 2**31 - 1))
         )
+        if not (classifier and len(classes) > 2):
+            self._check_approximation_params()
+            route = self._resolve_approximation(kernel, xs.transform(X), warn=False)
+            if route == "hsgp" and (not classifier or self.inference == "laplace"):
+                model = hsgp_classification if classifier else hsgp_regression
+                extra = dict(
+                    design=build_design(kernel, xs.transform(X), xs.scale, n_basis=self.n_basis)
+                )
+            elif route == "inducing":
+                model, extra = self._inducing_prior_model(xs.transform(X), seed)
         draws = Predictive(model, num_samples=n_draws)(
             jax.random.PRNGKey(seed),
             X=jnp.asarray(xs.transform(X)),

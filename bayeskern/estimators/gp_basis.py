@@ -111,10 +111,15 @@ class _BasisMixin:
             )
 
     def _resolve_approximation(self, kernel, Xs, warn: bool = True) -> str:
-        """Return ``"exact"`` or ``"hsgp"`` for ``approximation`` on these data."""
+        """Return ``"exact"``, ``"hsgp"`` or ``"inducing"`` for ``approximation`` here.
+
+        ``"auto"`` above the exact rows, where the basis cannot represent the kernel: the
+        inducing points where the estimator has them (the regressor), else the exact GP
+        with a warning.
+        """
         n, d = Xs.shape
-        if self.approximation == "exact":
-            return "exact"
+        if self.approximation in ("exact", "inducing"):
+            return self.approximation
         reason = hsgp_unsupported_reason(kernel, d)
         if (
             self.n_basis is not None
@@ -135,6 +140,8 @@ class _BasisMixin:
         if n <= self._AUTO_EXACT_ROWS:
             return "exact"
         if reason is not None:
+            if hasattr(self, "_fit_inducing"):
+                return "inducing"
             if warn:
                 warnings.warn(
                     f"{type(self).__name__}: approximation='auto' runs the exact GP on {n} rows "

@@ -8,6 +8,7 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 from sklearn.base import RegressorMixin, _fit_context
+from sklearn.utils._param_validation import StrOptions
 
 from bayeskern import diagnostics
 from bayeskern.devices import limit_blas
@@ -29,6 +30,7 @@ from bayeskern.estimators.gp_basis import (
     _BasisMixin,
 )
 from bayeskern.estimators.gp_regressor_basis import _RegressorBasisMixin
+from bayeskern.estimators.gp_regressor_inducing import DEFAULT_INDUCING, _RegressorInducingMixin
 from bayeskern.estimators.params import count
 from bayeskern.estimators.prediction import (
     JointPredictiveMixin,
@@ -59,6 +61,7 @@ class GPRegressor(  # noqa: D101 (__doc__ is an f-string)
     JointPredictiveMixin,
     PredictiveRegressorMixin,
     RegressorMixin,
+    _RegressorInducingMixin,
     _RegressorBasisMixin,
     _BasisMixin,
     _GPBase,
@@ -87,15 +90,18 @@ class GPRegressor(  # noqa: D101 (__doc__ is an f-string)
         Any bayeskern kernel (``bk.kernels.Linear() + bk.kernels.RBF()``...) or a name
         (``"rbf"``, ``"linear+rbf*periodic"``). Values given explicitly are held fixed, in
         the units of ``X``; values left out are sampled.
-    approximation : {{"auto", "exact", "hsgp"}}
+    approximation : {{"auto", "exact", "hsgp", "inducing"}}
         ``"exact"``: the exact marginal likelihood, :math:`O(N^3)` per leapfrog step, any
         kernel. ``"hsgp"``: the Hilbert-space basis, for 1-{MAX_COLUMNS} input columns and
         kernels whose additive terms are ``Linear``, a stationary kernel with a spectral
         density (RBF, Laplacian, Matern32, Matern52, RationalQuadratic), ``Periodic`` with a
         fixed period, or a stationary kernel times such a ``Periodic`` (one input column);
-        anything else raises ``ValueError``. ``"auto"`` (default): exact up to
-        {AUTO_EXACT_MAX_ROWS} rows or when the basis cannot represent the kernel (above
-        {AUTO_EXACT_MAX_ROWS} rows that fallback warns), the basis otherwise.
+        anything else raises ``ValueError``. ``"inducing"``: any kernel on any number of
+        columns, the likelihood replaced by Titsias (2009)'s collapsed bound on
+        ``n_inducing`` inducing inputs (``models/sgpr.py``; the hyper-parameters sampled
+        on it as in Lalchand et al. 2022), :math:`O(NM^2)` per leapfrog step.
+        ``"auto"`` (default): exact up to {AUTO_EXACT_MAX_ROWS} rows, above them the basis
+        where it can represent the kernel, the inducing points otherwise.
         ``approximation_`` records what ran.
     n_basis : int, sequence of int or None
         Basis functions per input column of every stationary term (``None``: chosen from the
@@ -108,9 +114,16 @@ class GPRegressor(  # noqa: D101 (__doc__ is an f-string)
         posterior's 2.5-97.5 % length-scale range (caps doubled; the basis only grows). With
         ``n_basis`` given the warning comes without the refit. Predicting outside the box
         of the basis (beyond :math:`L_j` from the centre of the training range) warns.
+    n_inducing : int or None
+        Inducing inputs of ``approximation="inducing"`` (``None``: {DEFAULT_INDUCING}, or every
+        row when there are fewer): k-means centres of the standardized rows
+        (:func:`~bayeskern.estimators.gp_regressor_inducing.choose_inducing`), fixed before
+        sampling. With :math:`M` of them every leapfrog step costs :math:`O(NM^2)`; the bound
+        equals the exact likelihood when they are the rows themselves.
     chunk_size : int or None
-        Rows per chunk of the one pass over the data that computes the basis statistics
-        (``None``: about 4 million features per chunk).
+        Rows per chunk of the one pass over the data that computes the basis statistics, or
+        (inducing points) the bound at every leapfrog step (``None``: about 4 million
+        features per chunk).
     {_SAMPLER_DOC}
     Attributes
     ----------
@@ -119,9 +132,10 @@ class GPRegressor(  # noqa: D101 (__doc__ is an f-string)
         log-likelihood holds the exact leave-one-out predictive densities of the model that
         ran, so that PSIS-LOO is valid for this non-factorized model (Bürkner, Gabry & Vehtari
         2021): of the exact GP, or of the basis model (closed form from the hat-matrix
-        diagonal). Above {LOO_MAX_POINTS:.0e} rows × draws, or {LOO_MAX_WORK:.0e} rows × draws ×
-        :math:`M^2` for the basis, they are computed on a random subset of rows (at least
-        {LOO_MIN_ROWS}), recorded in ``posterior.attrs["loo_subsample"]``
+        diagonal; of the inducing-point model :math:`N(0, Q + \\sigma^2 I)` the same way).
+        Above {LOO_MAX_POINTS:.0e} rows × draws, or {LOO_MAX_WORK:.0e} rows × draws ×
+        :math:`M^2` for the basis and inducing points, they are computed on a random subset
+        of rows (at least {LOO_MIN_ROWS}), recorded in ``posterior.attrs["loo_subsample"]``
         (the ``obs`` coordinates are the rows used). ``posterior.attrs`` also records
         ``approximation`` and, for the basis, ``hsgp_design`` (JSON).
 
@@ -142,8 +156,10 @@ class GPRegressor(  # noqa: D101 (__doc__ is an f-string)
         ``predict(X, return_cov=True)``.
     convergence_ : ConvergenceReport
     kernel_ : the fitted, named kernel.
-    approximation_ : {{"exact", "hsgp"}}
+    approximation_ : {{"exact", "hsgp", "inducing"}}
         What ran.
+    inducing_points_ : ndarray (M, n_features) or None
+        The inducing inputs in the units of ``X`` (``approximation_ == "inducing"``).
     n_basis_, boundary_ : dict or None
         With the basis: per additive term (by name), the basis functions per column and the
         half-widths :math:`L_j` of the box (standardized units); ``None`` for exact fits.
@@ -159,6 +175,7 @@ class GPRegressor(  # noqa: D101 (__doc__ is an f-string)
         *,
         approximation: str = "auto",
         n_basis=None,
+        n_inducing: int | None = None,
         chunk_size: int | None = None,
         num_warmup: int = 200,
         num_samples: int | str = "auto",
@@ -186,11 +203,14 @@ class GPRegressor(  # noqa: D101 (__doc__ is an f-string)
         )
         self.approximation = approximation
         self.n_basis = n_basis
+        self.n_inducing = n_inducing
         self.chunk_size = chunk_size
 
     _parameter_constraints: dict = {
         **_GPBase._parameter_constraints,
         **_BasisMixin._BASIS_CONSTRAINTS,
+        "approximation": [StrOptions({"auto", "exact", "hsgp", "inducing"})],
+        "n_inducing": [count(1), None],
         "chunk_size": [count(1), None],
     }
 
@@ -208,10 +228,12 @@ class GPRegressor(  # noqa: D101 (__doc__ is an f-string)
         Xs, ys = self.x_std_.transform(X), self.y_std_.transform(y)
         self.kernel_ = self._fit_kernel(Xs, ys)
         self.approximation_ = self._resolve_approximation(self.kernel_, Xs)
-        self.hsgp_design_ = self.n_basis_ = self.boundary_ = None
+        self.hsgp_design_ = self.n_basis_ = self.boundary_ = self.inducing_points_ = None
         fitted = None
         if self.approximation_ == "hsgp":
             fitted = self._fit_hsgp(Xs, ys, y, X)
+        elif self.approximation_ == "inducing":
+            fitted = self._fit_inducing(Xs, ys, y, X)
         else:
             self._sample(gp_regression, Xs, ys, y, X)
             fitted = self._add_loo_loglik(Xs, ys)
@@ -248,9 +270,13 @@ class GPRegressor(  # noqa: D101 (__doc__ is an f-string)
         return self.x_std_.transform(X)
 
     def _joint_fn(self):
+        if getattr(self, "approximation_", "exact") == "inducing":
+            return self._inducing_joint()
         return partial(_latent_joint, self.kernel_, self.x_std_.scale)
 
     def _joint_args(self, Xs):
+        if getattr(self, "approximation_", "exact") == "inducing":
+            return self._inducing_joint_args(Xs)
         draws, Xtr, ytr = self._training_draws()
         return draws, (Xtr, ytr, jnp.asarray(Xs))
 
@@ -364,8 +390,9 @@ class GPRegressor(  # noqa: D101 (__doc__ is an f-string)
     def predictive(self, X) -> MixturePredictive:
         """Posterior predictive distribution of new observations at ``X`` (data units)."""
         X = self._validate_predict(X)
-        if getattr(self, "approximation_", "exact") == "hsgp":
-            loc, scale = self._predictive_hsgp(self.x_std_.transform(X))
+        if getattr(self, "approximation_", "exact") in ("hsgp", "inducing"):
+            route = {"hsgp": self._predictive_hsgp, "inducing": self._predictive_inducing}
+            loc, scale = route[self.approximation_](self.x_std_.transform(X))
             return MixturePredictive(
                 loc * self.y_std_.scale + self.y_std_.mean, scale * self.y_std_.scale
             )

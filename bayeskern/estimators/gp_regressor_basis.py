@@ -89,6 +89,14 @@ class _RegressorBasisMixin:
             if keep:
                 loc.append(out[1])
                 scale.append(np.sqrt(out[2] + np.asarray(nv)[:, None]))
+        return self._record_loo(ll, rows, n, loc, scale)
+
+    def _record_loo(self, ll, rows, n, loc, scale) -> MixturePredictive | None:
+        """Store the per-draw LOO densities (blocks of draws, standardized) at ``rows``.
+
+        Returns the fitted predictive from the blocks ``loc``, ``scale`` (``None`` when
+        they are empty: too many draws × rows to keep).
+        """
         ll = np.concatenate(ll) - np.log(self.y_std_.scale)
         ll = ll.reshape(self.idata_.posterior.sizes["chain"], -1, ll.shape[-1])
         diagnostics.add_group(
@@ -96,7 +104,7 @@ class _RegressorBasisMixin:
         )
         if len(rows) < n:
             diagnostics.set_attrs(self.idata_, loo_subsample=int(len(rows)))
-        if not keep:
+        if not loc:
             return None
         return MixturePredictive(
             np.concatenate(loc) * self.y_std_.scale + self.y_std_.mean,

@@ -15,11 +15,15 @@ and clarity (their ordered levels as 0, 1, 2, ...), depth, table, x, y, z. A see
   ``--kmeans`` k-means centres.
 * ``gabasr``: ``GaBaSRRegressor`` on the first ``--rows`` training rows (all 16 000 by
   default), with the options of ``--options`` (JSON; ``{}`` for the defaults).
+* ``gp``: ``GPRegressor`` (defaults: ``approximation="auto"`` takes the inducing points on
+  this many-column table) on the first ``--rows`` training rows, ``--ard`` for an ARD RBF
+  kernel, with the options of ``--options``.
 * ``labrbf``: ``LABRBFRegressor()`` (defaults) on all 16 000 rows.
 
     .venv/bin/python benchmarks/scale/wide_table.py sklearn
     .venv/bin/python benchmarks/scale/wide_table.py subset --subset 500 --kmeans 1000
     .venv/bin/python benchmarks/scale/wide_table.py gabasr --options '{"max_sample_rows": 2000}'
+    .venv/bin/python benchmarks/scale/wide_table.py gp
 
 Writes the case's section of ``docs/results/wide_table.md`` (one section per case and
 setting) and prints every record as JSON.
@@ -211,13 +215,27 @@ draws per chain.
 
 
 def case_gabasr(args):
+    return _case_bayesian(args, "gabasr")
+
+
+def case_gp(args):
+    return _case_bayesian(args, "gp")
+
+
+def _case_bayesian(args, case):
+    """``GaBaSRRegressor`` or ``GPRegressor`` (``--ard``: an ARD RBF kernel) with ``--options``."""
     Xtr, ytr, Xte, yte = diamonds()
     Xtr, ytr = Xtr[: args.rows], ytr[: args.rows]
     options = json.loads(args.options)
+    if case == "gp":
+        kernel = bk.kernels.RBF(ard=True) if args.ard else None
+        make = lambda: bk.GPRegressor(kernel, random_state=0, progress_bar=False, **options)  # noqa: E731
+    else:
+        make = lambda: bk.GaBaSRRegressor(random_state=0, progress_bar=False, **options)  # noqa: E731
     load0, t = loadavg(), time.perf_counter()
     with warnings.catch_warnings(record=True) as caught:
         warnings.simplefilter("always")
-        est = bk.GaBaSRRegressor(random_state=0, progress_bar=False, **options).fit(Xtr, ytr)
+        est = make().fit(Xtr, ytr)
     fit_s = round(time.perf_counter() - t, 1)
     c = est.convergence_
     stats = est.idata_.sample_stats
@@ -225,8 +243,8 @@ def case_gabasr(args):
     rec = dict(
         options=options,
         fit_s=fit_s,
-        model=est.model_,
-        sampler=est.sampler_,
+        model=est.model_ if case == "gabasr" else est.approximation_,
+        sampler=est.sampler_ if case == "gabasr" else f"NUTS, {est.num_samples_} per chain",
         converged=bool(c.ok),
         max_rhat=round(float(c.max_rhat), 3),
         rows=len(ytr),
@@ -240,13 +258,16 @@ def case_gabasr(args):
     row = [str(rec[k]) for k in ("rows", "fit_s", "model", "sampler", "converged", "max_rhat")]
     row += [str(rec[k]) for k in ("mean_leapfrog_steps", "max_tree_depth")]
     row += [str(rec[k]) for k in (*SCORES, "load")]
-    body = f"""## gabasr: `GaBaSRRegressor(**{options})` on {len(ytr)} rows
+    title = "GaBaSRRegressor" if case == "gabasr" else "GPRegressor"
+    kern = "RBF(ard=True), " if case == "gp" and args.ard else ""
+    body = f"""## {case}: `{title}({kern}**{options})` on {len(ytr)} rows
 
 `{SCRIPT} {shlex.join(sys.argv[1:])}` ({machine()}).
 
 {md_table(GABASR_COLUMNS, [row])}
 """
-    return f"gabasr_{len(ytr)}_" + "_".join(f"{k}{v}" for k, v in sorted(options.items())), body
+    opts = "_".join(f"{k}{v}" for k, v in sorted(options.items()))
+    return f"{case}_{len(ytr)}_{'ard_' if kern else ''}" + opts, body
 
 
 def case_labrbf(args):
@@ -268,13 +289,14 @@ def case_labrbf(args):
     return "labrbf", body
 
 
-GABASR_COLUMNS = ["rows", "fit s", "model", "sampler", "converged", "max R-hat"]
+GABASR_COLUMNS = ["rows", "fit s", "model or approximation", "sampler", "converged", "max R-hat"]
 GABASR_COLUMNS += ["leapfrog steps per draw", "largest tree depth", "RMSE", "NLPD"]
 GABASR_COLUMNS += ["95 % coverage", "load"]
 CASES = {
     "sklearn": case_sklearn,
     "subset": case_subset,
     "gabasr": case_gabasr,
+    "gp": case_gp,
     "labrbf": case_labrbf,
 }
 
@@ -287,7 +309,8 @@ def main():
     ap.add_argument("--condition", type=int, nargs="*", default=[2000, 4000])
     ap.add_argument("--kmeans", type=int, nargs="*", default=[1000])
     ap.add_argument("--options", default="{}")
-    ap.add_argument("--rows", type=int, default=N_TRAIN, help="gabasr: fit the first rows")
+    ap.add_argument("--rows", type=int, default=N_TRAIN, help="gabasr, gp: fit the first rows")
+    ap.add_argument("--ard", action="store_true", help="gp: an ARD RBF kernel")
     args = ap.parse_args()
     name, body = CASES[args.case](args)
     write_section(PAGE, name, body, header=HEADER)

@@ -1,0 +1,220 @@
+"""The inducing-point route of the GP regressor.
+
+Its inducing inputs, its fit, leave-one-out densities and predictions
+(:class:`~bayeskern.estimators.gp.GPRegressor` with ``approximation_ == "inducing"``; the
+model is ``models/sgpr.py``).
+"""
+
+from __future__ import annotations
+
+import jax.numpy as jnp
+import jax.scipy.linalg as jsl
+import numpy as np
+
+from bayeskern import diagnostics
+from bayeskern.batching import batched_map, row_slices
+from bayeskern.estimators.gp_base import FACTOR_CACHE_BYTES, _chunks
+from bayeskern.estimators.gp_basis import FITTED_MAX_POINTS, loo_rows
+from bayeskern.models.gp import kernel_diag, kernel_matrix, theta_from_draw
+from bayeskern.models.hsgp import hsgp_loo_and_fitted
+from bayeskern.models.sgpr import sgpr_factors, sgpr_predict, sgpr_regression
+from bayeskern.predictive import MixturePredictive
+
+__all__ = ["choose_inducing", "DEFAULT_INDUCING", "KMEANS_MAX_ROWS"]
+
+#: inducing inputs when ``n_inducing=None`` (all rows when there are fewer)
+DEFAULT_INDUCING = 100
+#: k-means runs on a seeded random subset of at most this many rows
+KMEANS_MAX_ROWS = 50_000
+
+
+def choose_inducing(Xs, m: int, seed: int) -> np.ndarray:
+    """Return ``m`` inducing inputs: k-means centres of the rows (all rows when ``m >= n``).
+
+    Lloyd's algorithm from k-means++ seeds (scikit-learn's ``KMeans``, one start), on a seeded
+    random subset of at most :data:`KMEANS_MAX_ROWS` rows; centres spread the inducing inputs
+    over where the data lie, as Hensman et al. (2013) and GPflow's examples choose them.
+    """
+    from sklearn.cluster import KMeans
+
+    Xs = np.asarray(Xs, dtype=float)
+    n = len(Xs)
+    if m >= n:
+        return Xs.copy()
+    rng = np.random.default_rng(seed)
+    sub = Xs if n <= KMEANS_MAX_ROWS else Xs[rng.choice(n, KMEANS_MAX_ROWS, replace=False)]
+    return KMeans(m, n_init=1, random_state=seed % 2**31).fit(sub).cluster_centers_
+
+
+class _RegressorInducingMixin:
+    """The inducing-point route of the GP regressor (``approximation_ == "inducing"``)."""
+
+    def _inducing_chunk(self) -> int:
+        """Rows per chunk of the pass over the data: ``chunk_size`` or ~4 million entries."""
+        M = len(self.inducing_points_)
+        return getattr(self, "chunk_size", None) or max(256, 2**22 // max(M, 1))
+
+    def _fit_inducing(self, Xs, ys, y, X):
+        m = self.n_inducing if self.n_inducing is not None else DEFAULT_INDUCING
+        Z = choose_inducing(Xs, int(m), self._seed())
+        self.inducing_points_ = Z * self.x_std_.scale + self.x_std_.mean
+        self._sample(
+            sgpr_regression,
+            Xs,
+            ys,
+            y,
+            X,
+            model_kwargs=dict(
+                X=jnp.asarray(Xs),
+                y=jnp.asarray(ys),
+                kernel=self.kernel_,
+                x_scale=self.x_std_.scale,
+                Z=jnp.asarray(Z),
+                chunk_size=self._inducing_chunk(),
+            ),
+        )
+        diagnostics.set_attrs(self.idata_, n_inducing=len(Z))
+        return self._add_inducing_loo(Xs, ys)
+
+    def _inducing_prior_model(self, Xs, seed: int):
+        """``(model, extra arguments)`` of a prior predictive check on the inducing points."""
+        m = self.n_inducing if self.n_inducing is not None else DEFAULT_INDUCING
+        return sgpr_regression, dict(Z=jnp.asarray(choose_inducing(Xs, int(m), seed)))
+
+    def _inducing_Z(self):
+        return jnp.asarray(self.x_std_.transform(self.inducing_points_))
+
+    def _inducing_factor_fn(self):
+        """Jitted per-draw :func:`~models.sgpr.sgpr_factors` on the training data, cached."""
+
+        def make(kernel, x_scale):
+            chunk = self._inducing_chunk()
+            return lambda d, X, y, Z: batched_map(
+                lambda x: sgpr_factors(kernel, x, X, y, Z, x_scale, chunk), d, 1
+            )
+
+        return self._cached_jit("inducing_factors", make)
+
+    def _inducing_factors(self):
+        """``(draws, blocks of factors)`` over slices of the draws; kept when they fit.
+
+        Each block's factors take at most ``FACTOR_CACHE_BYTES``; with one block they are
+        computed once per fit, otherwise at every call (each an :math:`O(NM^2)` pass per draw).
+        """
+        draws = self._draws()
+        n_draws, M = len(next(iter(draws.values()))), len(self.inducing_points_)
+        size = max(1, min(n_draws, FACTOR_CACHE_BYTES // (8 * (2 * M * M + M + 1))))
+        cache = self.__dict__.setdefault("_cache", {})
+        hit = cache.get("inducing_factor_values")
+        if hit is not None and hit[0] is self.idata_:
+            return draws, hit[1]
+        data = self.idata_
+        Xtr = jnp.asarray(self.x_std_.transform(np.asarray(data.constant_data["X"])))
+        ytr = jnp.asarray(self.y_std_.transform(np.asarray(data.observed_data["y"])))
+        fn, Z = self._inducing_factor_fn(), self._inducing_Z()
+
+        def blocks():
+            for sl in row_slices(n_draws, size):
+                sub = {k: v[sl] for k, v in draws.items()}
+                yield sl, sub, tuple(np.asarray(a) for a in fn(sub, Xtr, ytr, Z))
+
+        if size < n_draws:
+            return draws, blocks()
+        out = list(blocks())
+        cache["inducing_factor_values"] = (self.idata_, out)
+        return draws, out
+
+    def _add_inducing_loo(self, Xs, ys) -> MixturePredictive | None:
+        """LOO log densities per draw of the model :math:`y \\sim N(0, Q + \\sigma^2 I)`.
+
+        Closed form from the hat-matrix diagonal (:func:`~models.hsgp.hsgp_loo_and_fitted`
+        on the whitened features :math:`(L_z^{-1}K_{zx})^\\top`,
+        :func:`~models.sgpr.sgpr_factors`), at
+        :func:`~bayeskern.estimators.gp_basis.loo_rows` (a random subset on large data);
+        returns the predictive of a new observation at those rows, as
+        ``GPRegressor._add_hsgp_loo``.
+        """
+        draws, blocks = self._inducing_factors()
+        n_draws, n, M = len(next(iter(draws.values()))), len(Xs), len(self.inducing_points_)
+        rows = loo_rows(n, n_draws, M, self._seed(), point_work=2 * M * M)
+        Xr, yr = jnp.asarray(Xs[rows]), jnp.asarray(ys[rows])
+        loo = self._cached_jit(
+            "inducing_loo",
+            lambda kernel, x_scale: (
+                lambda d, f, X, y, Z: batched_map(
+                    lambda a: _loo_one(kernel, x_scale, X, y, Z, *a), (d, f), 1
+                )
+            ),
+        )
+        keep = n_draws * len(rows) <= FITTED_MAX_POINTS
+        ll, loc, scale = [], [], []
+        for _, sub, f in blocks:
+            out = [np.asarray(a) for a in loo(sub, f, Xr, yr, self._inducing_Z())]
+            ll.append(out[0])
+            if keep:
+                loc.append(out[1])
+                scale.append(np.sqrt(out[2]))
+        return self._record_loo(ll, rows, n, loc, scale)
+
+    def _predictive_inducing(self, Xs):
+        """Per-draw predictive mean and standard deviation (standardized) at ``Xs``."""
+        draws, blocks = self._inducing_factors()
+        n_draws = len(next(iter(draws.values())))
+        fn = self._cached_jit(
+            "inducing_predict",
+            lambda kernel, x_scale: (
+                lambda d, f, Z, Xn: batched_map(
+                    lambda a: _predict_one(kernel, x_scale, Z, Xn, *a), (d, f), 1
+                )
+            ),
+        )
+        loc, scale = np.empty((n_draws, len(Xs))), np.empty((n_draws, len(Xs)))
+        rows = _chunks(len(Xs), max(16, len(self.inducing_points_)), budget=2**22)
+        for sl_d, sub, f in blocks:
+            for sl in rows:
+                mean, var = fn(sub, f, self._inducing_Z(), jnp.asarray(Xs[sl]))
+                loc[sl_d, sl], scale[sl_d, sl] = np.asarray(mean), np.sqrt(np.asarray(var))
+        return loc, scale
+
+    def _inducing_joint(self):
+        """``joint(draw, Z, Xn) -> (mean, cov)`` of the latent :math:`f` for one draw."""
+        kernel, x_scale = self.kernel_, self.x_std_.scale
+
+        def joint(d, Z, Xn):
+            f = (d["__Lz"], d["__R"], d["__w"], d["__nv"])
+            return sgpr_predict(kernel, d, f, Z, Xn, x_scale, joint=True)
+
+        return joint
+
+    def _inducing_joint_args(self, Xs):
+        draws, blocks = self._inducing_factors()
+        parts = [f for _, _, f in blocks]
+        names = ("__Lz", "__R", "__w", "__nv")
+        full = {k: np.concatenate([p[i] for p in parts]) for i, k in enumerate(names)}
+        return {**draws, **full}, (self._inducing_Z(), jnp.asarray(Xs))
+
+    def _save_state(self):
+        meta, arrays = super()._save_state()
+        if meta["approximation"] == "inducing":
+            arrays["inducing/points"] = np.asarray(self.inducing_points_)
+        return meta, arrays
+
+    def _load_state(self, meta, arrays):
+        super()._load_state(meta, arrays)
+        if self.approximation_ == "inducing":
+            self.inducing_points_ = np.asarray(arrays["inducing/points"])
+
+
+def _loo_one(kernel, x_scale, X, y, Z, d, f):
+    """One draw's LOO log densities, latent means and predictive variances at rows ``X``."""
+    Lz, R, w, nv = f
+    theta = theta_from_draw(kernel, d, x_scale)
+    A = jsl.solve_triangular(Lz, kernel_matrix(kernel, theta, d["amplitude"], Z, X), lower=True)
+    ll, mean, var = hsgp_loo_and_fitted(R, w, nv, A.T, y)
+    resid = kernel_diag(kernel, theta, d["amplitude"], X) - jnp.sum(A * A, axis=0)
+    return ll, mean, var + jnp.maximum(resid, 0.0) + nv
+
+
+def _predict_one(kernel, x_scale, Z, Xn, d, f):
+    mean, var = sgpr_predict(kernel, d, f, Z, Xn, x_scale)
+    return mean, var + f[3]

@@ -1,0 +1,245 @@
+"""The inducing-point GP (``models/sgpr.py``, ``GPRegressor(approximation="inducing")``).
+
+Titsias (2009)'s collapsed bound against the exact log marginal likelihood (equal when the
+inducing inputs are the rows, below it otherwise, rising as inducing inputs are added), the
+per-draw predictions and leave-one-out densities against the exact GP's, and the estimator's
+route: choice, plumbing, persistence and bad input.
+"""
+
+from __future__ import annotations
+
+import copy
+import warnings
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+import pytest
+from bayeskern.models.gp import (
+    JITTER,
+    kernel_matrix,
+    loo_and_fitted_rows,
+    regression_factors,
+    regression_predictive,
+    theta_from_draw,
+)
+from bayeskern.models.sgpr import (
+    Z_JITTER,
+    _whitened_stats,
+    sgpr_bound,
+    sgpr_factors,
+    sgpr_predict,
+)
+
+import bayeskern as bk
+from bayeskern.estimators.gp_regressor_inducing import choose_inducing
+
+QUICK = dict(num_warmup=40, num_samples=40, num_chains=1, progress_bar=False, random_state=0)
+
+
+@pytest.fixture(scope="module")
+def table():
+    rng = np.random.default_rng(5)
+    X = rng.normal(size=(70, 3))
+    y = np.sin(2 * X[:, 0]) + X[:, 1] * X[:, 2] + 0.1 * rng.normal(size=70)
+    return X, y
+
+
+@pytest.fixture(scope="module")
+def setup(table):
+    X, y = table
+    kernel = bk.kernels.name_leaves(bk.kernels.RBF(ard=True))
+    x_scale = np.ones(3)
+    draw = {
+        "rbf_lengthscale": jnp.asarray([0.8, 1.3, 2.0]),
+        "amplitude": jnp.asarray([1.1]),
+        "noise": jnp.asarray(0.3),
+    }
+    return kernel, x_scale, draw, jnp.asarray(X), jnp.asarray(y)
+
+
+def _bound(setup, Z, chunk=None):
+    kernel, x_scale, draw, X, y = setup
+    theta = theta_from_draw(kernel, draw, x_scale)
+    stats, trace_k, _ = _whitened_stats(kernel, theta, draw["amplitude"], Z, X, y, chunk)
+    return float(sgpr_bound(stats, trace_k, draw["noise"] ** 2 + JITTER))
+
+
+def _exact(setup):
+    kernel, x_scale, draw, X, y = setup
+    theta = theta_from_draw(kernel, draw, x_scale)
+    K = kernel_matrix(kernel, theta, draw["amplitude"], X, X)
+    C = K + (draw["noise"] ** 2 + JITTER) * jnp.eye(len(y))
+    return float(jax.scipy.stats.multivariate_normal.logpdf(y, jnp.zeros(len(y)), C))
+
+
+# ------------------------------------------------------------------ Titsias's bound (theory)
+def test_bound_is_the_exact_likelihood_when_the_inducing_inputs_are_the_rows(setup):
+    X, draw = setup[3], setup[2]
+    # K_zz carries Z_JITTER x its mean diagonal, so Q = K - O(jitter): the trace term is
+    # about N x jitter / (2 sigma^2), which bounds the difference
+    jitter = Z_JITTER * float(draw["amplitude"][0]) ** 2
+    atol = len(X) * jitter / float(draw["noise"]) ** 2
+    np.testing.assert_allclose(_bound(setup, X), _exact(setup), rtol=0, atol=atol)
+    assert abs(_bound(setup, X) - _exact(setup)) > 0  # the check has something to bound
+    # the chunked pass (with a padded last chunk) gives the same value
+    np.testing.assert_allclose(_bound(setup, X, chunk=16), _bound(setup, X), rtol=1e-10)
+
+
+def test_bound_lies_below_the_exact_likelihood_and_rises_with_more_inducing_inputs(setup):
+    """Titsias (2009): F(Z) <= log p(y) for any Z, and adding inducing inputs never lowers it."""
+    X = np.asarray(setup[3])
+    exact = _bound(setup, jnp.asarray(X))
+    values = [_bound(setup, jnp.asarray(X[:m])) for m in (5, 15, 35, 60)]
+    assert all(v < exact for v in values)
+    assert all(a <= b + 1e-9 for a, b in zip(values, values[1:], strict=False))
+
+
+def test_predictions_and_loo_equal_the_exact_gp_when_the_inducing_inputs_are_the_rows(setup):
+    from bayeskern.estimators.gp_regressor_inducing import _loo_one
+
+    kernel, x_scale, draw, X, y = setup
+    Xn = jnp.asarray(np.random.default_rng(1).normal(size=(9, 3)))
+    f = sgpr_factors(kernel, draw, X, y, X, x_scale)
+    mean, var = sgpr_predict(kernel, draw, f, X, Xn, x_scale)
+    m0, v0, _, _ = regression_predictive(kernel, draw, X, y, Xn, x_scale)
+    # equal up to the effect of K_zz's jitter (Z_JITTER x the mean diagonal)
+    np.testing.assert_allclose(mean, m0, rtol=0, atol=1e-4)
+    np.testing.assert_allclose(var, v0, rtol=0, atol=1e-4)
+    mj, cov = sgpr_predict(kernel, draw, f, X, Xn, x_scale, joint=True)
+    np.testing.assert_allclose(mj, mean, rtol=1e-12)
+    np.testing.assert_allclose(np.diag(cov), var, rtol=1e-6, atol=1e-9)
+    ll, _, _ = _loo_one(kernel, x_scale, X, y, X, draw, f)
+    Linv, alpha, _ = regression_factors(kernel, draw, X, y, x_scale)
+    exact_ll = loo_and_fitted_rows(Linv, alpha, y, draw["noise"])[0]
+    np.testing.assert_allclose(ll, exact_ll, rtol=0, atol=1e-3)
+
+
+def test_latent_variance_lies_between_zero_and_the_prior_variance(setup):
+    """With S = R'R = (I + P/sigma^2)^-1 <= I the latent variance k** - ||a||^2 + ||Ra||^2 lies
+    in [0, k**] (Titsias 2009, eq. 6), for any inducing inputs."""
+    kernel, x_scale, draw, X, y = setup
+    Xn = jnp.asarray(np.random.default_rng(2).normal(size=(20, 3)) * 3)
+    prior = float(draw["amplitude"][0]) ** 2
+    for Z in (X[:1], X[:8], X):
+        f = sgpr_factors(kernel, draw, X, y, Z, x_scale)
+        var = np.asarray(sgpr_predict(kernel, draw, f, Z, Xn, x_scale)[1])
+        assert np.all(var >= 0) and np.all(var <= prior + 1e-9)
+        assert np.max(var) > 0.5 * prior  # far rows: near the prior, so the bound is reached
+
+
+def test_choose_inducing_takes_kmeans_centres_or_every_row():
+    X = np.random.default_rng(0).normal(size=(300, 2))
+    np.testing.assert_array_equal(choose_inducing(X, 300, 0), X)
+    Z = choose_inducing(X, 20, 0)
+    assert Z.shape == (20, 2)
+    np.testing.assert_array_equal(Z, choose_inducing(X, 20, 0))  # seeded
+
+
+# ------------------------------------------------------------------------- the estimator
+@pytest.fixture(scope="module")
+def fitted(table):
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")  # 40 draws: not converged
+        return bk.GPRegressor(approximation="inducing", n_inducing=25, **QUICK).fit(*table)
+
+
+def test_inducing_fit_records_what_ran(fitted, table):
+    est = fitted
+    assert est.approximation_ == "inducing"
+    assert est.idata_.posterior.attrs["approximation"] == "inducing"
+    assert est.idata_.posterior.attrs["n_inducing"] == 25
+    assert est.inducing_points_.shape == (25, 3)
+    assert est.hsgp_design_ is None
+    assert est.idata_.log_likelihood["y"].shape == (1, 40, len(table[1]))
+    assert np.isfinite(est.loo().elpd_loo)
+    Xt = np.random.default_rng(3).normal(size=(11, 3))
+    mean, std = est.predict(Xt, return_std=True)
+    assert mean.shape == std.shape == (11,) and np.all(std > 0)
+    lo, hi = est.predict_interval(Xt, 0.9)
+    assert np.all(lo < hi)
+
+
+def test_inducing_predictions_are_the_mixture_of_the_per_draw_formulas(fitted):
+    est = fitted
+    Xt = np.random.default_rng(4).normal(size=(6, 3))
+    pred = est.predictive(Xt)
+    draws = est._draws()
+    Xtr = jnp.asarray(est.x_std_.transform(np.asarray(est.idata_.constant_data["X"])))
+    ytr = jnp.asarray(est.y_std_.transform(np.asarray(est.idata_.observed_data["y"])))
+    Z, Xn = jnp.asarray(est.x_std_.transform(est.inducing_points_)), est.x_std_.transform(Xt)
+    for s in (0, 17, 39):
+        d = {k: jnp.asarray(v[s]) for k, v in draws.items()}
+        f = sgpr_factors(est.kernel_, d, Xtr, ytr, Z, est.x_std_.scale)
+        m, v = sgpr_predict(est.kernel_, d, f, Z, jnp.asarray(Xn), est.x_std_.scale)
+        sy = est.y_std_.scale
+        np.testing.assert_allclose(pred.loc[s], np.asarray(m) * sy + est.y_std_.mean, rtol=1e-8)
+        np.testing.assert_allclose(pred.scale[s], np.sqrt(np.asarray(v) + f[3]) * sy, rtol=1e-8)
+    # the joint: diag(cov) + mean noise variance = std^2
+    mean, cov = est.predict(Xt, return_cov=True)
+    _, std = est.predict(Xt, return_std=True)
+    nv = np.mean(np.asarray(est.idata_.posterior["noise"]) ** 2) * est.y_std_.scale**2
+    np.testing.assert_allclose(np.diag(cov) + nv, std**2, rtol=1e-3)
+    assert est.sample_y(Xt, n_samples=4).shape == (6, 4)
+
+
+def test_inducing_run_saves_and_loads(fitted, tmp_path):
+    path = tmp_path / "run"
+    bk.runs.save_run(fitted, path)
+    again = bk.runs.load_run(path)
+    Xt = np.random.default_rng(6).normal(size=(5, 3))
+    np.testing.assert_allclose(again.predict(Xt), fitted.predict(Xt), rtol=1e-10)
+    np.testing.assert_array_equal(again.inducing_points_, fitted.inducing_points_)
+
+
+def test_inducing_prior_predictive(table):
+    est = bk.GPRegressor(approximation="inducing", n_inducing=10, random_state=0)
+    draws = est.sample_prior_predictive(*table, n_draws=5)
+    assert draws.shape == (5, len(table[1])) and np.all(np.isfinite(draws))
+
+
+def test_auto_takes_the_inducing_points_above_the_exact_rows_on_many_columns():
+    """Above AUTO_EXACT_MAX_ROWS with 4+ columns (no basis): the inducing points, no warning;
+    the classifier, which has no inducing route, still falls back to the exact GP and warns."""
+    from bayeskern.estimators.gp_basis import AUTO_EXACT_MAX_ROWS
+
+    kernel = bk.kernels.name_leaves(bk.kernels.RBF())
+    Xs = np.zeros((AUTO_EXACT_MAX_ROWS + 1, 5))
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        assert bk.GPRegressor()._resolve_approximation(kernel, Xs) == "inducing"
+        assert bk.GPRegressor()._resolve_approximation(kernel, Xs[:, :2]) == "hsgp"
+        assert bk.GPRegressor()._resolve_approximation(kernel, Xs[:-1]) == "exact"
+    with pytest.warns(UserWarning, match="runs the exact GP"):
+        assert bk.GPClassifier()._resolve_approximation(kernel, Xs, warn=True) == "exact"
+
+
+@pytest.mark.parametrize("bad", [0, -3, 2.5, "many"])
+def test_bad_n_inducing_is_refused(table, bad):
+    with pytest.raises(ValueError, match="n_inducing"):
+        bk.GPRegressor(approximation="inducing", n_inducing=bad).fit(*table)
+
+
+def test_classifier_refuses_the_inducing_route(table):
+    X, y = table
+    with pytest.raises(ValueError, match="approximation"):
+        bk.GPClassifier(approximation="inducing").fit(X, (y > 0).astype(int))
+
+
+def test_inducing_copy_predicts_the_same(fitted):
+    other = copy.deepcopy(fitted)
+    Xt = np.random.default_rng(8).normal(size=(4, 3))
+    np.testing.assert_allclose(other.predict(Xt), fitted.predict(Xt), rtol=1e-12)
+
+
+def test_inducing_fit_reports_its_priors_and_writes_a_report(fitted, tmp_path):
+    from bayeskern.report_priors import latent_sites, model_call, prior_rows
+
+    model, kwargs = model_call(fitted)
+    assert model.__name__ == "sgpr_regression" and kwargs["Z"].shape == (25, 3)
+    sites = latent_sites(model, kwargs)
+    assert set(sites) == {"amplitude", "noise", "rbf_lengthscale"}
+    assert set(sites) <= {r[0] for r in prior_rows(fitted)[0]}
+    out = bk.report(fitted, tmp_path / "report.html")
+    text = out.read_text()
+    assert "approximation" in text and "inducing" in text and "n inducing" in text
