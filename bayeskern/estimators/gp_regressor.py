@@ -119,7 +119,9 @@ class GPRegressor(  # noqa: D101 (__doc__ is an f-string)
         row when there are fewer): k-means centres of the standardized rows
         (:func:`~bayeskern.estimators.gp_regressor_inducing.choose_inducing`), fixed before
         sampling. With :math:`M` of them every leapfrog step costs :math:`O(NM^2)`; the bound
-        equals the exact likelihood when they are the rows themselves.
+        equals the exact likelihood when they are the rows themselves. Predictions mix over
+        the posterior draws whose factors (:math:`2M^2 + M + 1` numbers each) fit
+        {FACTOR_CACHE_BYTES // 2**20} MiB, evenly spaced when there are more.
     chunk_size : int or None
         Rows per chunk of the one pass over the data that computes the basis statistics, or
         (inducing points) the bound at every leapfrog step (``None``: about 4 million

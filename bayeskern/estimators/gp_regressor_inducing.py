@@ -95,34 +95,46 @@ class _RegressorInducingMixin:
 
         return self._cached_jit("inducing_factors", make)
 
-    def _inducing_factors(self):
-        """``(draws, blocks of factors)`` over slices of the draws; kept when they fit.
+    def _factor_blocks(self, draws):
+        """Yield ``(slice, draws, factors)`` over blocks of ``draws`` that fit the budget.
 
-        Each block's factors take at most ``FACTOR_CACHE_BYTES``; with one block they are
-        computed once per fit, otherwise at every call (each an :math:`O(NM^2)` pass per draw).
+        Each block's factors (:func:`~models.sgpr.sgpr_factors`, :math:`2M^2 + M + 1`
+        numbers per draw) take at most ``FACTOR_CACHE_BYTES``; each costs one
+        :math:`O(NM^2)` pass over the training rows per draw.
         """
-        draws = self._draws()
-        n_draws, M = len(next(iter(draws.values()))), len(self.inducing_points_)
-        size = max(1, min(n_draws, FACTOR_CACHE_BYTES // (8 * (2 * M * M + M + 1))))
-        cache = self.__dict__.setdefault("_cache", {})
-        hit = cache.get("inducing_factor_values")
-        if hit is not None and hit[0] is self.idata_:
-            return draws, hit[1]
+        n_draws = len(next(iter(draws.values())))
         data = self.idata_
         Xtr = jnp.asarray(self.x_std_.transform(np.asarray(data.constant_data["X"])))
         ytr = jnp.asarray(self.y_std_.transform(np.asarray(data.observed_data["y"])))
         fn, Z = self._inducing_factor_fn(), self._inducing_Z()
+        for sl in row_slices(n_draws, self._factor_budget()):
+            sub = {k: v[sl] for k, v in draws.items()}
+            yield sl, sub, tuple(np.asarray(a) for a in fn(sub, Xtr, ytr, Z))
 
-        def blocks():
-            for sl in row_slices(n_draws, size):
-                sub = {k: v[sl] for k, v in draws.items()}
-                yield sl, sub, tuple(np.asarray(a) for a in fn(sub, Xtr, ytr, Z))
+    def _factor_budget(self) -> int:
+        """Draws whose factors fit ``FACTOR_CACHE_BYTES``."""
+        M = len(self.inducing_points_)
+        return max(1, FACTOR_CACHE_BYTES // (8 * (2 * M * M + M + 1)))
 
-        if size < n_draws:
-            return draws, blocks()
-        out = list(blocks())
-        cache["inducing_factor_values"] = (self.idata_, out)
-        return draws, out
+    def _prediction_factors(self):
+        """``(draws, factors)`` of the draws predictions mix over, computed once per fit.
+
+        Every posterior draw when their factors fit ``FACTOR_CACHE_BYTES``, else that many
+        draws evenly spaced over the flattened chains (``predictive`` then has fewer
+        components than the posterior has draws).
+        """
+        cache = self.__dict__.setdefault("_cache", {})
+        hit = cache.get("inducing_factor_values")
+        if hit is None or hit[0] is not self.idata_:
+            draws = self._draws()
+            n_draws = len(next(iter(draws.values())))
+            keep = self._factor_budget()
+            if keep < n_draws:
+                pick = np.linspace(0, n_draws - 1, keep).round().astype(int)
+                draws = {k: v[pick] for k, v in draws.items()}
+            _, sub, factors = next(self._factor_blocks(draws))
+            hit = cache["inducing_factor_values"] = (self.idata_, (sub, factors))
+        return hit[1]
 
     def _add_inducing_loo(self, Xs, ys) -> MixturePredictive | None:
         """LOO log densities per draw of the model :math:`y \\sim N(0, Q + \\sigma^2 I)`.
@@ -134,7 +146,7 @@ class _RegressorInducingMixin:
         returns the predictive of a new observation at those rows, as
         ``GPRegressor._add_hsgp_loo``.
         """
-        draws, blocks = self._inducing_factors()
+        draws = self._draws()
         n_draws, n, M = len(next(iter(draws.values()))), len(Xs), len(self.inducing_points_)
         rows = loo_rows(n, n_draws, M, self._seed(), point_work=2 * M * M)
         Xr, yr = jnp.asarray(Xs[rows]), jnp.asarray(ys[rows])
@@ -148,7 +160,7 @@ class _RegressorInducingMixin:
         )
         keep = n_draws * len(rows) <= FITTED_MAX_POINTS
         ll, loc, scale = [], [], []
-        for _, sub, f in blocks:
+        for _, sub, f in self._factor_blocks(draws):
             out = [np.asarray(a) for a in loo(sub, f, Xr, yr, self._inducing_Z())]
             ll.append(out[0])
             if keep:
@@ -158,7 +170,7 @@ class _RegressorInducingMixin:
 
     def _predictive_inducing(self, Xs):
         """Per-draw predictive mean and standard deviation (standardized) at ``Xs``."""
-        draws, blocks = self._inducing_factors()
+        draws, f = self._prediction_factors()
         n_draws = len(next(iter(draws.values())))
         fn = self._cached_jit(
             "inducing_predict",
@@ -170,10 +182,9 @@ class _RegressorInducingMixin:
         )
         loc, scale = np.empty((n_draws, len(Xs))), np.empty((n_draws, len(Xs)))
         rows = _chunks(len(Xs), max(16, len(self.inducing_points_)), budget=2**22)
-        for sl_d, sub, f in blocks:
-            for sl in rows:
-                mean, var = fn(sub, f, self._inducing_Z(), jnp.asarray(Xs[sl]))
-                loc[sl_d, sl], scale[sl_d, sl] = np.asarray(mean), np.sqrt(np.asarray(var))
+        for sl in rows:
+            mean, var = fn(draws, f, self._inducing_Z(), jnp.asarray(Xs[sl]))
+            loc[:, sl], scale[:, sl] = np.asarray(mean), np.sqrt(np.asarray(var))
         return loc, scale
 
     def _inducing_joint(self):
@@ -187,11 +198,9 @@ class _RegressorInducingMixin:
         return joint
 
     def _inducing_joint_args(self, Xs):
-        draws, blocks = self._inducing_factors()
-        parts = [f for _, _, f in blocks]
-        names = ("__Lz", "__R", "__w", "__nv")
-        full = {k: np.concatenate([p[i] for p in parts]) for i, k in enumerate(names)}
-        return {**draws, **full}, (self._inducing_Z(), jnp.asarray(Xs))
+        draws, f = self._prediction_factors()
+        named = dict(zip(("__Lz", "__R", "__w", "__nv"), f, strict=True))
+        return {**draws, **named}, (self._inducing_Z(), jnp.asarray(Xs))
 
     def _save_state(self):
         meta, arrays = super()._save_state()
@@ -201,6 +210,7 @@ class _RegressorInducingMixin:
 
     def _load_state(self, meta, arrays):
         super()._load_state(meta, arrays)
+        self.inducing_points_ = None
         if self.approximation_ == "inducing":
             self.inducing_points_ = np.asarray(arrays["inducing/points"])
 
