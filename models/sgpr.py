@@ -11,10 +11,10 @@ approximation :math:`Q = A^\top A` and the log likelihood of the hyper-parameter
 (Titsias 2009, eq. 9), a lower bound on the exact :math:`\log p(y \mid \theta)` that equals it
 when :math:`Z = X`. Sampling the hyper-parameters with this bound in place of the likelihood is
 the fully Bayesian sparse GP of Lalchand et al. (2022). The data enter through
-:math:`K_{zx}K_{xz}`, :math:`K_{zx}y`, :math:`y^\top y` and :math:`\sum_i k(x_i, x_i)`, one
-chunked pass over the rows per evaluation (:func:`bayeskern.blr.scan_feature_stats`): each
-log-density evaluation costs :math:`O(NM^2)` time and :math:`O(\text{chunk}\cdot M + M^2)`
-memory.
+:math:`AA^\top`, :math:`Ay`, :math:`y^\top y` and :math:`\sum_i k(x_i, x_i)`, summed over
+row chunks whose :math:`A` is formed by a triangular solve (one pass over the rows per
+evaluation, :func:`bayeskern.blr.scan_feature_stats`): each log-density evaluation costs
+:math:`O(NM^2)` time and :math:`O(\text{chunk}\cdot M + M^2)` memory.
 
 Given a draw, :math:`A^\top v` with :math:`v \sim N(0, I)` is the model of :math:`f`, and
 :math:`v`'s posterior is that of the Hilbert-space basis model with features :math:`A^\top`
@@ -125,12 +125,14 @@ def sgpr_regression(X, y=None, *, kernel: Kernel, x_scale, Z, chunk_size: int | 
     numpyro.sample("y", dist.Normal(A @ v, jnp.sqrt(resid + noise_var)).to_event(1))
 
 
-def sgpr_features(kernel: Kernel, theta, amplitude, Z, Xnew):
+def sgpr_features(kernel: Kernel, theta, amplitude, Z, Xnew, Lz=None):
     r"""Whitened features :math:`A_*^\top = (L_z^{-1}K_{z*})^\top` and the Nyström residual.
 
-    Returns ``(A_*^T (n, M), k(x_*, x_*) - ||L_z^{-1} k_z(x_*)||^2 (n,))``.
+    Returns ``(A_*^T (n, M), k(x_*, x_*) - ||L_z^{-1} k_z(x_*)||^2 (n,))``; ``Lz``: the
+    factor of :math:`K_{zz}` (:func:`sgpr_factors`), computed when not given.
     """
-    A = _whitened(kernel, theta, amplitude, Z, _z_factor(kernel, theta, amplitude, Z), Xnew)
+    Lz = _z_factor(kernel, theta, amplitude, Z) if Lz is None else Lz
+    A = _whitened(kernel, theta, amplitude, Z, Lz, Xnew)
     resid = kernel_diag(kernel, theta, amplitude, Xnew) - jnp.sum(A * A, axis=1)
     return A, jnp.maximum(resid, 0.0)
 
@@ -161,10 +163,9 @@ def sgpr_predict(kernel: Kernel, draw: dict, factors, Z, Xnew, x_scale, joint: b
     Lz, R, w, _ = factors
     theta = theta_from_draw(kernel, draw, x_scale)
     amp = draw["amplitude"]
-    A = _whitened(kernel, theta, amp, Z, Lz, Xnew).T
-    V = R @ A
+    A_T, resid = sgpr_features(kernel, theta, amp, Z, Xnew, Lz)
+    V = R @ A_T.T
     if joint:
-        cov = kernel_matrix(kernel, theta, amp, Xnew, Xnew) - A.T @ A + V.T @ V
-        return A.T @ w, cov
-    resid = jnp.maximum(kernel_diag(kernel, theta, amp, Xnew) - jnp.sum(A * A, axis=0), 0.0)
-    return A.T @ w, jnp.sum(V * V, axis=0) + resid
+        cov = kernel_matrix(kernel, theta, amp, Xnew, Xnew) - A_T @ A_T.T + V.T @ V
+        return A_T @ w, cov
+    return A_T @ w, jnp.sum(V * V, axis=0) + resid

@@ -8,16 +8,15 @@ model is ``models/sgpr.py``).
 from __future__ import annotations
 
 import jax.numpy as jnp
-import jax.scipy.linalg as jsl
 import numpy as np
 
 from bayeskern import diagnostics
 from bayeskern.batching import batched_map, row_slices
 from bayeskern.estimators.gp_base import FACTOR_CACHE_BYTES, _chunks
 from bayeskern.estimators.gp_basis import FITTED_MAX_POINTS, loo_rows
-from bayeskern.models.gp import kernel_diag, kernel_matrix, theta_from_draw
+from bayeskern.models.gp import theta_from_draw
 from bayeskern.models.hsgp import hsgp_loo_and_fitted
-from bayeskern.models.sgpr import sgpr_factors, sgpr_predict, sgpr_regression
+from bayeskern.models.sgpr import sgpr_factors, sgpr_features, sgpr_predict, sgpr_regression
 from bayeskern.predictive import MixturePredictive
 
 __all__ = ["choose_inducing", "DEFAULT_INDUCING", "KMEANS_MAX_ROWS"]
@@ -54,9 +53,12 @@ class _RegressorInducingMixin:
         M = len(self.inducing_points_)
         return getattr(self, "chunk_size", None) or max(256, 2**22 // max(M, 1))
 
+    def _n_inducing(self) -> int:
+        """``n_inducing``, or :data:`DEFAULT_INDUCING` for ``None``."""
+        return int(self.n_inducing if self.n_inducing is not None else DEFAULT_INDUCING)
+
     def _fit_inducing(self, Xs, ys, y, X):
-        m = self.n_inducing if self.n_inducing is not None else DEFAULT_INDUCING
-        Z = choose_inducing(Xs, int(m), self._seed())
+        Z = choose_inducing(Xs, self._n_inducing(), self._seed())
         self.inducing_points_ = Z * self.x_std_.scale + self.x_std_.mean
         self._sample(
             sgpr_regression,
@@ -78,8 +80,7 @@ class _RegressorInducingMixin:
 
     def _inducing_prior_model(self, Xs, seed: int):
         """``(model, extra arguments)`` of a prior predictive check on the inducing points."""
-        m = self.n_inducing if self.n_inducing is not None else DEFAULT_INDUCING
-        return sgpr_regression, dict(Z=jnp.asarray(choose_inducing(Xs, int(m), seed)))
+        return sgpr_regression, dict(Z=jnp.asarray(choose_inducing(Xs, self._n_inducing(), seed)))
 
     def _inducing_Z(self):
         return jnp.asarray(self.x_std_.transform(self.inducing_points_))
@@ -160,8 +161,9 @@ class _RegressorInducingMixin:
         )
         keep = n_draws * len(rows) <= FITTED_MAX_POINTS
         ll, loc, scale = [], [], []
+        Z = self._inducing_Z()
         for _, sub, f in self._factor_blocks(draws):
-            out = [np.asarray(a) for a in loo(sub, f, Xr, yr, self._inducing_Z())]
+            out = [np.asarray(a) for a in loo(sub, f, Xr, yr, Z)]
             ll.append(out[0])
             if keep:
                 loc.append(out[1])
@@ -181,9 +183,9 @@ class _RegressorInducingMixin:
             ),
         )
         loc, scale = np.empty((n_draws, len(Xs))), np.empty((n_draws, len(Xs)))
-        rows = _chunks(len(Xs), max(16, len(self.inducing_points_)), budget=2**22)
-        for sl in rows:
-            mean, var = fn(draws, f, self._inducing_Z(), jnp.asarray(Xs[sl]))
+        Z = self._inducing_Z()
+        for sl in _chunks(len(Xs), max(16, len(Z)), budget=2**22):
+            mean, var = fn(draws, f, Z, jnp.asarray(Xs[sl]))
             loc[:, sl], scale[:, sl] = np.asarray(mean), np.sqrt(np.asarray(var))
         return loc, scale
 
@@ -219,10 +221,9 @@ def _loo_one(kernel, x_scale, X, y, Z, d, f):
     """One draw's LOO log densities, latent means and predictive variances at rows ``X``."""
     Lz, R, w, nv = f
     theta = theta_from_draw(kernel, d, x_scale)
-    A = jsl.solve_triangular(Lz, kernel_matrix(kernel, theta, d["amplitude"], Z, X), lower=True)
-    ll, mean, var = hsgp_loo_and_fitted(R, w, nv, A.T, y)
-    resid = kernel_diag(kernel, theta, d["amplitude"], X) - jnp.sum(A * A, axis=0)
-    return ll, mean, var + jnp.maximum(resid, 0.0) + nv
+    A_T, resid = sgpr_features(kernel, theta, d["amplitude"], Z, X, Lz)
+    ll, mean, var = hsgp_loo_and_fitted(R, w, nv, A_T, y)
+    return ll, mean, var + resid + nv
 
 
 def _predict_one(kernel, x_scale, Z, Xn, d, f):

@@ -227,15 +227,13 @@ def _case_bayesian(args, case):
     Xtr, ytr, Xte, yte = diamonds()
     Xtr, ytr = Xtr[: args.rows], ytr[: args.rows]
     options = json.loads(args.options)
+    cls, extra = bk.GaBaSRRegressor, {}
     if case == "gp":
-        kernel = bk.kernels.RBF(ard=True) if args.ard else None
-        make = lambda: bk.GPRegressor(kernel, random_state=0, progress_bar=False, **options)  # noqa: E731
-    else:
-        make = lambda: bk.GaBaSRRegressor(random_state=0, progress_bar=False, **options)  # noqa: E731
+        cls, extra = bk.GPRegressor, {"kernel": bk.kernels.RBF(ard=True) if args.ard else None}
     load0, t = loadavg(), time.perf_counter()
     with warnings.catch_warnings(record=True) as caught:
         warnings.simplefilter("always")
-        est = make().fit(Xtr, ytr)
+        est = cls(random_state=0, progress_bar=False, **extra, **options).fit(Xtr, ytr)
     fit_s = round(time.perf_counter() - t, 1)
     c = est.convergence_
     stats = est.idata_.sample_stats
