@@ -78,6 +78,7 @@ def scan_feature_stats(
     y: jax.Array,
     chunk_size: int | None,
     mask: jax.Array | None = None,
+    stats: Callable | None = None,
 ) -> Stats:
     r"""Sufficient statistics summed over consecutive row chunks, inside a JAX trace.
 
@@ -105,6 +106,10 @@ def scan_feature_stats(
         :func:`feature_stats` of ``featurize(*rows)``.
     mask : (N,) or None
         Row weights, 1 on real rows and 0 on padding (``None``: all ones).
+    stats : callable or None
+        ``stats(Phi_c, y_c) -> Stats`` of one chunk (``None``: :func:`feature_stats`); a model
+        whose statistics are a transform of the chunk's features passes its own (e.g. one
+        with a cheaper hand-written gradient).
 
     Returns
     -------
@@ -112,8 +117,9 @@ def scan_feature_stats(
         Equal (up to floating-point summation order) to ``feature_stats(featurize(*rows), y)``.
     """
     n = y.shape[0]
+    stats = feature_stats if stats is None else stats
     if mask is None and (chunk_size is None or chunk_size >= n):
-        return feature_stats(featurize(*rows), y)
+        return stats(featurize(*rows), y)
     chunk_size = int(max(1, min(chunk_size, n)))
     mask = jnp.ones(n, y.dtype) if mask is None else mask
     pad = (-n) % chunk_size
@@ -127,7 +133,7 @@ def scan_feature_stats(
     @jax.checkpoint
     def block(rc, yc, mc):
         Phi = featurize(*rc) * mc[:, None]
-        return feature_stats(Phi, yc * mc)._replace(n=jnp.sum(mc))
+        return stats(Phi, yc * mc)._replace(n=jnp.sum(mc))
 
     def body(acc, blk):
         return jax.tree.map(jnp.add, acc, block(*blk)), None

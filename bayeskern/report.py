@@ -181,6 +181,8 @@ def _render(est, *, X_test, y_test, title, data_name, target_name) -> str:
         "approximation",
         "n_basis_total",
         "n_inducing",
+        "inducing_log_density_kmeans",
+        "inducing_log_density_moved",
         "loo_subsample",
     ):
         if k in post.attrs:

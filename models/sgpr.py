@@ -27,6 +27,7 @@ The priors are those of :func:`models.gp.gp_regression` (same sample sites).
 
 from __future__ import annotations
 
+import jax
 import jax.numpy as jnp
 import jax.scipy.linalg as jsl
 import numpyro
@@ -63,6 +64,54 @@ def _whitened(kernel: Kernel, theta, amplitude, Z, Lz, Xc):
     return jsl.solve_triangular(Lz, K, lower=True).T
 
 
+@jax.custom_vjp
+def _whitened_gram(Lz, Kt, y):
+    r"""``(AA^T, Ay)`` with :math:`A = L_z^{-1}K_{zx}`, ``Kt`` :math:`= K_{xz}` ``(n, M)``.
+
+    The reverse pass is written out in :math:`M \times M` quantities: with cotangents
+    :math:`\bar P` of :math:`P = AA^\top` and :math:`\bar\beta` of :math:`\beta = Ay`, and
+    :math:`S = \bar P + \bar P^\top`,
+
+    .. math:: \bar K = L_z^{-\top}SL_z^{-1}K + L_z^{-\top}\bar\beta\,y^\top,\qquad
+              \bar L_z = -\mathrm{tril}\big(L_z^{-\top}(SP + \bar\beta\beta^\top)\big),
+
+    one :math:`O(nM^2)` product where differentiating the triangular solve and the product
+    takes three.
+    """
+    return _whitened_gram_fwd(Lz, Kt, y)[0]
+
+
+def _whitened_gram_fwd(Lz, Kt, y):
+    A = jsl.solve_triangular(Lz, Kt.T, lower=True)
+    P, beta = A @ A.T, A @ y
+    return (P, beta), (Lz, Kt, y, P, beta)
+
+
+def _whitened_gram_bwd(res, cot):
+    Lz, Kt, y, P, beta = res
+    gP, gb = cot
+    S = gP + gP.T
+    LtS = jsl.solve_triangular(Lz, S, lower=True, trans=1)  # L^-T S
+    C = jsl.solve_triangular(Lz, LtS.T, lower=True, trans=1)  # L^-T S L^-1 (symmetric)
+    c = jsl.solve_triangular(Lz, gb, lower=True, trans=1)
+    gKt = Kt @ C + jnp.outer(y, c)
+    gL = -jnp.tril(jsl.solve_triangular(Lz, S @ P + jnp.outer(gb, beta), lower=True, trans=1))
+    return gL, gKt, Kt @ c
+
+
+_whitened_gram.defvjp(_whitened_gram_fwd, _whitened_gram_bwd)
+
+
+def _gram_stats(Lz):
+    """``stats(K_xz, y) -> Stats`` of the whitened features, for ``scan_feature_stats``."""
+
+    def stats(Kt, y):
+        P, beta = _whitened_gram(Lz, Kt, y)
+        return Stats(P, beta, y @ y, jnp.asarray(y.shape[0], dtype=P.dtype))
+
+    return stats
+
+
 def _whitened_stats(kernel: Kernel, theta, amplitude, Z, X, y, chunk_size):
     r"""``(Stats of A^T, sum_i k(x_i, x_i), L_z)``: :math:`(AA^\top, Ay, y^\top y, N)`.
 
@@ -73,7 +122,11 @@ def _whitened_stats(kernel: Kernel, theta, amplitude, Z, X, y, chunk_size):
     """
     Lz = _z_factor(kernel, theta, amplitude, Z)
     stats = scan_feature_stats(
-        lambda Xc: _whitened(kernel, theta, amplitude, Z, Lz, Xc), (X,), y, chunk_size
+        lambda Xc: kernel_matrix(kernel, theta, amplitude, Xc, Z),
+        (X,),
+        y,
+        chunk_size,
+        stats=_gram_stats(Lz),
     )
     return stats, jnp.sum(kernel_diag(kernel, theta, amplitude, X)), Lz
 

@@ -25,6 +25,7 @@ from bayeskern.models.gp import (
 )
 from bayeskern.models.sgpr import (
     Z_JITTER,
+    _whitened_gram,
     _whitened_stats,
     sgpr_bound,
     sgpr_factors,
@@ -94,6 +95,63 @@ def test_bound_lies_below_the_exact_likelihood_and_rises_with_more_inducing_inpu
     assert all(a <= b + 1e-9 for a, b in zip(values, values[1:], strict=False))
 
 
+def test_whitened_gram_gradient_equals_differentiating_the_triangular_solve(setup):
+    """The hand-written reverse pass against JAX's own derivative of the plain computation."""
+    kernel, x_scale, draw, X, y = setup
+    Z = X[::7]
+
+    def plain(Lz, Kt, y):
+        A = jax.scipy.linalg.solve_triangular(Lz, Kt.T, lower=True)
+        return A @ A.T, A @ y
+
+    def loss(gram, params):
+        theta = theta_from_draw(kernel, params, x_scale)
+        Kzz = kernel_matrix(kernel, theta, params["amplitude"], Z, Z)
+        Lz = jnp.linalg.cholesky(Kzz + 1e-6 * jnp.eye(len(Z)))
+        P, beta = gram(Lz, kernel_matrix(kernel, theta, params["amplitude"], X, Z), y * 1.3)
+        # weights that are not symmetric, so that both halves of P's cotangent count
+        W = jnp.arange(P.size, dtype=P.dtype).reshape(P.shape) / P.size
+        return jnp.sum(W * P) + jnp.sum(jnp.sin(beta)) + jnp.linalg.slogdet(jnp.eye(len(Z)) + P)[1]
+
+    ours = jax.grad(lambda p: loss(_whitened_gram, p))(draw)
+    ref = jax.grad(lambda p: loss(plain, p))(draw)
+    for k in draw:
+        np.testing.assert_allclose(ours[k], ref[k], rtol=1e-7, atol=1e-9, err_msg=k)
+    # and against finite differences, through every argument (y included)
+    Kzz = kernel_matrix(kernel, theta_from_draw(kernel, draw, x_scale), draw["amplitude"], Z, Z)
+    Lz = jnp.linalg.cholesky(Kzz + 1e-3 * jnp.eye(len(Z)))
+    Kt = kernel_matrix(kernel, theta_from_draw(kernel, draw, x_scale), draw["amplitude"], X, Z)
+    args = (Lz, Kt, y)
+
+    def scalar(*a):
+        P, beta = _whitened_gram(*a)
+        return jnp.sum(jnp.sin(P)) + jnp.sum(beta**2)
+
+    grads = jax.grad(scalar, argnums=(0, 1, 2))(*args)
+    rng = np.random.default_rng(0)
+    for i, a in enumerate(args):
+        d = jnp.asarray(rng.normal(size=a.shape))
+        d = jnp.tril(d) if i == 0 else d  # L_z is lower triangular
+        h = 1e-5
+        up, down = (
+            scalar(*(b + s * h * d if j == i else b for j, b in enumerate(args))) for s in (1, -1)
+        )
+        np.testing.assert_allclose((up - down) / (2 * h), jnp.sum(grads[i] * d), rtol=1e-5)
+
+
+def test_bound_gradient_is_the_same_chunked_and_whole(setup):
+    kernel, x_scale, draw, X, y = setup
+
+    def value(params, chunk):
+        theta = theta_from_draw(kernel, params, x_scale)
+        stats, trace_k, _ = _whitened_stats(kernel, theta, params["amplitude"], X[:20], X, y, chunk)
+        return sgpr_bound(stats, trace_k, params["noise"] ** 2 + JITTER)
+
+    whole, chunked = (jax.grad(value)(draw, c) for c in (None, 16))
+    for k in draw:
+        np.testing.assert_allclose(chunked[k], whole[k], rtol=1e-9, err_msg=k)
+
+
 def test_predictions_and_loo_equal_the_exact_gp_when_the_inducing_inputs_are_the_rows(setup):
     from bayeskern.estimators.gp_regressor_inducing import _loo_one
 
@@ -159,20 +217,60 @@ def test_choose_inducing_takes_kmeans_centres_or_every_row():
     np.testing.assert_array_equal(Z, choose_inducing(X, 20, 0))  # seeded
 
 
+def test_moving_the_inducing_inputs_raises_the_density_and_tightens_the_bound(setup):
+    """Titsias (2009, §3): Z are variational parameters; the search raises the log density
+    (bound + prior), and at the hyper-parameters it ends at the bound stays below the exact
+    log likelihood and closer to it than with the k-means centres."""
+    from bayeskern.models.sgpr import sgpr_regression
+    from numpyro.infer.util import constrain_fn, potential_energy
+
+    from bayeskern.estimators.gp_regressor_inducing import optimize_inducing
+
+    kernel, x_scale, draw, X, y = setup
+    Z0 = jnp.asarray(choose_inducing(np.asarray(X), 8, 0))
+    kwargs = dict(X=X, y=y, kernel=kernel, x_scale=x_scale, Z=Z0, chunk_size=None)
+    out = optimize_inducing(sgpr_regression, kwargs, draw, 60)
+    assert out.log_density > out.log_density_start
+    assert float(jnp.max(jnp.abs(out.Z - Z0))) > 1e-3
+    start = {k: v for k, v in draw.items()}
+    np.testing.assert_allclose(
+        -potential_energy(sgpr_regression, (), {**kwargs, "Z": out.Z}, out.z), out.log_density
+    )
+    at = constrain_fn(sgpr_regression, (), kwargs, out.z)
+    moved, kmeans = (
+        _bound((kernel, x_scale, at, X, y), out.Z),
+        _bound((kernel, x_scale, at, X, y), Z0),
+    )
+    exact = _exact((kernel, x_scale, at, X, y))
+    assert kmeans < moved < exact
+    # no iterations: the start, unchanged
+    same = optimize_inducing(sgpr_regression, kwargs, start, 0)
+    np.testing.assert_array_equal(same.Z, Z0)
+
+
 # ------------------------------------------------------------------------- the estimator
 @pytest.fixture(scope="module")
 def fitted(table):
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")  # 40 draws: not converged
-        return bk.GPRegressor(approximation="inducing", n_inducing=25, **QUICK).fit(*table)
+        return bk.GPRegressor(
+            approximation="inducing", n_inducing=25, optimize_inducing=60, **QUICK
+        ).fit(*table)
 
 
 def test_inducing_fit_records_what_ran(fitted, table):
     est = fitted
     assert est.approximation_ == "inducing"
-    assert est.idata_.posterior.attrs["approximation"] == "inducing"
-    assert est.idata_.posterior.attrs["n_inducing"] == 25
+    attrs = est.idata_.posterior.attrs
+    assert attrs["approximation"] == "inducing"
+    assert attrs["n_inducing"] == 25
+    # the inducing inputs moved from the k-means centres at the mode, raising the density
+    assert attrs["inducing_log_density_moved"] > attrs["inducing_log_density_kmeans"]
+    kmeans = choose_inducing(est.x_std_.transform(table[0]), 25, est._seed())
+    assert not np.allclose(est.x_std_.transform(est.inducing_points_), kmeans)
     assert est.inducing_points_.shape == (25, 3)
+    # the default kernel on inducing points: one length-scale per column
+    assert est.idata_.posterior["rbf_lengthscale"].shape[2:] == (3,)
     assert est.hsgp_design_ is None
     assert est.idata_.log_likelihood["y"].shape == (1, 40, len(table[1]))
     assert np.isfinite(est.loo().elpd_loo)
@@ -215,6 +313,15 @@ def test_inducing_run_saves_and_loads(fitted, tmp_path):
     np.testing.assert_array_equal(again.inducing_points_, fitted.inducing_points_)
 
 
+def test_the_default_kernel_has_one_lengthscale_per_column_on_inducing_points_only(table):
+    Xs = np.asarray(table[0])
+    ard = lambda est, route: est._fit_kernel(Xs, table[1], route).leaves()[0].ard  # noqa: E731
+    assert ard(bk.GPRegressor(), "inducing")
+    assert not ard(bk.GPRegressor(), "exact") and not ard(bk.GPRegressor(), "hsgp")
+    assert not ard(bk.GPRegressor(bk.kernels.RBF()), "inducing")  # a kernel given is kept
+    assert not bk.GPRegressor()._fit_kernel(Xs[:, :1], table[1], "inducing").leaves()[0].ard
+
+
 def test_inducing_prior_predictive(table):
     est = bk.GPRegressor(approximation="inducing", n_inducing=10, random_state=0)
     draws = est.sample_prior_predictive(*table, n_draws=5)
@@ -243,6 +350,36 @@ def test_bad_n_inducing_is_refused(table, bad):
         bk.GPRegressor(approximation="inducing", n_inducing=bad).fit(*table)
 
 
+@pytest.mark.parametrize("bad", [-1, 2.5, None])
+def test_bad_optimize_inducing_is_refused(table, bad):
+    with pytest.raises(ValueError, match="optimize_inducing"):
+        bk.GPRegressor(approximation="inducing", optimize_inducing=bad).fit(*table)
+
+
+def test_by_default_the_inducing_inputs_are_the_kmeans_centres(table):
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")  # 10 draws: not converged
+        est = bk.GPRegressor(
+            approximation="inducing",
+            n_inducing=12,
+            **dict(QUICK, num_warmup=10, num_samples=10),
+        ).fit(*table)
+    kmeans = choose_inducing(est.x_std_.transform(table[0]), 12, est._seed())
+    np.testing.assert_allclose(est.x_std_.transform(est.inducing_points_), kmeans, atol=1e-12)
+    assert "inducing_log_density_moved" not in est.idata_.posterior.attrs
+    # the default kernel there is RBF(ard=True): the same fit as asking for it
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        ard = bk.GPRegressor(
+            bk.kernels.RBF(ard=True),
+            approximation="inducing",
+            n_inducing=12,
+            **dict(QUICK, num_warmup=10, num_samples=10),
+        ).fit(*table)
+    for v in ("rbf_lengthscale", "amplitude", "noise"):
+        np.testing.assert_array_equal(est.idata_.posterior[v], ard.idata_.posterior[v])
+
+
 def test_classifier_refuses_the_inducing_route(table):
     X, y = table
     with pytest.raises(ValueError, match="approximation"):
@@ -266,6 +403,7 @@ def test_inducing_fit_reports_its_priors_and_writes_a_report(fitted, tmp_path):
     out = bk.report(fitted, tmp_path / "report.html")
     text = out.read_text()
     assert "approximation" in text and "inducing" in text and "n inducing" in text
+    assert "inducing log density moved" in text
 
 
 def test_predictions_thin_the_draws_when_their_factors_exceed_the_budget(fitted, monkeypatch):

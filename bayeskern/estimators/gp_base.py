@@ -129,8 +129,14 @@ class _GPBase(BayesianEstimatorMixin, BaseEstimator):
         """Whether the warm-up adapts the mass matrix (``adapt_mass_matrix``)."""
         return bool(self.adapt_mass_matrix)
 
-    def _fit_kernel(self, Xs, y_for_kernel):
-        kernel = get_kernel(self.kernel if self.kernel is not None else RBF())
+    def _fit_kernel(self, Xs, y_for_kernel, route: str | None = None):
+        """Return the fitted, named kernel: ``kernel``, or for ``None`` an RBF.
+
+        The RBF has one length-scale per column when the fit takes the inducing points
+        (``route``) on several columns.
+        """
+        ard = self.kernel is None and route == "inducing" and Xs.shape[1] > 1
+        kernel = get_kernel(self.kernel if self.kernel is not None else RBF(ard=ard))
         if not kernel.symmetric:
             raise TypeError(
                 f"kernel {kernel!r} is asymmetric and cannot be a GP covariance; for LAB-RBF "
@@ -337,6 +343,7 @@ class _GPBase(BayesianEstimatorMixin, BaseEstimator):
                 )
             elif route == "inducing":
                 model, extra = self._inducing_prior_model(xs.transform(X), seed)
+                kernel = self._fit_kernel(xs.transform(X), y_fit, route)
         draws = Predictive(model, num_samples=n_draws)(
             jax.random.PRNGKey(seed),
             X=jnp.asarray(xs.transform(X)),

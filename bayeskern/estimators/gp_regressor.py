@@ -86,10 +86,13 @@ class GPRegressor(  # noqa: D101 (__doc__ is an f-string)
 
     Parameters
     ----------
-    kernel : Kernel or str, default RBF()
+    kernel : Kernel, str or None
         Any bayeskern kernel (``bk.kernels.Linear() + bk.kernels.RBF()``...) or a name
         (``"rbf"``, ``"linear+rbf*periodic"``). Values given explicitly are held fixed, in
-        the units of ``X``; values left out are sampled.
+        the units of ``X``; values left out are sampled. ``None`` (default): ``RBF()``, and
+        ``RBF(ard=True)`` (one length-scale per column) when the fit takes the inducing
+        points on several columns: the thousands of rows that route is for identify a
+        scale per column, and a shared one ignores that columns matter unequally.
     approximation : {{"auto", "exact", "hsgp", "inducing"}}
         ``"exact"``: the exact marginal likelihood, :math:`O(N^3)` per leapfrog step, any
         kernel. ``"hsgp"``: the Hilbert-space basis, for 1-{MAX_COLUMNS} input columns and
@@ -117,11 +120,20 @@ class GPRegressor(  # noqa: D101 (__doc__ is an f-string)
     n_inducing : int or None
         Inducing inputs of ``approximation="inducing"`` (``None``: {DEFAULT_INDUCING}, or every
         row when there are fewer): k-means centres of the standardized rows
-        (:func:`~bayeskern.estimators.gp_regressor_inducing.choose_inducing`), fixed before
-        sampling. With :math:`M` of them every leapfrog step costs :math:`O(NM^2)`; the bound
+        (:func:`~bayeskern.estimators.gp_regressor_inducing.choose_inducing`), moved by
+        ``optimize_inducing`` when asked, and fixed before sampling. With :math:`M` of them every
+        leapfrog step costs :math:`O(NM^2)`; the bound
         equals the exact likelihood when they are the rows themselves. Predictions mix over
         the posterior draws whose factors (:math:`2M^2 + M + 1` numbers each) fit
         {FACTOR_CACHE_BYTES // 2**20} MiB, evenly spaced when there are more.
+    optimize_inducing : int
+        With the inducing points and ``init="map"``: L-BFGS iterations that move the
+        inducing inputs, with the hyper-parameters, to maximize the log posterior density
+        under Titsias (2009)'s bound from the posterior mode found on the k-means centres
+        (:func:`~bayeskern.estimators.gp_regressor_inducing.optimize_inducing`; each costs
+        one :math:`O(NM^2)` gradient). ``0`` (default) keeps the k-means centres: moved
+        inputs tighten the bound at the mode, but with an isotropic kernel they were seen to
+        slow the chains badly elsewhere in the posterior (see the results pages).
     chunk_size : int or None
         Rows per chunk of the one pass over the data that computes the basis statistics, or
         (inducing points) the bound at every leapfrog step (``None``: about 4 million
@@ -178,6 +190,7 @@ class GPRegressor(  # noqa: D101 (__doc__ is an f-string)
         approximation: str = "auto",
         n_basis=None,
         n_inducing: int | None = None,
+        optimize_inducing: int = 0,
         chunk_size: int | None = None,
         num_warmup: int = 200,
         num_samples: int | str = "auto",
@@ -206,6 +219,7 @@ class GPRegressor(  # noqa: D101 (__doc__ is an f-string)
         self.approximation = approximation
         self.n_basis = n_basis
         self.n_inducing = n_inducing
+        self.optimize_inducing = optimize_inducing
         self.chunk_size = chunk_size
 
     _parameter_constraints: dict = {
@@ -213,6 +227,7 @@ class GPRegressor(  # noqa: D101 (__doc__ is an f-string)
         **_BasisMixin._BASIS_CONSTRAINTS,
         "approximation": [StrOptions({"auto", "exact", "hsgp", "inducing"})],
         "n_inducing": [count(1), None],
+        "optimize_inducing": [count(0)],
         "chunk_size": [count(1), None],
     }
 
@@ -230,6 +245,8 @@ class GPRegressor(  # noqa: D101 (__doc__ is an f-string)
         Xs, ys = self.x_std_.transform(X), self.y_std_.transform(y)
         self.kernel_ = self._fit_kernel(Xs, ys)
         self.approximation_ = self._resolve_approximation(self.kernel_, Xs)
+        if self.approximation_ == "inducing":
+            self.kernel_ = self._fit_kernel(Xs, ys, self.approximation_)
         self.hsgp_design_ = self.n_basis_ = self.boundary_ = self.inducing_points_ = None
         fitted = None
         if self.approximation_ == "hsgp":

@@ -7,6 +7,9 @@ model is ``models/sgpr.py``).
 
 from __future__ import annotations
 
+from typing import NamedTuple
+
+import jax
 import jax.numpy as jnp
 import numpy as np
 
@@ -19,7 +22,13 @@ from bayeskern.models.hsgp import hsgp_loo_and_fitted
 from bayeskern.models.sgpr import sgpr_factors, sgpr_features, sgpr_predict, sgpr_regression
 from bayeskern.predictive import MixturePredictive
 
-__all__ = ["choose_inducing", "DEFAULT_INDUCING", "KMEANS_MAX_ROWS"]
+__all__ = [
+    "choose_inducing",
+    "optimize_inducing",
+    "InducingSearch",
+    "DEFAULT_INDUCING",
+    "KMEANS_MAX_ROWS",
+]
 
 #: inducing inputs when ``n_inducing=None`` (all rows when there are fewer)
 DEFAULT_INDUCING = 100
@@ -45,6 +54,67 @@ def choose_inducing(Xs, m: int, seed: int) -> np.ndarray:
     return KMeans(m, n_init=1, random_state=seed % 2**31).fit(sub).cluster_centers_
 
 
+class InducingSearch(NamedTuple):
+    """Where :func:`optimize_inducing` ended."""
+
+    Z: jax.Array  # (M, d) inducing inputs, standardized
+    z: dict  # unconstrained hyper-parameters
+    log_density_start: float
+    log_density: float
+
+
+def optimize_inducing(model, model_kwargs: dict, at_mode: dict, max_iter: int) -> InducingSearch:
+    r"""Move the inducing inputs ``model_kwargs["Z"]`` to raise Titsias's bound at the mode.
+
+    Titsias (2009, §3) treats the inducing inputs as variational parameters: the collapsed
+    bound :math:`\mathcal F(\theta, Z) \le \log p(y \mid \theta)` holds for every
+    :math:`Z`, so maximizing it over :math:`Z` tightens the approximation. Here L-BFGS
+    (at most ``max_iter`` iterations, SciPy's L-BFGS-B) maximizes the log posterior density
+    :math:`\mathcal F(\theta, Z) + \log p(\theta)` over :math:`Z` and the unconstrained
+    hyper-parameters together, from ``Z`` and the mode ``at_mode`` (constrained values, as
+    :func:`bayeskern.inference.run_nuts` passes its ``data_at_mode``); the hyper-parameters
+    are then sampled with :math:`Z` fixed there (as in Lalchand et al. 2022's sparse GP with
+    sampled hyper-parameters).
+
+    Returns
+    -------
+    InducingSearch
+        ``Z`` and ``z`` (the unconstrained hyper-parameters) where the search ended, and the
+        log density before and after; the starting point itself where the search did not
+        raise the density or met a non-finite value.
+    """
+    import scipy.optimize
+    from jax.flatten_util import ravel_pytree
+    from numpyro.infer.util import get_transforms, potential_energy
+
+    transforms = get_transforms(model, (), model_kwargs, at_mode)
+    z0 = {k: t.inv(jnp.asarray(at_mode[k])) for k, t in transforms.items()}
+    data = {k: v for k, v in model_kwargs.items() if k in ("X", "y")}
+    static = {k: v for k, v in model_kwargs.items() if k not in ("X", "y", "Z")}
+    flat0, unravel = ravel_pytree((z0, jnp.asarray(model_kwargs["Z"])))
+
+    def objective(flat, data):
+        z, Z = unravel(flat)
+        return potential_energy(model, (), {**static, **data, "Z": Z}, z)
+
+    value_and_grad = jax.jit(jax.value_and_grad(objective))
+
+    def fun(flat):
+        v, g = value_and_grad(jnp.asarray(flat), data)
+        return float(v), np.asarray(g, dtype=float)
+
+    start = fun(np.asarray(flat0))[0]
+    if max_iter < 1:  # SciPy's L-BFGS-B takes a step even with maxiter=0
+        return InducingSearch(jnp.asarray(model_kwargs["Z"]), z0, -start, -start)
+    res = scipy.optimize.minimize(
+        fun, np.asarray(flat0), jac=True, method="L-BFGS-B", options=dict(maxiter=max_iter)
+    )
+    if not (np.isfinite(res.fun) and np.all(np.isfinite(res.x)) and res.fun < start):
+        return InducingSearch(jnp.asarray(model_kwargs["Z"]), z0, -start, -start)
+    z, Z = unravel(jnp.asarray(res.x))
+    return InducingSearch(Z, z, -start, -float(res.fun))
+
+
 class _RegressorInducingMixin:
     """The inducing-point route of the GP regressor (``approximation_ == "inducing"``)."""
 
@@ -60,22 +130,41 @@ class _RegressorInducingMixin:
     def _fit_inducing(self, Xs, ys, y, X):
         Z = choose_inducing(Xs, self._n_inducing(), self._seed())
         self.inducing_points_ = Z * self.x_std_.scale + self.x_std_.mean
+        kwargs = dict(
+            X=jnp.asarray(Xs),
+            y=jnp.asarray(ys),
+            kernel=self.kernel_,
+            x_scale=self.x_std_.scale,
+            Z=jnp.asarray(Z),
+            chunk_size=self._inducing_chunk(),
+        )
+        moved = {}
+
+        def at_mode(values):
+            # the chains run on inducing inputs moved at the mode (init="map" only)
+            moved["search"] = optimize_inducing(
+                sgpr_regression, kwargs, values, self.optimize_inducing
+            )
+            return {"Z": moved["search"].Z}
+
         self._sample(
             sgpr_regression,
             Xs,
             ys,
             y,
             X,
-            model_kwargs=dict(
-                X=jnp.asarray(Xs),
-                y=jnp.asarray(ys),
-                kernel=self.kernel_,
-                x_scale=self.x_std_.scale,
-                Z=jnp.asarray(Z),
-                chunk_size=self._inducing_chunk(),
-            ),
+            model_kwargs=kwargs,
+            data_at_mode=at_mode if self.optimize_inducing and self.init == "map" else None,
         )
-        diagnostics.set_attrs(self.idata_, n_inducing=len(Z))
+        search = {}
+        if "search" in moved:
+            Z = np.asarray(moved["search"].Z)
+            self.inducing_points_ = Z * self.x_std_.scale + self.x_std_.mean
+            search = dict(
+                inducing_log_density_kmeans=moved["search"].log_density_start,
+                inducing_log_density_moved=moved["search"].log_density,
+            )
+        diagnostics.set_attrs(self.idata_, n_inducing=len(Z), **search)
         return self._add_inducing_loo(Xs, ys)
 
     def _inducing_prior_model(self, Xs, seed: int):

@@ -249,7 +249,10 @@ def run_nuts(
         array arguments in ``model_kwargs`` (same shapes), which the chains then run on.
         For arguments that change how the log density is computed, not its value: the
         classifiers start each draw's inner Newton iterations of the Laplace approximation
-        from the latent mode at the posterior mode (``newton_start``).
+        from the latent mode at the posterior mode (``newton_start``); or for variational
+        parameters chosen at the mode, which move the density a little: the regressor's
+        inducing inputs (the chains then start from the Laplace draws of the mode found
+        before, and the warm-up adapts).
     rebuild
         With ``chain_method="processes"``: ``(builder, config, arrays)``, where ``builder``
         names (``"module:function"``) a module-level function and ``builder(config, arrays)``

@@ -16,7 +16,8 @@ and clarity (their ordered levels as 0, 1, 2, ...), depth, table, x, y, z. A see
 * ``gabasr``: ``GaBaSRRegressor`` on the first ``--rows`` training rows (all 16 000 by
   default), with the options of ``--options`` (JSON; ``{}`` for the defaults).
 * ``gp``: ``GPRegressor`` (defaults: ``approximation="auto"`` takes the inducing points on
-  this many-column table) on the first ``--rows`` training rows, ``--ard`` for an ARD RBF
+  this many-column table) on the first ``--rows`` training rows, ``--kernel ard`` or
+  ``--kernel rbf`` for an ARD or isotropic RBF kernel given explicitly
   kernel, with the options of ``--options``.
 * ``labrbf``: ``LABRBFRegressor()`` (defaults) on all 16 000 rows.
 
@@ -223,13 +224,14 @@ def case_gp(args):
 
 
 def _case_bayesian(args, case):
-    """``GaBaSRRegressor`` or ``GPRegressor`` (``--ard``: an ARD RBF kernel) with ``--options``."""
+    """``GaBaSRRegressor`` or ``GPRegressor`` (``--kernel``: RBF given) with ``--options``."""
     Xtr, ytr, Xte, yte = diamonds()
     Xtr, ytr = Xtr[: args.rows], ytr[: args.rows]
     options = json.loads(args.options)
     cls, extra = bk.GaBaSRRegressor, {}
     if case == "gp":
-        cls, extra = bk.GPRegressor, {"kernel": bk.kernels.RBF(ard=True) if args.ard else None}
+        kernels = {"default": None, "ard": bk.kernels.RBF(ard=True), "rbf": bk.kernels.RBF()}
+        cls, extra = bk.GPRegressor, {"kernel": kernels[args.kernel]}
     load0, t = loadavg(), time.perf_counter()
     with warnings.catch_warnings(record=True) as caught:
         warnings.simplefilter("always")
@@ -257,7 +259,11 @@ def _case_bayesian(args, case):
     row += [str(rec[k]) for k in ("mean_leapfrog_steps", "max_tree_depth")]
     row += [str(rec[k]) for k in (*SCORES, "load")]
     title = "GaBaSRRegressor" if case == "gabasr" else "GPRegressor"
-    kern = "RBF(ard=True), " if case == "gp" and args.ard else ""
+    kern = (
+        {"default": "", "ard": "RBF(ard=True), ", "rbf": "RBF(), "}[args.kernel]
+        if case == "gp"
+        else ""
+    )
     body = f"""## {case}: `{title}({kern}**{options})` on {len(ytr)} rows
 
 `{SCRIPT} {shlex.join(sys.argv[1:])}` ({machine()}).
@@ -265,7 +271,8 @@ def _case_bayesian(args, case):
 {md_table(GABASR_COLUMNS, [row])}
 """
     opts = "_".join(f"{k}{v}" for k, v in sorted(options.items()))
-    return f"{case}_{len(ytr)}_{'ard_' if kern else ''}" + opts, body
+    key = {"default": "", "ard": "ard_", "rbf": "rbf_"}[args.kernel] if case == "gp" else ""
+    return f"{case}_{len(ytr)}_{key}" + opts, body
 
 
 def case_labrbf(args):
@@ -308,7 +315,12 @@ def main():
     ap.add_argument("--kmeans", type=int, nargs="*", default=[1000])
     ap.add_argument("--options", default="{}")
     ap.add_argument("--rows", type=int, default=N_TRAIN, help="gabasr, gp: fit the first rows")
-    ap.add_argument("--ard", action="store_true", help="gp: an ARD RBF kernel")
+    ap.add_argument(
+        "--kernel",
+        choices=["default", "ard", "rbf"],
+        default="default",
+        help="gp: the default kernel, or RBF(ard=True), or RBF() given",
+    )
     args = ap.parse_args()
     name, body = CASES[args.case](args)
     write_section(PAGE, name, body, header=HEADER)
