@@ -343,7 +343,8 @@ class _GPBase(BayesianEstimatorMixin, BaseEstimator):
                 )
             elif route == "inducing":
                 model, extra = self._inducing_prior_model(xs.transform(X), seed)
-                kernel = self._fit_kernel(xs.transform(X), y_fit, route)
+                if self.kernel is None:  # ARD RBF there
+                    kernel = self._fit_kernel(xs.transform(X), y_fit, route)
         draws = Predictive(model, num_samples=n_draws)(
             jax.random.PRNGKey(seed),
             X=jnp.asarray(xs.transform(X)),

@@ -245,7 +245,7 @@ class GPRegressor(  # noqa: D101 (__doc__ is an f-string)
         Xs, ys = self.x_std_.transform(X), self.y_std_.transform(y)
         self.kernel_ = self._fit_kernel(Xs, ys)
         self.approximation_ = self._resolve_approximation(self.kernel_, Xs)
-        if self.approximation_ == "inducing":
+        if self.approximation_ == "inducing" and self.kernel is None:  # ARD RBF there
             self.kernel_ = self._fit_kernel(Xs, ys, self.approximation_)
         self.hsgp_design_ = self.n_basis_ = self.boundary_ = self.inducing_points_ = None
         fitted = None
