@@ -129,13 +129,8 @@ class _GPBase(BayesianEstimatorMixin, BaseEstimator):
         """Whether the warm-up adapts the mass matrix (``adapt_mass_matrix``)."""
         return bool(self.adapt_mass_matrix)
 
-    def _fit_kernel(self, Xs, y_for_kernel, route: str | None = None):
-        """Return the fitted, named kernel: ``kernel``, or for ``None`` an RBF.
-
-        The RBF has one length-scale per column when the fit takes the inducing points
-        (``route``) on several columns.
-        """
-        ard = self.kernel is None and route == "inducing" and Xs.shape[1] > 1
+    def _fit_kernel(self, Xs, y_for_kernel, ard: bool = False):
+        """Return the fitted, named kernel: ``kernel``, or for ``None`` an RBF (``ard``)."""
         kernel = get_kernel(self.kernel if self.kernel is not None else RBF(ard=ard))
         if not kernel.symmetric:
             raise TypeError(
@@ -143,6 +138,16 @@ class _GPBase(BayesianEstimatorMixin, BaseEstimator):
                 "use bk.kernels.LABRBFFeatures or bk.LABRBFRegressor's Bayesian last layer"
             )
         return name_leaves(fit_kernel(name_leaves(kernel), Xs, y_for_kernel))
+
+    def _route_kernel(self, kernel, Xs, y_for_kernel, route: str):
+        """Return ``kernel``, or the default kernel as the fit's ``route`` wants it.
+
+        For ``kernel=None`` on the inducing points and several columns: an RBF with one
+        length-scale per column.
+        """
+        if self.kernel is None and route == "inducing" and Xs.shape[1] > 1:
+            return self._fit_kernel(Xs, y_for_kernel, ard=True)
+        return kernel
 
     def _dims(self):
         dims = {
@@ -343,8 +348,7 @@ class _GPBase(BayesianEstimatorMixin, BaseEstimator):
                 )
             elif route == "inducing":
                 model, extra = self._inducing_prior_model(xs.transform(X), seed)
-                if self.kernel is None:  # ARD RBF there
-                    kernel = self._fit_kernel(xs.transform(X), y_fit, route)
+                kernel = self._route_kernel(kernel, xs.transform(X), y_fit, route)
         draws = Predictive(model, num_samples=n_draws)(
             jax.random.PRNGKey(seed),
             X=jnp.asarray(xs.transform(X)),

@@ -121,11 +121,11 @@ class GPRegressor(  # noqa: D101 (__doc__ is an f-string)
         Inducing inputs of ``approximation="inducing"`` (``None``: {DEFAULT_INDUCING}, or every
         row when there are fewer): k-means centres of the standardized rows
         (:func:`~bayeskern.estimators.gp_regressor_inducing.choose_inducing`), moved by
-        ``optimize_inducing`` when asked, and fixed before sampling. With :math:`M` of them every
-        leapfrog step costs :math:`O(NM^2)`; the bound
-        equals the exact likelihood when they are the rows themselves. Predictions mix over
-        the posterior draws whose factors (:math:`2M^2 + M + 1` numbers each) fit
-        {FACTOR_CACHE_BYTES // 2**20} MiB, evenly spaced when there are more.
+        ``optimize_inducing`` when asked, and fixed before sampling. With :math:`M` of them
+        every leapfrog step costs :math:`O(NM^2)`; the bound equals the exact likelihood
+        when they are the rows themselves. Predictions mix over the posterior draws whose
+        factors (:math:`2M^2 + M + 1` numbers each) fit {FACTOR_CACHE_BYTES // 2**20} MiB,
+        evenly spaced when there are more.
     optimize_inducing : int
         With the inducing points and ``init="map"``: L-BFGS iterations that move the
         inducing inputs, with the hyper-parameters, to maximize the log posterior density
@@ -245,8 +245,7 @@ class GPRegressor(  # noqa: D101 (__doc__ is an f-string)
         Xs, ys = self.x_std_.transform(X), self.y_std_.transform(y)
         self.kernel_ = self._fit_kernel(Xs, ys)
         self.approximation_ = self._resolve_approximation(self.kernel_, Xs)
-        if self.approximation_ == "inducing" and self.kernel is None:  # ARD RBF there
-            self.kernel_ = self._fit_kernel(Xs, ys, self.approximation_)
+        self.kernel_ = self._route_kernel(self.kernel_, Xs, ys, self.approximation_)
         self.hsgp_design_ = self.n_basis_ = self.boundary_ = self.inducing_points_ = None
         fitted = None
         if self.approximation_ == "hsgp":

@@ -17,8 +17,8 @@ and clarity (their ordered levels as 0, 1, 2, ...), depth, table, x, y, z. A see
   default), with the options of ``--options`` (JSON; ``{}`` for the defaults).
 * ``gp``: ``GPRegressor`` (defaults: ``approximation="auto"`` takes the inducing points on
   this many-column table) on the first ``--rows`` training rows, ``--kernel ard`` or
-  ``--kernel rbf`` for an ARD or isotropic RBF kernel given explicitly
-  kernel, with the options of ``--options``.
+  ``--kernel rbf`` for an ARD or isotropic RBF kernel given explicitly, with the options of
+  ``--options``.
 * ``labrbf``: ``LABRBFRegressor()`` (defaults) on all 16 000 rows.
 
     .venv/bin/python benchmarks/scale/wide_table.py sklearn
@@ -223,6 +223,14 @@ def case_gp(args):
     return _case_bayesian(args, "gp")
 
 
+#: ``--kernel``: (the kernel given to GPRegressor, its text in the title, its section key)
+GP_KERNELS = {
+    "default": (None, "", ""),
+    "ard": (bk.kernels.RBF(ard=True), "RBF(ard=True), ", "ard_"),
+    "rbf": (bk.kernels.RBF(), "RBF(), ", "rbf_"),
+}
+
+
 def _case_bayesian(args, case):
     """``GaBaSRRegressor`` or ``GPRegressor`` (``--kernel``: RBF given) with ``--options``."""
     Xtr, ytr, Xte, yte = diamonds()
@@ -230,8 +238,7 @@ def _case_bayesian(args, case):
     options = json.loads(args.options)
     cls, extra = bk.GaBaSRRegressor, {}
     if case == "gp":
-        kernels = {"default": None, "ard": bk.kernels.RBF(ard=True), "rbf": bk.kernels.RBF()}
-        cls, extra = bk.GPRegressor, {"kernel": kernels[args.kernel]}
+        cls, extra = bk.GPRegressor, {"kernel": GP_KERNELS[args.kernel][0]}
     load0, t = loadavg(), time.perf_counter()
     with warnings.catch_warnings(record=True) as caught:
         warnings.simplefilter("always")
@@ -259,11 +266,7 @@ def _case_bayesian(args, case):
     row += [str(rec[k]) for k in ("mean_leapfrog_steps", "max_tree_depth")]
     row += [str(rec[k]) for k in (*SCORES, "load")]
     title = "GaBaSRRegressor" if case == "gabasr" else "GPRegressor"
-    kern = (
-        {"default": "", "ard": "RBF(ard=True), ", "rbf": "RBF(), "}[args.kernel]
-        if case == "gp"
-        else ""
-    )
+    kern, key = GP_KERNELS[args.kernel][1:] if case == "gp" else ("", "")
     body = f"""## {case}: `{title}({kern}**{options})` on {len(ytr)} rows
 
 `{SCRIPT} {shlex.join(sys.argv[1:])}` ({machine()}).
@@ -271,7 +274,6 @@ def _case_bayesian(args, case):
 {md_table(GABASR_COLUMNS, [row])}
 """
     opts = "_".join(f"{k}{v}" for k, v in sorted(options.items()))
-    key = {"default": "", "ard": "ard_", "rbf": "rbf_"}[args.kernel] if case == "gp" else ""
     return f"{case}_{len(ytr)}_{key}" + opts, body
 
 
@@ -317,7 +319,7 @@ def main():
     ap.add_argument("--rows", type=int, default=N_TRAIN, help="gabasr, gp: fit the first rows")
     ap.add_argument(
         "--kernel",
-        choices=["default", "ard", "rbf"],
+        choices=sorted(GP_KERNELS),
         default="default",
         help="gp: the default kernel, or RBF(ard=True), or RBF() given",
     )
