@@ -105,7 +105,11 @@ def test_basis_gram_converges_to_the_exact_gram(name):
         err = np.abs(np.asarray((Phi * s) @ Phi.T) - K)
         errors.append((err.mean(), err.max()))
     errors = np.asarray(errors)
-    assert np.all(np.diff(errors[:, 0]) < 0), errors  # mean error shrinks with m
+    # the mean error shrinks with m until it reaches rounding's floor (RBF × Periodic: the
+    # periodic series is exhausted by m = 64, and 64 and 128 give the same error to the last
+    # bit on some machines)
+    mean = errors[:, 0]
+    assert np.all((np.diff(mean) < 0) | (mean[1:] < 1e-9)), errors
     # scikit-learn's test_rbf_sampler tolerances, at the largest m
     tol = {"matern32": (0.01, 0.05)}.get(name, (1e-3, 1e-2))
     assert errors[-1, 0] < tol[0] and errors[-1, 1] < tol[1], errors

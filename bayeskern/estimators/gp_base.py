@@ -207,10 +207,11 @@ class _GPBase(BayesianEstimatorMixin, BaseEstimator):
         data_at_mode=None,
         chain_method=None,
         rebuild=None,
+        refind_mode=False,
     ):
         """Run NUTS on ``model``; ``model_kwargs`` default to :meth:`_gp_kwargs`.
 
-        ``data_at_mode``, ``rebuild``: as :func:`bayeskern.inference.run_nuts`;
+        ``data_at_mode``, ``refind_mode``, ``rebuild``: as :func:`bayeskern.inference.run_nuts`;
         ``chain_method`` replaces the estimator's ``None`` (the estimator's own choice stands).
         """
         check_factorizing_chain_method(self.chain_method, self.num_chains)
@@ -240,6 +241,7 @@ class _GPBase(BayesianEstimatorMixin, BaseEstimator):
             coords=coords,
             observed={"y": y_observed},
             data_at_mode=data_at_mode,
+            refind_mode=refind_mode,
             rebuild=rebuild,
         )
         self._finish_sampling(X, dims, coords)

@@ -120,8 +120,8 @@ class GPRegressor(  # noqa: D101 (__doc__ is an f-string)
     n_inducing : int or None
         Inducing inputs of ``approximation="inducing"`` (``None``: {DEFAULT_INDUCING}, or every
         row when there are fewer): k-means centres of the standardized rows
-        (:func:`~bayeskern.estimators.gp_regressor_inducing.choose_inducing`), moved by
-        ``optimize_inducing`` when asked, and fixed before sampling. With :math:`M` of them
+        (:func:`~bayeskern.estimators.gp_regressor_inducing.choose_inducing`), moved at the
+        posterior mode by ``optimize_inducing``, and fixed before sampling. With :math:`M` of them
         every leapfrog step costs :math:`O(NM^2)`; the bound equals the exact likelihood
         when they are the rows themselves. Predictions mix over the posterior draws whose
         factors (:math:`2M^2 + M + 1` numbers each) fit {FACTOR_CACHE_BYTES // 2**20} MiB,
@@ -131,9 +131,8 @@ class GPRegressor(  # noqa: D101 (__doc__ is an f-string)
         inducing inputs, with the hyper-parameters, to maximize the log posterior density
         under Titsias (2009)'s bound from the posterior mode found on the k-means centres
         (:func:`~bayeskern.estimators.gp_regressor_inducing.optimize_inducing`; each costs
-        one :math:`O(NM^2)` gradient). ``0`` (default) keeps the k-means centres: moved
-        inputs tighten the bound at the mode, but with an isotropic kernel they were seen to
-        slow the chains badly elsewhere in the posterior (see the results pages).
+        one :math:`O(NM^2)` gradient); the mode is then found again on the moved inputs and
+        the chains start there. ``0`` keeps the k-means centres.
     chunk_size : int or None
         Rows per chunk of the one pass over the data that computes the basis statistics, or
         (inducing points) the bound at every leapfrog step (``None``: about 4 million
@@ -190,7 +189,7 @@ class GPRegressor(  # noqa: D101 (__doc__ is an f-string)
         approximation: str = "auto",
         n_basis=None,
         n_inducing: int | None = None,
-        optimize_inducing: int = 0,
+        optimize_inducing: int = 100,
         chunk_size: int | None = None,
         num_warmup: int = 200,
         num_samples: int | str = "auto",

@@ -155,6 +155,7 @@ class _RegressorInducingMixin:
             X,
             model_kwargs=kwargs,
             data_at_mode=at_mode if self.optimize_inducing and self.init == "map" else None,
+            refind_mode=True,
         )
         search = {}
         if "search" in moved:

@@ -179,6 +179,7 @@ def run_nuts(
     judged: list[str] | None = None,
     max_samples: int = AUTO_MAX_SAMPLES,
     data_at_mode: Callable[[dict], dict] | None = None,
+    refind_mode: bool = False,
     rebuild: tuple[str, str, dict] | None = None,
 ):
     """Run NUTS on a NumPyro model and return its draws as ``InferenceData``.
@@ -250,9 +251,14 @@ def run_nuts(
         For arguments that change how the log density is computed, not its value: the
         classifiers start each draw's inner Newton iterations of the Laplace approximation
         from the latent mode at the posterior mode (``newton_start``); or for variational
-        parameters chosen at the mode, which move the density a little: the regressor's
-        inducing inputs (the chains then start from the Laplace draws of the mode found
-        before, and the warm-up adapts).
+        parameters chosen at the mode, which move the density: the regressor's inducing
+        inputs (with ``refind_mode``).
+    refind_mode
+        With ``data_at_mode`` whose new arguments change the log density: find the mode
+        and its Hessian again on them, by L-BFGS from the old mode, so that the chains start
+        from that mode's Laplace draws with its inverse Hessian as the mass (the old
+        density's Hessian can be far off: an inducing-point posterior can be much narrower
+        once its inputs have moved).
     rebuild
         With ``chain_method="processes"``: ``(builder, config, arrays)``, where ``builder``
         names (``"module:function"``) a module-level function and ``builder(config, arrays)``
@@ -296,8 +302,8 @@ def run_nuts(
             model, model_kwargs, k_start[None], init_to_median(num_samples=15)
         )
         mode = find_map(model, model_kwargs, k_map, functions=functions, num_starts=num_map_starts)
-        init_params, inverse_mass = laplace_inits(mode, k_init, num_chains)
         dense_mass = True
+        starts_density = -mode.potentials
         if data_at_mode is not None:
             post = shared_jit(lambda z, data: functions.postprocess_gen(data)(z))
             at_mode = post(mode.z, functions.data)
@@ -308,9 +314,12 @@ def run_nuts(
                 potential_fn=functions.potential_gen(data),
                 postprocess_fn=functions.postprocess_gen(data),
             )
+            if refind_mode:
+                mode = find_map(model, model_kwargs, k_map, functions=functions, starts=[mode.z])
+        init_params, inverse_mass = laplace_inits(mode, k_init, num_chains)
         map_info = dict(
             map_log_density=-mode.potential,
-            map_starts_log_density=str(np.round(-mode.potentials, 3).tolist()),
+            map_starts_log_density=str(np.round(starts_density, 3).tolist()),
         )
     else:
         functions = model_functions(

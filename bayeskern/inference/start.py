@@ -213,16 +213,20 @@ def find_map(
     max_iter: int = 200,
     gtol: float = 1e-4,
     functions: ModelFunctions | None = None,
+    starts: list[dict] | None = None,
 ) -> MapResult:
     """Posterior mode of a NumPyro model by L-BFGS from several starts.
 
     The first start is the prior median of every site (NumPyro's ``init_to_median``), the
     others uniform in (-2, 2) on the unconstrained scale (NumPyro's ``init_to_uniform``, its
-    default start for NUTS). The potential minimized is NumPyro's: the negative log joint on
-    the unconstrained space, Jacobians of the transforms included, so the mode is that of
-    the density NUTS samples. SciPy's L-BFGS-B drives one jitted value-and-gradient of the
-    potential (nothing else is compiled); the Hessian at the mode is the central difference
-    of that gradient (:math:`2p` evaluations for :math:`p` unconstrained parameters).
+    default start for NUTS); ``starts`` (unconstrained values of every site, as
+    :attr:`MapResult.z`) replaces them, e.g. a mode found before on nearby data. The
+    potential minimized is NumPyro's: the negative log joint on the unconstrained space,
+    Jacobians of the transforms included, so the mode is that of the density NUTS samples.
+    SciPy's L-BFGS-B drives one jitted value-and-gradient of the potential (nothing else is
+    compiled); the Hessian at the mode is the central difference of that gradient
+    (:func:`_hessian`: :math:`2p` evaluations for :math:`p` unconstrained parameters, more
+    where rounding noise in the gradient needs a longer step).
 
     Raises
     ------
@@ -237,15 +241,19 @@ def find_map(
         )
     median = jax.tree.map(lambda a: a[0], functions.starts)
     x_median, unravel = ravel_pytree(median)
-    # NumPyro's init_to_uniform, drawn directly on the flat unconstrained vector
-    uniform = jax.random.uniform(
-        k_uniform,
-        (num_starts - 1, x_median.shape[0]),
-        minval=-2.0,
-        maxval=2.0,
-        dtype=x_median.dtype,
-    )
-    starts = [x_median, *uniform]
+    if starts is None:
+        # NumPyro's init_to_uniform, drawn directly on the flat unconstrained vector
+        uniform = jax.random.uniform(
+            k_uniform,
+            (num_starts - 1, x_median.shape[0]),
+            minval=-2.0,
+            maxval=2.0,
+            dtype=x_median.dtype,
+        )
+        starts = [x_median, *uniform]
+    else:
+        starts = [ravel_pytree(z)[0] for z in starts]
+        num_starts = len(starts)
     potential_gen, data = functions.potential_gen, functions.data
     compiled = shared_jit(jax.value_and_grad(lambda x, data: potential_gen(data)(unravel(x))))
 
@@ -282,17 +290,34 @@ def find_map(
             "the kernel's fixed values."
         )
     x = xs[best]
-    h = 1e-4 * np.maximum(1.0, np.abs(x))
-    cols = [
-        (fun(x + h[j] * e)[1] - fun(x - h[j] * e)[1]) / (2 * h[j])
-        for j, e in enumerate(np.eye(len(x)))
-    ]
-    H = np.column_stack(cols)
-    if not np.all(np.isfinite(H)):
-        H = np.eye(len(x))
     return MapResult(
-        unravel(jnp.asarray(x)), float(values[best]), 0.5 * (H + H.T), values, value_and_grad
+        unravel(jnp.asarray(x)), float(values[best]), _hessian(fun, x), values, value_and_grad
     )
+
+
+def _hessian(fun: Callable, x: np.ndarray) -> np.ndarray:
+    r"""Hessian at ``x`` by central differences of the gradient ``fun(x)[1]``.
+
+    Column :math:`j` is :math:`(g(x + h_je_j) - g(x - h_je_j)) / 2h_j` with
+    :math:`h_j = 10^{-4}\max(1, |x_j|)`, symmetrized. Rounding noise :math:`\delta` in the
+    gradient (a sum over many rows, an ill-conditioned factor) errs the difference by about
+    :math:`\delta / h`; at a mode, a matrix that is not positive definite is taken for that
+    noise, and the steps grow tenfold, up to :math:`10^{-2}\max(1, |x_j|)` (the last result
+    is kept; a flat or saddle direction then meets the floor of :func:`_inverse_hessian`).
+    """
+    for scale in (1e-4, 1e-3, 1e-2):
+        h = scale * np.maximum(1.0, np.abs(x))
+        cols = [
+            (fun(x + h[j] * e)[1] - fun(x - h[j] * e)[1]) / (2 * h[j])
+            for j, e in enumerate(np.eye(len(x)))
+        ]
+        H = np.column_stack(cols)
+        if not np.all(np.isfinite(H)):
+            return np.eye(len(x))
+        H = 0.5 * (H + H.T)
+        if np.linalg.eigvalsh(H)[0] > 0:
+            break
+    return H
 
 
 def _inverse_hessian(H: np.ndarray, floor: float = 1e-2) -> np.ndarray:
