@@ -44,6 +44,7 @@ __all__ = [
     "feature_stats",
     "scan_feature_stats",
     "nig_posterior",
+    "nig_evidence",
     "nig_log_marginal",
     "nig_predictive",
 ]
@@ -166,11 +167,27 @@ def nig_posterior(stats: Stats, prior_precision: float, a0: float, b0: float) ->
 
 def nig_log_marginal(stats: Stats, prior_precision: float, a0: float, b0: float) -> jax.Array:
     """Log evidence :math:`\\log p(y \\mid \\Phi)` with the weights and noise integrated out."""
+    return nig_evidence(stats, prior_precision, a0, b0)[0]
+
+
+def nig_evidence(
+    stats: Stats, prior_precision, a0: float, b0: float
+) -> tuple[jax.Array, NIGPosterior]:
+    """Return the log evidence and the NIG posterior it comes from.
+
+    .. math:: \\log p(y) = -\\tfrac N2\\log 2\\pi + \\tfrac12(\\log|\\Lambda_0| -
+              \\log|\\Lambda_N|) + a_0\\log b_0 - a_N\\log b_N + \\log\\Gamma(a_N) -
+              \\log\\Gamma(a_0)
+
+    (Pena-Llamas et al. 2023, eq. 10), with the prior precision
+    :math:`\\Lambda_0 = \\mathrm{diag}(` ``prior_precision`` :math:`)` (a scalar or ``(M,)``)
+    and the posterior of :func:`nig_posterior`.
+    """
     post = nig_posterior(stats, prior_precision, a0, b0)
     M = stats.PtP.shape[0]
     logdet_N = 2.0 * jnp.sum(jnp.log(jnp.diagonal(post.L)))
     logdet_0 = jnp.sum(jnp.log(jnp.broadcast_to(jnp.asarray(prior_precision), (M,))))
-    return (
+    log_evidence = (
         -0.5 * stats.n * jnp.log(2 * jnp.pi)
         + 0.5 * (logdet_0 - logdet_N)
         + a0 * jnp.log(b0)
@@ -178,6 +195,7 @@ def nig_log_marginal(stats: Stats, prior_precision: float, a0: float, b0: float)
         + gammaln(post.a)
         - gammaln(a0)
     )
+    return log_evidence, post
 
 
 def nig_predictive(post: NIGPosterior, Phi_new: jax.Array):

@@ -1,9 +1,10 @@
 r"""Convergence of MCMC chains as numbers: the report, and where chains continued would go.
 
 :class:`ConvergenceReport` holds the verdict of :func:`bayeskern.diagnostics.convergence_report`
-(which computes R-hat and ESS through ArviZ); :func:`projected_convergence` projects them to a
-longer run, the arithmetic behind ``num_samples="auto"``'s early stop
-(:func:`bayeskern.diagnostics.auto_stop`). Plain NumPy: no ArviZ here.
+(which computes R-hat and ESS through ArviZ), and :func:`convergence_messages` its warnings;
+:func:`projected_convergence` projects R-hat and ESS to a longer run, the arithmetic behind
+``num_samples="auto"``'s early stop (:func:`bayeskern.diagnostics.auto_stop`). Plain NumPy:
+no ArviZ here.
 """
 
 from __future__ import annotations
@@ -13,7 +14,13 @@ from dataclasses import dataclass, field
 import numpy as np
 import pandas as pd
 
-__all__ = ["ConvergenceReport", "projected_convergence", "AUTO_MARGIN", "AUTO_PROJECT_FROM"]
+__all__ = [
+    "ConvergenceReport",
+    "convergence_messages",
+    "projected_convergence",
+    "AUTO_MARGIN",
+    "AUTO_PROJECT_FROM",
+]
 
 
 @dataclass
@@ -95,3 +102,74 @@ def projected_convergence(
         else max_rhat
     )
     return rhat, float(min_ess * ratio)
+
+
+def convergence_messages(
+    *,
+    n_chains: int,
+    draws_per_chain: int,
+    max_rhat: float,
+    min_bulk: float,
+    min_tail: float,
+    rhat_max: float,
+    ess_min: float,
+    n_divergent: int,
+    tree_depth_hits: int,
+    capped: bool = False,
+    projected_cap: int | None = None,
+) -> list[str]:
+    """Return the warnings of :class:`ConvergenceReport`: each missed criterion and its fix.
+
+    The criteria of Vehtari et al. (2021): R-hat at most ``rhat_max`` (at least two chains),
+    bulk and tail ESS at least ``ess_min``; then no divergent transitions and no draw at the
+    maximum tree depth. ``capped``: ``num_samples="auto"`` reached its cap unconverged;
+    ``projected_cap``: it stopped early because :func:`projected_convergence` at that cap
+    misses the criteria by more than :data:`AUTO_MARGIN`.
+    """
+    msgs = []
+    if n_chains < 2:
+        msgs.append("R-hat needs at least 2 chains; run num_chains >= 4 to judge convergence.")
+    elif np.isnan(max_rhat) or np.isnan(min_bulk) or np.isnan(min_tail):
+        msgs.append(
+            f"R-hat or ESS cannot be computed from {draws_per_chain} draws per chain "
+            "(too few draws, or draws that never change): run longer (num_warmup, "
+            "num_samples)."
+        )
+    elif not max_rhat <= rhat_max:
+        msgs.append(
+            f"max R-hat {max_rhat:.3f} > {rhat_max}: run longer (num_warmup, "
+            "num_samples) or reparameterize."
+        )
+    if not np.isnan(min_bulk + min_tail) and not (min_bulk >= ess_min and min_tail >= ess_min):
+        msgs.append(
+            f"min ESS bulk {min_bulk:.0f} / tail {min_tail:.0f} < {ess_min:.0f}: "
+            "increase num_samples."
+        )
+    if capped:
+        msgs.append(
+            f"num_samples='auto' stopped at its cap of {draws_per_chain} draws per "
+            "chain before R-hat and ESS met the criteria."
+        )
+    if projected_cap is not None:
+        at_cap = projected_convergence(
+            max_rhat, min(min_bulk, min_tail), draws_per_chain, projected_cap
+        )
+        msgs.append(
+            f"num_samples='auto' stopped at {draws_per_chain} draws per chain: at the rate "
+            f"so far the chains would reach R-hat {at_cap[0]:.3f} and ESS {at_cap[1]:.0f} at "
+            f"the cap of {projected_cap}, short of the criteria by more than "
+            f"{AUTO_MARGIN:g}x; more draws will not fix this (reparameterize, tighten the "
+            "priors or simplify the model)."
+        )
+    if n_divergent:
+        n_draws = n_chains * draws_per_chain
+        msgs.append(
+            f"{n_divergent} divergent transitions ({100 * n_divergent / n_draws:.1f} %): raise "
+            "target_accept_prob (e.g. 0.95) or use tighter priors."
+        )
+    if tree_depth_hits:
+        msgs.append(
+            f"{tree_depth_hits} draws hit the maximum tree depth: raise max_tree_depth or use "
+            "dense_mass=True."
+        )
+    return msgs

@@ -26,6 +26,7 @@ from bayeskern.convergence import (
     AUTO_MARGIN,
     AUTO_PROJECT_FROM,
     ConvergenceReport,
+    convergence_messages,
     projected_convergence,
 )
 from bayeskern.metrics import (
@@ -286,50 +287,23 @@ def convergence_report(
         # depth exactly when NUTS stopped at it (2**depth - 1 leapfrog steps)
         hits = int((np.asarray(ss["tree_depth"]) >= depth).sum())
     ess_min = ess_per_chain * n_chains
-    msgs = []
-    if n_chains < 2:
-        msgs.append("R-hat needs at least 2 chains; run num_chains >= 4 to judge convergence.")
-    elif np.isnan(max_rhat) or np.isnan(min_bulk) or np.isnan(min_tail):
-        msgs.append(
-            f"R-hat or ESS cannot be computed from {post.sizes['draw']} draws per chain "
-            "(too few draws, or draws that never change): run longer (num_warmup, "
-            "num_samples)."
-        )
-    elif not max_rhat <= rhat_max:
-        msgs.append(
-            f"max R-hat {max_rhat:.3f} > {rhat_max}: run longer (num_warmup, "
-            "num_samples) or reparameterize."
-        )
-    if not np.isnan(min_bulk + min_tail) and not (min_bulk >= ess_min and min_tail >= ess_min):
-        msgs.append(
-            f"min ESS bulk {min_bulk:.0f} / tail {min_tail:.0f} < {ess_min:.0f}: "
-            "increase num_samples."
-        )
-    if int(post.attrs.get("num_samples_capped", 0)):
-        msgs.append(
-            f"num_samples='auto' stopped at its cap of {post.sizes['draw']} draws per "
-            "chain before R-hat and ESS met the criteria."
-        )
-    if post.attrs.get("num_samples_stop") == "projected":
-        at_cap = projected_convergence(
-            max_rhat, min(min_bulk, min_tail), post.sizes["draw"], int(post.attrs["max_samples"])
-        )
-        msgs.append(
-            f"num_samples='auto' stopped at {post.sizes['draw']} draws per chain: at the rate "
-            f"so far the chains would reach R-hat {at_cap[0]:.3f} and ESS {at_cap[1]:.0f} at "
-            f"the cap of {post.attrs['max_samples']}, short of the criteria by more than "
-            f"{AUTO_MARGIN:g}x; more draws will not fix this (reparameterize, tighten the "
-            "priors or simplify the model)."
-        )
-    if n_div:
-        msgs.append(
-            f"{n_div} divergent transitions ({100 * n_div / n_draws:.1f} %): raise "
-            "target_accept_prob (e.g. 0.95) or use tighter priors."
-        )
-    if hits:
-        msgs.append(
-            f"{hits} draws hit the maximum tree depth: raise max_tree_depth or use dense_mass=True."
-        )
+    msgs = convergence_messages(
+        n_chains=n_chains,
+        draws_per_chain=post.sizes["draw"],
+        max_rhat=max_rhat,
+        min_bulk=min_bulk,
+        min_tail=min_tail,
+        rhat_max=rhat_max,
+        ess_min=ess_min,
+        n_divergent=n_div,
+        tree_depth_hits=hits,
+        capped=bool(int(post.attrs.get("num_samples_capped", 0))),
+        projected_cap=(
+            int(post.attrs["max_samples"])
+            if post.attrs.get("num_samples_stop") == "projected"
+            else None
+        ),
+    )
     mixed = n_chains >= 2 and max_rhat <= rhat_max and min_bulk >= ess_min and min_tail >= ess_min
     ok = mixed and n_div == 0
     rep = ConvergenceReport(

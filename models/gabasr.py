@@ -100,12 +100,12 @@ from bayeskern.models.gabasr_features import (  # noqa: F401
     stick_breaking,
 )
 from bayeskern.models.gabasr_spectrum import significant_peaks  # noqa: F401
-from jax.scipy.special import gammaln
 
 from bayeskern.blr import (
     NIGPosterior,
     Stats,
     feature_stats,
+    nig_evidence,
     nig_posterior,
     nig_predictive,
     scan_feature_stats,
@@ -170,25 +170,10 @@ QUADRATIC_PRECISION = 1.0
 def nig_log_marginal_diag(stats: Stats, precision: jax.Array, a0=A0, b0=B0):
     """Evidence of eq. (10) with a diagonal prior precision ``precision`` (M,).
 
-    .. math:: \\log p(y) = -\\tfrac N2\\log 2\\pi + \\tfrac12(\\log|\\Lambda_0| -
-              \\log|\\Lambda_N|) + a_0\\log b_0 - a_N\\log b_N + \\log\\Gamma(a_N) -
-              \\log\\Gamma(a_0)
-
-    (Pena-Llamas et al. 2023, eq. 10; :func:`bayeskern.blr.nig_log_marginal` with a vector
-    precision). Returns ``(log_evidence, posterior)``.
+    :func:`bayeskern.blr.nig_evidence` (Pena-Llamas et al. 2023, eq. 10) with the paper's
+    vague :data:`A0`, :data:`B0` by default. Returns ``(log_evidence, posterior)``.
     """
-    post = nig_posterior(stats, precision, a0, b0)
-    logdet_N = 2.0 * jnp.sum(jnp.log(jnp.diagonal(post.L)))
-    logdet_0 = jnp.sum(jnp.log(precision))
-    lm = (
-        -0.5 * stats.n * jnp.log(2 * jnp.pi)
-        + 0.5 * (logdet_0 - logdet_N)
-        + a0 * jnp.log(b0)
-        - post.a * jnp.log(post.b)
-        + gammaln(post.a)
-        - gammaln(a0)
-    )
-    return lm, post
+    return nig_evidence(stats, precision, a0, b0)
 
 
 def nig_loo_logpdf(Phi, y, post):
