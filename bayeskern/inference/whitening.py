@@ -26,12 +26,11 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 from jax.flatten_util import ravel_pytree
-from numpyro.distributions.transforms import biject_to
 from numpyro.infer import init_to_uniform, init_to_value
-from numpyro.infer.util import initialize_model
 
 from bayeskern import diagnostics
 from bayeskern.inference.nuts import run_nuts
+from bayeskern.inference.start import model_functions
 from bayeskern.models.gabasr import whitened_model
 
 __all__ = ["laplace_whitening", "map_point", "unwhiten_draws", "run_whitened_nuts"]
@@ -86,11 +85,11 @@ def laplace_whitening(
     FloatingPointError
         When the log density at the end point is not finite.
     """
-    info = initialize_model(
-        rng_key, model, model_kwargs=model_kwargs, init_strategy=init_to_value(values=init)
-    )
-    flat0, unravel = ravel_pytree(info.param_info.z)
-    U = lambda f: info.potential_fn(unravel(f))  # noqa: E731
+    key = jax.random.PRNGKey(rng_key) if isinstance(rng_key, int) else rng_key
+    # the model traced once under jit (NumPyro's initialize_model runs it op by op)
+    fns = model_functions(model, model_kwargs, key[None], init_to_value(values=init))
+    flat0, unravel = ravel_pytree({k: v[0] for k, v in fns.starts.items()})
+    U = lambda f: fns.potential_fn(unravel(f))  # noqa: E731
     vg = jax.jit(jax.value_and_grad(U))
     hess = jax.jit(jax.hessian(U))
     f = flat0
@@ -121,11 +120,7 @@ def laplace_whitening(
         )
     lam, V = np.linalg.eigh(np.asarray(hess(f)))
     root = V / np.sqrt(np.maximum(np.abs(lam), 1e-3))
-    transforms = {
-        name: biject_to(site["fn"].support)
-        for name, site in info.model_trace.items()
-        if name in info.param_info.z
-    }
+    transforms = fns.transforms
     whitened = dict(
         base_model=model,
         base_kwargs=model_kwargs,
