@@ -72,16 +72,29 @@ class SquaredExponential(RBF):
         super().__init__(lengthscale=lengthscale, ard=False)
 
     def gram(self, theta, X1, X2):
-        """Return the RBF Gram matrix."""
-        A = X1 / self._p(theta, "lengthscale")
-        B = X2 / self._p(theta, "lengthscale")
-        d2 = jnp.sum(A * A, axis=1)[:, None] + jnp.sum(B * B, axis=1)[None, :] - 2.0 * A @ B.T
+        """Return the RBF Gram matrix (in NumPy for concrete inputs, see :func:`_xp`)."""
+        ls = self._p(theta, "lengthscale")
+        xp = _xp(X1, X2, ls)
+        A = xp.asarray(X1) / xp.asarray(ls, dtype=X1.dtype)
+        B = xp.asarray(X2) / xp.asarray(ls, dtype=X1.dtype)
+        d2 = xp.sum(A * A, axis=1)[:, None] + xp.sum(B * B, axis=1)[None, :] - 2.0 * A @ B.T
         # rounding can make the squared distance of (near-)coincident points slightly negative
-        return jnp.exp(-0.5 * jnp.maximum(d2, 0.0))
+        return jnp.asarray(xp.exp(-0.5 * xp.maximum(d2, 0.0)))
 
     def diag(self, theta, X):
         """Return ones: the RBF is 1 on the diagonal."""
         return jnp.ones(X.shape[0], dtype=X.dtype)
+
+
+def _xp(*arrays):
+    """NumPy for concrete arrays, ``jax.numpy`` when any is traced.
+
+    Concrete inputs are the SVM route and the Fisher-ratio fit, which evaluate the kernel on
+    many input shapes (folds, grids, new data): op by op in JAX every new shape compiles each
+    operation anew (about a second per shape for this kernel), NumPy compiles nothing.
+    Inside a traced model the operations are JAX's, as everywhere.
+    """
+    return jnp if any(isinstance(a, jax.core.Tracer) for a in arrays) else np
 
 
 def check_class_labels(y, n_samples: int) -> tuple[np.ndarray, np.ndarray]:
@@ -274,8 +287,10 @@ class Conformal(Kernel):
                 "bayeskern.learning.fit_kernel(kernel, X, y) first"
             )
         X = jnp.atleast_2d(jnp.asarray(X))
-        alpha = jnp.asarray(self.alpha_)
-        return alpha[0] + self._factor_gram(X) @ alpha[1:]
+        G = self._factor_gram(X)
+        xp = _xp(G, self.alpha_)
+        alpha = xp.asarray(self.alpha_)
+        return jnp.asarray(alpha[0] + xp.asarray(G) @ alpha[1:])
 
     def evaluate(self, theta, x1, x2):
         """Return the kernel value for one pair of points."""
@@ -284,7 +299,9 @@ class Conformal(Kernel):
 
     def gram(self, theta, X1, X2):
         """:math:`K = Q_1 K_0(X_1, X_2) Q_2` (eq. 54), shape ``(n1, n2)``."""
-        return self.factor(X1)[:, None] * self._base.gram(theta, X1, X2) * self.factor(X2)[None, :]
+        q1, K0, q2 = self.factor(X1), self._base.gram(theta, X1, X2), self.factor(X2)
+        xp = _xp(q1, K0, q2)
+        return jnp.asarray(xp.asarray(q1)[:, None] * xp.asarray(K0) * xp.asarray(q2)[None, :])
 
     def diag(self, theta, X):
         """Return :math:`q(x)^2 K_0(x, x)` for every row of ``X``."""
