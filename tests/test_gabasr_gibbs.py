@@ -191,11 +191,13 @@ def test_batched_moves_equal_one_at_a_time_recomputed_moves(task, ls):
     w = st.weights  # with the last draw of the prior precision:
     ev0 = gev._evidence_from_G(st.ev.Phi, st.ev.G, st.ev.b, st.lam0)
     moves = [("omega", st.omega, st.dp, st.v)] + ([("v", st.v, st.dp_v, st.omega)] if ls else [])
+    # compiled, as inside the sweep (op by op every operation compiles on its own)
+    mh_moves = jax.jit(gs._mh_moves, static_argnums=(5, 8))
     for which, params, dp, other in moves:
         out = {}
         for evidence in ("rank", "full"):
             c = cfg._replace(evidence=evidence)
-            out[evidence] = gs._mh_moves(
+            out[evidence] = mh_moves(
                 jax.random.PRNGKey(5), ev0, data, w, st.lam0, c, params, dp, which, other
             )
         (ev, par, ell, acc), (ev_f, par_f, ell_f, acc_f) = out["rank"], out["full"]

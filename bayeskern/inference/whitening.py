@@ -85,7 +85,7 @@ def laplace_whitening(
     FloatingPointError
         When the log density at the end point is not finite.
     """
-    key = jax.random.PRNGKey(rng_key) if isinstance(rng_key, int) else rng_key
+    key = jax.random.PRNGKey(rng_key) if isinstance(rng_key, (int, np.integer)) else rng_key
     # the model traced once under jit (NumPyro's initialize_model runs it op by op)
     fns = model_functions(model, model_kwargs, key[None], init_to_value(values=init))
     flat0, unravel = ravel_pytree({k: v[0] for k, v in fns.starts.items()})
