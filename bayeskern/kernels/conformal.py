@@ -91,8 +91,8 @@ def _xp(*arrays):
 
     Concrete inputs are the SVM route and the Fisher-ratio fit, which evaluate the kernel on
     many input shapes (folds, grids, new data): op by op in JAX every new shape compiles each
-    operation anew (about a second per shape for this kernel), NumPy compiles nothing.
-    Inside a traced model the operations are JAX's, as everywhere.
+    operation anew, NumPy compiles nothing. Inside a traced model the operations are JAX's,
+    as everywhere.
     """
     return jnp if any(isinstance(a, jax.core.Tracer) for a in arrays) else np
 
