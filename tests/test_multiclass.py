@@ -113,6 +113,7 @@ def test_softmax_gradient_matches_finite_differences():
     _, _, Y, Kf, p = _problem(12, 3)
     g = jax.grad(lambda q: softmax_log_marginal(Kf(q), Y))(p)
 
+    @jax.jit  # one compiled Newton loop for the 4 x len(p) evaluations
     def tight(q):
         return softmax_laplace_mode(Kf(q), Y, tol=1e-15, max_iter=200).log_marginal
 
@@ -141,24 +142,26 @@ def test_newton_start_changes_neither_the_mode_nor_the_gradient(C):
     for every C."""
     n = 30
     _, _, Y, Kf, p = _problem(n, C, seed=4)
+    # compiled once each, as inside the models (op by op every Newton loop compiles anew)
+    mode_of, binary_mode_of = jax.jit(softmax_laplace_mode), jax.jit(laplace_mode)
     near = p * 1.15  # another draw of the hyper-parameters
     far = 3.0 * jnp.asarray(np.random.default_rng(5).normal(size=(C, n)))
-    f_near = softmax_laplace_mode(Kf(near), Y).f
-    zero = softmax_laplace_mode(Kf(p), Y)
+    f_near = mode_of(Kf(near), Y).f
+    zero = mode_of(Kf(p), Y)
     for start in (f_near, far):
-        mode = softmax_laplace_mode(Kf(p), Y, f_start=start)
+        mode = mode_of(Kf(p), Y, f_start=start)
         assert bool(mode.converged)
         np.testing.assert_allclose(mode.f, zero.f, atol=1e-6)
         np.testing.assert_allclose(mode.log_marginal, zero.log_marginal, rtol=0, atol=1e-7)
-    assert int(softmax_laplace_mode(Kf(p), Y, f_start=f_near).n_iter) < int(zero.n_iter)
+    assert int(mode_of(Kf(p), Y, f_start=f_near).n_iter) < int(zero.n_iter)
     g0 = jax.grad(lambda q: softmax_log_marginal(Kf(q), Y))(p)
     g1 = jax.grad(lambda q: softmax_log_marginal(Kf(q), Y, f_near))(p)
     np.testing.assert_allclose(g1, g0, rtol=1e-6, atol=1e-8)
     if C == 2:
         y = Y[1]
         K1 = lambda q: Kf(q)[1]  # noqa: E731
-        f1 = laplace_mode(K1(near), y).f
-        m0, m1 = laplace_mode(K1(p), y), laplace_mode(K1(p), y, f_start=f1)
+        f1 = binary_mode_of(K1(near), y).f
+        m0, m1 = binary_mode_of(K1(p), y), binary_mode_of(K1(p), y, f_start=f1)
         np.testing.assert_allclose(m1.f, m0.f, atol=1e-6)
         assert bool(m1.converged) and int(m1.n_iter) < int(m0.n_iter)
         g0 = jax.grad(lambda q: laplace_log_marginal(K1(q), y))(p)
