@@ -33,6 +33,7 @@ import numpyro.distributions as dist
 from sklearn.exceptions import NotFittedError
 
 from .base import Hyper, Kernel
+from .pytree import is_traced
 
 __all__ = ["CkRBF", "pair_factors", "ckrbf_exponent", "convert_gamma", "PARTITIONS"]
 
@@ -281,7 +282,7 @@ class CkRBF(Kernel):
         NumPy for concrete arrays, JAX under tracing (``jit``, NUTS).
         """
         self._check_fitted()
-        xp = jnp if _traced(X) or self._traced_state() else np
+        xp = jnp if is_traced(X) or self._traced_state() else np
         X = xp.asarray(X)
         if self.partition == "kmeans":
             C = xp.asarray(self.centers_)
@@ -310,10 +311,10 @@ class CkRBF(Kernel):
 
     def _traced_state(self) -> bool:
         # fitted arrays are tracers when the kernel itself is a jit argument (a pytree)
-        return _traced(*vars(self).values())
+        return is_traced(*vars(self).values())
 
     def _factors(self, X1, X2):
-        if _traced(X1, X2) or self._traced_state():
+        if is_traced(X1, X2) or self._traced_state():
             dt = X1.dtype
             q, ell = ckrbf_exponent(
                 X1,
@@ -354,7 +355,7 @@ class CkRBF(Kernel):
         self._check_fitted()
         ell, q = self._factors(X1, X2)
         gamma = self._p(theta, "gamma")
-        if _traced(X1, X2, gamma) or self._traced_state():
+        if is_traced(X1, X2, gamma) or self._traced_state():
             K = jnp.exp(ell - gamma * q)
             return 0.5 * (K + K.T) if X1 is X2 else K
         K = np.exp(ell - float(gamma) * q)
@@ -363,14 +364,10 @@ class CkRBF(Kernel):
     def diag(self, theta, X):
         """``K(x, x) = c·det(2Σ_x)^{-1/2}`` for every row of ``X``."""
         self._check_fitted()
-        xp = jnp if _traced(X) or self._traced_state() else np
+        xp = jnp if is_traced(X) or self._traced_state() else np
         a = self.cells(X)
         return jnp.asarray(xp.exp(xp.asarray(self.log_norms_)[a, a] - xp.asarray(self.log_offset_)))
 
     def evaluate(self, theta, x1, x2):
         """Return the kernel value for one pair of points."""
         return self.gram(theta, x1[None, :], x2[None, :])[0, 0]
-
-
-def _traced(*arrays) -> bool:
-    return any(isinstance(a, jax.core.Tracer) for a in arrays)

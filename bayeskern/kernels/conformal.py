@@ -46,6 +46,7 @@ import jax.numpy as jnp
 import numpy as np
 
 from .base import Kernel
+from .pytree import array_module, is_traced
 from .stationary import RBF
 
 __all__ = [
@@ -72,9 +73,9 @@ class SquaredExponential(RBF):
         super().__init__(lengthscale=lengthscale, ard=False)
 
     def gram(self, theta, X1, X2):
-        """Return the RBF Gram matrix (in NumPy for concrete inputs, see :func:`_xp`)."""
+        """Return the RBF Gram matrix (in NumPy for concrete inputs: ``pytree.array_module``)."""
         ls = self._p(theta, "lengthscale")
-        xp = _xp(X1, X2, ls)
+        xp = array_module(X1, X2, ls)
         A = xp.asarray(X1) / xp.asarray(ls, dtype=X1.dtype)
         B = xp.asarray(X2) / xp.asarray(ls, dtype=X1.dtype)
         d2 = xp.sum(A * A, axis=1)[:, None] + xp.sum(B * B, axis=1)[None, :] - 2.0 * A @ B.T
@@ -84,17 +85,6 @@ class SquaredExponential(RBF):
     def diag(self, theta, X):
         """Return ones: the RBF is 1 on the diagonal."""
         return jnp.ones(X.shape[0], dtype=X.dtype)
-
-
-def _xp(*arrays):
-    """NumPy for concrete arrays, ``jax.numpy`` when any is traced.
-
-    Concrete inputs are the SVM route and the Fisher-ratio fit, which evaluate the kernel on
-    many input shapes (folds, grids, new data): op by op in JAX every new shape compiles each
-    operation anew, NumPy compiles nothing. Inside a traced model the operations are JAX's,
-    as everywhere.
-    """
-    return jnp if any(isinstance(a, jax.core.Tracer) for a in arrays) else np
 
 
 def check_class_labels(y, n_samples: int) -> tuple[np.ndarray, np.ndarray]:
@@ -265,7 +255,7 @@ class Conformal(Kernel):
         if self.factor_kernel is not None:
             return self.factor_kernel
         # exp(-gamma1 |x - z|^2) is the RBF exp(-|x - z|^2 / (2 l^2)) with l = 1/sqrt(2 gamma1)
-        if isinstance(self.gamma1_, jax.core.Tracer):  # the kernel is a jit argument
+        if is_traced(self.gamma1_):  # the kernel is a jit argument
             return SquaredExponential(lengthscale=1.0 / jnp.sqrt(2.0 * self.gamma1_))
         return SquaredExponential(lengthscale=float(1.0 / np.sqrt(2.0 * self.gamma1_)))
 
@@ -288,7 +278,7 @@ class Conformal(Kernel):
             )
         X = jnp.atleast_2d(jnp.asarray(X))
         G = self._factor_gram(X)
-        xp = _xp(G, self.alpha_)
+        xp = array_module(G, self.alpha_)
         alpha = xp.asarray(self.alpha_)
         return jnp.asarray(alpha[0] + xp.asarray(G) @ alpha[1:])
 
@@ -300,7 +290,7 @@ class Conformal(Kernel):
     def gram(self, theta, X1, X2):
         """:math:`K = Q_1 K_0(X_1, X_2) Q_2` (eq. 54), shape ``(n1, n2)``."""
         q1, K0, q2 = self.factor(X1), self._base.gram(theta, X1, X2), self.factor(X2)
-        xp = _xp(q1, K0, q2)
+        xp = array_module(q1, K0, q2)
         return jnp.asarray(xp.asarray(q1)[:, None] * xp.asarray(K0) * xp.asarray(q2)[None, :])
 
     def diag(self, theta, X):

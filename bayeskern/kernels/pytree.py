@@ -3,7 +3,10 @@
 :func:`register_fitted_pytree` (called for every kernel class) registers a class whose
 fitted arrays (attributes ending in ``_``) are the leaves and whose other attributes are
 static data compared by value, so that a fitted kernel can be an argument of a jitted
-function and ``jit`` recompiles only when that static part changes.
+function and ``jit`` recompiles only when that static part changes. A kernel's methods
+can then meet tracers in its own leaves as well as in their inputs: :func:`array_module`
+chooses between NumPy and ``jax.numpy`` for the kernels that compute concrete inputs in
+NumPy.
 """
 
 from __future__ import annotations
@@ -11,9 +14,27 @@ from __future__ import annotations
 import math
 
 import jax
+import jax.numpy as jnp
 import numpy as np
 
 __all__ = ["register_fitted_pytree"]
+
+
+def is_traced(*arrays) -> bool:
+    """Return whether any of ``arrays`` is a JAX tracer (inside a traced function)."""
+    return any(isinstance(a, jax.core.Tracer) for a in arrays)
+
+
+def array_module(*arrays):
+    """Return ``numpy`` for concrete arrays, ``jax.numpy`` when any of them is traced.
+
+    For kernels evaluated on concrete inputs on many shapes (the SVM route's folds, grids
+    and new data; fitting a data-dependent kernel): op by op, JAX compiles every operation
+    again for each new shape, where NumPy compiles nothing. Inside a traced model the
+    operations are JAX's, as everywhere.
+    """
+    return jnp if is_traced(*arrays) else np
+
 
 #: Classes registered by :func:`register_fitted_pytree`; their instances are pytree nodes.
 _PYTREE_CLASSES: set[type] = set()
