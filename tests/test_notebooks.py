@@ -3,9 +3,10 @@
 ``make notebooks`` (``docs/execute_notebooks.py``) runs each notebook top to bottom with the full
 sampler settings and stores its outputs, which the repository and the built docs show. Here each
 notebook is run again in quick mode (``BAYESKERN_QUICK=1``: tiny sampler settings, the GaBaSR
-notebook on every third training month) and every code cell must produce the kinds of output that
-are stored for it: a figure where a figure is stored, no error anywhere. A notebook that breaks,
-or whose stored figures no longer come from its code, fails CI.
+notebook on every third training month), one after another in one kernel from an emptied
+namespace, and every code cell must produce the kinds of output that are stored for it: a figure
+where a figure is stored, no error anywhere. A notebook that breaks, or whose stored figures no
+longer come from its code, fails CI.
 """
 
 import copy
@@ -63,24 +64,55 @@ def test_notebook_is_stored_with_the_outputs_of_one_full_run(path):
     assert any("figure" in k for k in kinds), f"{path.name}: no figure stored"
 
 
-def _execute(nb, tmp_path, timeout):
+def _execute(nb, tmp_path, timeout, km=None):
     client = nbclient.NotebookClient(
-        nb, timeout=timeout, kernel_name="python3", resources={"metadata": {"path": str(tmp_path)}}
+        nb,
+        km=km,
+        timeout=timeout,
+        kernel_name="python3",
+        resources={"metadata": {"path": str(tmp_path)}},
     )
     client.execute()
+    if km is not None:
+        client.kc.stop_channels()
     return nb
 
 
+#: run first in the shared kernel before each notebook: the user namespace emptied (``%reset``),
+#: every figure closed, the notebook's own folder made the working directory; binds no name
+PRELUDE = """%reset -f
+__import__("matplotlib.pyplot").pyplot.close("all")
+__import__("os").chdir({path!r})"""
+
+
+@pytest.fixture(scope="module")
+def kernel():
+    """One Jupyter kernel for the quick runs of all the notebooks, as a reader who opens them
+    one after another in a running Jupyter server has: each notebook starts from an empty
+    namespace (`PRELUDE`) but finds the modules its predecessors imported and the programs JAX
+    compiled for them, so the kernel's start, the imports and the common programs are paid once.
+    The kernel's environment: quick mode (``BAYESKERN_QUICK=1``) and its own inline figure
+    backend, as when the outputs were stored (Agg would show nothing)."""
+    from jupyter_client.manager import KernelManager
+
+    env = {**os.environ, "BAYESKERN_QUICK": "1"}
+    env.pop("MPLBACKEND", None)
+    km = KernelManager(kernel_name="python3")
+    km.start_kernel(env=env)
+    yield km
+    km.shutdown_kernel(now=True)
+
+
 @pytest.mark.parametrize("path", NOTEBOOKS, ids=[p.stem for p in NOTEBOOKS])
-def test_notebook_executes_and_makes_its_stored_outputs(path, tmp_path, monkeypatch):
+def test_notebook_executes_and_makes_its_stored_outputs(path, tmp_path, kernel):
     """Quick mode, in the default suite: each cell's kinds of output are the stored ones."""
-    monkeypatch.setenv("BAYESKERN_QUICK", "1")
-    # the kernel's own inline backend, as when the outputs were stored (Agg would show nothing)
-    monkeypatch.delenv("MPLBACKEND", raising=False)
     stored = nbformat.read(path, as_version=4)
-    fresh = _execute(copy.deepcopy(stored), tmp_path, timeout=600)
-    assert os.path.isdir(tmp_path)
-    for i, (old, new) in enumerate(zip(_code_cells(stored), _code_cells(fresh), strict=True)):
+    fresh = copy.deepcopy(stored)
+    fresh.cells.insert(0, nbformat.v4.new_code_cell(PRELUDE.format(path=str(tmp_path))))
+    _execute(fresh, tmp_path, timeout=600, km=kernel)
+    prelude, *cells = _code_cells(fresh)
+    assert not prelude.outputs, f"the prelude printed {prelude.outputs}"
+    for i, (old, new) in enumerate(zip(_code_cells(stored), cells, strict=True)):
         assert "error" not in _kinds(new), f"{path.name}, code cell {i + 1}: error"
         assert _kinds(new) == _kinds(old), (
             f"{path.name}, code cell {i + 1}: a fresh run gives {sorted(_kinds(new))}, the "
