@@ -17,6 +17,7 @@ import pytest
 
 nbformat = pytest.importorskip("nbformat")
 nbclient = pytest.importorskip("nbclient")
+run_sync = pytest.importorskip("jupyter_core.utils").run_sync  # nbclient's own event loop
 
 #: gp_co2 last: its GP is the reference GP of `bayeskern demo --quick` (same kernel, data and
 #: sampler settings), which tests/test_runs_cli.py fits early on the other pytest worker, so by
@@ -93,19 +94,21 @@ def kernel():
     compiled for them, so the kernel's start, the imports and the common programs are paid once.
     The kernel's environment: quick mode (``BAYESKERN_QUICK=1``) and its own inline figure
     backend, as when the outputs were stored (Agg would show nothing)."""
-    from jupyter_client.manager import KernelManager
+    from jupyter_client.manager import AsyncKernelManager  # the kind nbclient drives
 
     env = {**os.environ, "BAYESKERN_QUICK": "1"}
     env.pop("MPLBACKEND", None)
-    km = KernelManager(kernel_name="python3")
-    km.start_kernel(env=env)
+    km = AsyncKernelManager(kernel_name="python3")
+    run_sync(km.start_kernel)(env=env)
     yield km
-    km.shutdown_kernel(now=True)
+    run_sync(km.shutdown_kernel)(now=True)
 
 
 @pytest.mark.parametrize("path", NOTEBOOKS, ids=[p.stem for p in NOTEBOOKS])
 def test_notebook_executes_and_makes_its_stored_outputs(path, tmp_path, kernel):
     """Quick mode, in the default suite: each cell's kinds of output are the stored ones."""
+    if not run_sync(kernel.is_alive)():  # an earlier notebook crashed it: start a fresh one
+        run_sync(kernel.restart_kernel)(now=True)
     stored = nbformat.read(path, as_version=4)
     fresh = copy.deepcopy(stored)
     fresh.cells.insert(0, nbformat.v4.new_code_cell(PRELUDE.format(path=str(tmp_path))))
