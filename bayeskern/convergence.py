@@ -1,7 +1,8 @@
 r"""Convergence of MCMC chains as numbers: the report, and where chains continued would go.
 
 :class:`ConvergenceReport` holds the verdict of :func:`bayeskern.diagnostics.convergence_report`
-(which computes R-hat and ESS through ArviZ), and :func:`convergence_messages` its warnings;
+(which computes R-hat and ESS through ArviZ), and :func:`convergence_messages` its warnings,
+which name where divergent transitions sit (:func:`divergence_sites`);
 :func:`projected_convergence` projects R-hat and ESS to a longer run, the arithmetic behind
 ``num_samples="auto"``'s early stop (:func:`bayeskern.diagnostics.auto_stop`). Plain NumPy:
 no ArviZ here.
@@ -17,6 +18,7 @@ import pandas as pd
 __all__ = [
     "ConvergenceReport",
     "convergence_messages",
+    "divergence_sites",
     "projected_convergence",
     "AUTO_MARGIN",
     "AUTO_PROJECT_FROM",
@@ -104,6 +106,65 @@ def projected_convergence(
     return rhat, float(min_ess * ratio)
 
 
+def divergence_sites(draws, diverging, *, tail: float = 0.05, most: int = 3) -> list[str]:
+    r"""Name the parameters whose divergent draws sit in a tail of their posterior.
+
+    Each divergent draw's value of a scalar element :math:`\theta_j` is placed in the
+    element's marginal posterior (all draws of all chains) by its mid-rank quantile
+
+    .. math:: q = \frac{\#\{s : \theta_j^{(s)} < x\} + \tfrac12\,\#\{s : \theta_j^{(s)} = x\}}{S}.
+
+    An element whose median :math:`q` over the divergent draws is below ``tail`` or above
+    ``1 - tail`` is named, the most extreme first: divergences that gather at one end of a
+    parameter's range mark the region whose curvature the step size cannot follow, as in the
+    funnel of a hierarchical scale (Betancourt & Girolami 2015; Betancourt 2017, section 6.2;
+    the divergence pair plots of Gabry et al. 2019 show the same by eye).
+
+    Parameters
+    ----------
+    draws : dict of str to array, shape (chain, draw, ...)
+        Posterior draws by variable; each trailing element is judged on its own.
+    diverging : array of bool, shape (chain, draw)
+    tail : float, default 0.05
+    most : int, default 3
+        How many elements to name at most.
+
+    Returns
+    -------
+    list of str
+        ``"name[i] high (quantile 1.00 at the divergent draws; value 4.3)"`` and the like;
+        empty when there is no divergence or none sits in a tail.
+    """
+    if not 0 < tail < 0.5:
+        raise ValueError(f"tail must lie between 0 and 0.5, got {tail}")
+    diverging = np.asarray(diverging, dtype=bool)
+    if not diverging.any():
+        return []
+    found = []
+    for name, arr in draws.items():
+        arr = np.asarray(arr, dtype=float)
+        if arr.shape[:2] != diverging.shape:
+            continue
+        flat = arr.reshape(diverging.size, -1)
+        div, srt = flat[diverging.ravel()], np.sort(flat, axis=0)
+        for j, index in enumerate(np.ndindex(arr.shape[2:])):
+            below = np.searchsorted(srt[:, j], div[:, j], "left")  # then + half the ties:
+            q = (below + np.searchsorted(srt[:, j], div[:, j], "right")) / (2 * len(srt))
+            q_med, x_med = np.median(q), np.median(div[:, j])
+            if tail <= q_med <= 1 - tail:
+                continue
+            label = name + (f"[{','.join(map(str, index))}]" if index else "")
+            side = "high" if q_med > 0.5 else "low"
+            found.append(
+                (
+                    -abs(q_med - 0.5),
+                    f"{label} {side} (quantile {q_med:.2f} at the divergent draws; "
+                    f"value {x_med:.3g})",
+                )
+            )
+    return [text for _, text in sorted(found)[:most]]
+
+
 def convergence_messages(
     *,
     n_chains: int,
@@ -117,6 +178,7 @@ def convergence_messages(
     tree_depth_hits: int,
     capped: bool = False,
     projected_cap: int | None = None,
+    divergent_at: list[str] | None = None,
 ) -> list[str]:
     """Return the warnings of :class:`ConvergenceReport`: each missed criterion and its fix.
 
@@ -124,7 +186,8 @@ def convergence_messages(
     bulk and tail ESS at least ``ess_min``; then no divergent transitions and no draw at the
     maximum tree depth. ``capped``: ``num_samples="auto"`` reached its cap unconverged;
     ``projected_cap``: it stopped early because :func:`projected_convergence` at that cap
-    misses the criteria by more than :data:`AUTO_MARGIN`.
+    misses the criteria by more than :data:`AUTO_MARGIN`; ``divergent_at``: where the divergent
+    transitions sit (:func:`divergence_sites`).
     """
     msgs = []
     if n_chains < 2:
@@ -163,9 +226,10 @@ def convergence_messages(
         )
     if n_divergent:
         n_draws = n_chains * draws_per_chain
+        where = f", at {'; '.join(divergent_at)}" if divergent_at else ""
         msgs.append(
-            f"{n_divergent} divergent transitions ({100 * n_divergent / n_draws:.1f} %): raise "
-            "target_accept_prob (e.g. 0.95) or use tighter priors."
+            f"{n_divergent} divergent transitions ({100 * n_divergent / n_draws:.1f} %){where}: "
+            "raise target_accept_prob (e.g. 0.95) or use tighter priors."
         )
     if tree_depth_hits:
         msgs.append(

@@ -27,6 +27,7 @@ from bayeskern.convergence import (
     AUTO_PROJECT_FROM,
     ConvergenceReport,
     convergence_messages,
+    divergence_sites,
     projected_convergence,
 )
 from bayeskern.metrics import (
@@ -301,6 +302,11 @@ def convergence_report(
         projected_cap=(
             int(post.attrs["max_samples"])
             if post.attrs.get("num_samples_stop") == "projected"
+            else None
+        ),
+        divergent_at=(
+            divergence_sites({v: post[v].values for v in var_names}, ss["diverging"].values)
+            if n_div
             else None
         ),
     )

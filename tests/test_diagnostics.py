@@ -48,6 +48,48 @@ def test_convergence_report_flags_bad_chains(rng):
     assert not rep.ok and "Not converged" in rep.verdict
 
 
+def test_divergence_sites_name_the_tail_where_divergent_draws_gather(rng):
+    """A funnel in miniature: the divergent draws are the largest of one element of ``scale``
+    and ordinary draws of everything else; only that element is named, on its high side."""
+    from bayeskern.convergence import divergence_sites
+
+    draws = {"scale": rng.normal(size=(4, 300, 2)), "mu": rng.normal(size=(4, 300))}
+    top = np.argsort(draws["scale"][..., 1], axis=None)[-3:]  # the three largest of scale[1]
+    diverging = np.zeros((4, 300), bool)
+    diverging.flat[top] = True
+    sites = divergence_sites(draws, diverging)
+    assert len(sites) == 1 and sites[0].startswith("scale[1] high (quantile 1.00")
+    # the low side, the mid-rank quantile with ties, and the most extreme first
+    draws["mu"] = np.where(diverging, -5.0, draws["mu"])
+    sites = divergence_sites(draws, diverging)
+    assert [s.split(" (")[0] for s in sites] == ["mu low", "scale[1] high"]
+    assert "quantile 0.00" in sites[0] and "value -5" in sites[0]
+    assert divergence_sites(draws, diverging, most=1) == sites[:1]
+    assert divergence_sites(draws, np.zeros((4, 300), bool)) == []
+    # a divergent draw in the middle of every marginal names nothing
+    middle = np.zeros((4, 300), bool)
+    middle.flat[np.argsort(draws["scale"][..., 1], axis=None)[600]] = True
+    assert divergence_sites({"scale": draws["scale"][..., 1]}, middle) == []
+    with pytest.raises(ValueError, match="tail must lie between 0 and 0.5, got 0.5"):
+        divergence_sites(draws, diverging, tail=0.5)
+
+
+def test_convergence_report_says_where_the_divergences_sit(rng):
+    import arviz as az
+
+    a = rng.normal(size=(4, 500))
+    diverging = a > np.quantile(a, 0.995)
+    idata = az.from_dict(
+        posterior={"a": a, "b": rng.normal(size=(4, 500))},
+        sample_stats={"diverging": diverging},
+    )
+    with pytest.warns(UserWarning, match="divergent transitions"):
+        rep = diagnostics.convergence_report(idata)
+    assert not rep.ok and rep.n_divergent == diverging.sum()
+    assert "10 divergent transitions (0.5 %), at a high (quantile 1.00" in rep.verdict
+    assert rep.verdict.count("quantile") == 1  # b, independent of the divergences: not named
+
+
 @pytest.mark.parametrize("draws", [1, 2])
 def test_convergence_report_on_too_few_draws_says_so_without_numpy_warnings(rng, draws):
     import warnings
