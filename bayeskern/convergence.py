@@ -2,7 +2,8 @@ r"""Convergence of MCMC chains as numbers: the report, and where chains continue
 
 :class:`ConvergenceReport` holds the verdict of :func:`bayeskern.diagnostics.convergence_report`
 (which computes R-hat and ESS through ArviZ), and :func:`convergence_messages` its warnings,
-which name where divergent transitions sit (:func:`divergence_sites`);
+which name where divergent transitions sit (:func:`divergence_sites`) and which chain stays
+apart from the others (:func:`chain_apart`);
 :func:`projected_convergence` projects R-hat and ESS to a longer run, the arithmetic behind
 ``num_samples="auto"``'s early stop (:func:`bayeskern.diagnostics.auto_stop`). Plain NumPy:
 no ArviZ here.
@@ -17,6 +18,7 @@ import pandas as pd
 
 __all__ = [
     "ConvergenceReport",
+    "chain_apart",
     "convergence_messages",
     "divergence_sites",
     "projected_convergence",
@@ -165,6 +167,55 @@ def divergence_sites(draws, diverging, *, tail: float = 0.05, most: int = 3) -> 
     return [text for _, text in sorted(found)[:most]]
 
 
+def chain_apart(draws) -> str | None:
+    r"""Name the chain that stays furthest from the others, and in which parameter.
+
+    For every scalar element of ``draws`` and every chain :math:`c`, the distance of the
+    chain's mean from the mean of the other chains' draws, in units of the pooled
+    within-chain standard deviation :math:`\sqrt{W}` of the split-:math:`\hat R` of
+    Vehtari et al. (2021):
+
+    .. math:: z_c = \frac{|\bar\theta_c - \bar\theta_{-c}|}{\sqrt{W}}.
+
+    The element and chain of the largest :math:`z_c` are the ones a trace plot would show
+    apart: a chain stuck in another mode or region, or one that has not reached the others.
+
+    Parameters
+    ----------
+    draws : dict of str to array, shape (chain, draw, ...)
+        At least two chains of at least two draws.
+
+    Returns
+    -------
+    str or None
+        ``"chain 2 in trend_amp[0] (mean 4.1; the other chains 1.2, within-chain sd 0.3)"``;
+        ``None`` with fewer than two chains, or when every chain agrees exactly.
+    """
+    best = None
+    for name, arr in draws.items():
+        arr = np.asarray(arr, dtype=float)
+        if arr.ndim < 2 or arr.shape[0] < 2 or arr.shape[1] < 2:
+            continue
+        flat = arr.reshape(arr.shape[0], arr.shape[1], -1)
+        means = flat.mean(axis=1)  # (chain, element)
+        others = (means.sum(axis=0) - means) / (len(means) - 1)
+        sd = np.sqrt(flat.var(axis=1, ddof=1).mean(axis=0))
+        with np.errstate(divide="ignore", invalid="ignore"):
+            z = np.where(sd > 0, np.abs(means - others) / sd, 0.0)
+        if not np.isfinite(z).any():  # draws that are not numbers: nothing to compare
+            continue
+        c, j = np.unravel_index(np.nanargmax(z), z.shape)
+        if z[c, j] > 0 and (best is None or z[c, j] > best[0]):
+            index = list(np.ndindex(arr.shape[2:]))[j]
+            label = name + (f"[{','.join(map(str, index))}]" if index else "")
+            best = (
+                z[c, j],
+                f"chain {c} in {label} (mean {means[c, j]:.3g}; the other chains "
+                f"{others[c, j]:.3g}, within-chain sd {sd[j]:.2g})",
+            )
+    return None if best is None else best[1]
+
+
 def convergence_messages(
     *,
     n_chains: int,
@@ -179,6 +230,7 @@ def convergence_messages(
     capped: bool = False,
     projected_cap: int | None = None,
     divergent_at: list[str] | None = None,
+    apart: str | None = None,
 ) -> list[str]:
     """Return the warnings of :class:`ConvergenceReport`: each missed criterion and its fix.
 
@@ -187,7 +239,8 @@ def convergence_messages(
     maximum tree depth. ``capped``: ``num_samples="auto"`` reached its cap unconverged;
     ``projected_cap``: it stopped early because :func:`projected_convergence` at that cap
     misses the criteria by more than :data:`AUTO_MARGIN`; ``divergent_at``: where the divergent
-    transitions sit (:func:`divergence_sites`).
+    transitions sit (:func:`divergence_sites`); ``apart``: the chain furthest from the others
+    (:func:`chain_apart`), named when R-hat misses.
     """
     msgs = []
     if n_chains < 2:
@@ -199,8 +252,9 @@ def convergence_messages(
             "num_samples)."
         )
     elif not max_rhat <= rhat_max:
+        where = f"; furthest apart: {apart}" if apart else ""
         msgs.append(
-            f"max R-hat {max_rhat:.3f} > {rhat_max}: run longer (num_warmup, "
+            f"max R-hat {max_rhat:.3f} > {rhat_max}{where}: run longer (num_warmup, "
             "num_samples) or reparameterize."
         )
     if not np.isnan(min_bulk + min_tail) and not (min_bulk >= ess_min and min_tail >= ess_min):

@@ -26,6 +26,7 @@ from bayeskern.convergence import (
     AUTO_MARGIN,
     AUTO_PROJECT_FROM,
     ConvergenceReport,
+    chain_apart,
     convergence_messages,
     divergence_sites,
     projected_convergence,
@@ -307,6 +308,11 @@ def convergence_report(
         divergent_at=(
             divergence_sites({v: post[v].values for v in var_names}, ss["diverging"].values)
             if n_div
+            else None
+        ),
+        apart=(
+            chain_apart({v: post[v].values for v in var_names})
+            if n_chains > 1 and not max_rhat <= rhat_max
             else None
         ),
     )

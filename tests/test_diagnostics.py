@@ -90,6 +90,29 @@ def test_convergence_report_says_where_the_divergences_sit(rng):
     assert rep.verdict.count("quantile") == 1  # b, independent of the divergences: not named
 
 
+def test_chain_apart_names_the_stuck_chain_and_where(rng):
+    """Four chains, one of which sits 3 sd away in one element: that chain and element are
+    named, with the numbers a trace plot would show; one chain, or chains that agree
+    exactly, name nothing."""
+    import arviz as az
+
+    from bayeskern.convergence import chain_apart
+
+    draws = {"a": rng.normal(size=(4, 400)), "b": rng.normal(size=(4, 400, 2))}
+    draws["b"][2, :, 1] += 3.0
+    named = chain_apart(draws)
+    assert named.startswith("chain 2 in b[1] (mean 3")
+    assert "within-chain sd 1" in named
+    assert chain_apart({"a": draws["a"][:1]}) is None
+    assert chain_apart({"c": np.ones((4, 50))}) is None
+    idata = az.from_dict(posterior=draws)
+    with pytest.warns(UserWarning, match="furthest apart: chain 2 in b\\[1\\]"):
+        rep = diagnostics.convergence_report(idata)
+    assert not rep.ok and rep.max_rhat > 1.2
+    calm = az.from_dict(posterior={"a": draws["a"]})
+    assert "furthest apart" not in diagnostics.convergence_report(calm, warn=False).verdict
+
+
 @pytest.mark.parametrize("draws", [1, 2])
 def test_convergence_report_on_too_few_draws_says_so_without_numpy_warnings(rng, draws):
     import warnings
