@@ -108,6 +108,16 @@ def projected_convergence(
     return rhat, float(min_ess * ratio)
 
 
+def _element_labels(name: str, shape: tuple) -> list[str]:
+    """Return ``name[i,j]`` for every element of a variable of trailing ``shape``.
+
+    ``name`` alone for a scalar; in C order, as the columns of ``reshape(..., -1)``.
+    """
+    return [
+        name + (f"[{','.join(map(str, index))}]" if index else "") for index in np.ndindex(shape)
+    ]
+
+
 def divergence_sites(draws, diverging, *, tail: float = 0.05, most: int = 3) -> list[str]:
     r"""Name the parameters whose divergent draws sit in a tail of their posterior.
 
@@ -149,13 +159,12 @@ def divergence_sites(draws, diverging, *, tail: float = 0.05, most: int = 3) -> 
             continue
         flat = arr.reshape(diverging.size, -1)
         div, srt = flat[diverging.ravel()], np.sort(flat, axis=0)
-        for j, index in enumerate(np.ndindex(arr.shape[2:])):
+        for j, label in enumerate(_element_labels(name, arr.shape[2:])):
             below = np.searchsorted(srt[:, j], div[:, j], "left")  # then + half the ties:
             q = (below + np.searchsorted(srt[:, j], div[:, j], "right")) / (2 * len(srt))
             q_med, x_med = np.median(q), np.median(div[:, j])
             if tail <= q_med <= 1 - tail:
                 continue
-            label = name + (f"[{','.join(map(str, index))}]" if index else "")
             side = "high" if q_med > 0.5 else "low"
             found.append(
                 (
@@ -206,8 +215,7 @@ def chain_apart(draws) -> str | None:
             continue
         c, j = np.unravel_index(np.nanargmax(z), z.shape)
         if z[c, j] > 0 and (best is None or z[c, j] > best[0]):
-            index = list(np.ndindex(arr.shape[2:]))[j]
-            label = name + (f"[{','.join(map(str, index))}]" if index else "")
+            label = _element_labels(name, arr.shape[2:])[j]
             best = (
                 z[c, j],
                 f"chain {c} in {label} (mean {means[c, j]:.3g}; the other chains "

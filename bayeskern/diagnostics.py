@@ -11,6 +11,7 @@
 from __future__ import annotations
 
 import contextlib
+import functools
 import logging
 import warnings
 
@@ -289,6 +290,11 @@ def convergence_report(
         # depth exactly when NUTS stopped at it (2**depth - 1 leapfrog steps)
         hits = int((np.asarray(ss["tree_depth"]) >= depth).sum())
     ess_min = ess_per_chain * n_chains
+
+    @functools.cache
+    def judged():  # the judged draws as arrays, read once when a message needs them
+        return {v: post[v].values for v in var_names}
+
     msgs = convergence_messages(
         n_chains=n_chains,
         draws_per_chain=post.sizes["draw"],
@@ -305,16 +311,8 @@ def convergence_report(
             if post.attrs.get("num_samples_stop") == "projected"
             else None
         ),
-        divergent_at=(
-            divergence_sites({v: post[v].values for v in var_names}, ss["diverging"].values)
-            if n_div
-            else None
-        ),
-        apart=(
-            chain_apart({v: post[v].values for v in var_names})
-            if n_chains > 1 and not max_rhat <= rhat_max
-            else None
-        ),
+        divergent_at=divergence_sites(judged(), ss["diverging"].values) if n_div else None,
+        apart=chain_apart(judged()) if n_chains > 1 and not max_rhat <= rhat_max else None,
     )
     mixed = n_chains >= 2 and max_rhat <= rhat_max and min_bulk >= ess_min and min_tail >= ess_min
     ok = mixed and n_div == 0
