@@ -294,6 +294,24 @@ def test_every_package_is_installed():
     assert found - listed == set(), f"packages missing from pyproject.toml: {found - listed}"
 
 
+def test_models_folder_refuses_a_second_copy_under_its_folder_name():
+    """``models/`` is installed as ``bayeskern.models``; imported from the repository root as
+    ``models`` it would load a second copy of every model module, so it refuses with the right
+    name, and the installed package still imports."""
+    out = subprocess.run(
+        [sys.executable, "-c", "import models"],
+        cwd=ROOT,
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
+    assert out.returncode != 0
+    assert "ImportError" in out.stderr and "import bayeskern.models" in out.stderr
+    import bayeskern.models
+
+    assert Path(bayeskern.models.__file__).resolve() == ROOT / "models" / "__init__.py"
+
+
 def test_kernels_hold_state_and_training_is_in_learning():
     """No class of ``bayeskern.kernels`` (kernels, VSK scalings) has a ``fit``: the training
     functions live in :mod:`bayeskern.learning`, looked up in a table written there, not
