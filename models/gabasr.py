@@ -88,6 +88,7 @@ from bayeskern.models.gabasr_exact import (  # noqa: F401  (the GaBaSR names, on
     polynomial_basis,
     prepare_exact,
     sample_exact,
+    sigma0_prior,
     spectral_mixture_cross,
     spectral_mixture_terms,
 )
@@ -146,6 +147,7 @@ __all__ = [
     "spectral_mixture_terms",
     "spectral_mixture_cross",
     "sample_exact",
+    "sigma0_prior",
     "SIGMA0_PRIOR_SD",
     "SIGMA_PRIOR_SD",
     "exact_covariance",

@@ -59,12 +59,17 @@ class ExactSpec(NamedTuple):
     resolution : float
         Spectral resolution :math:`2\\pi/\\mathrm{span}` of column 0 (prior width of a mean).
     log_sigma0 : (d,)
-        Prior median (log) of the smooth component's inverse length-scales.
+        Prior median (log) of the smooth component's inverse length-scales, the centre of
+        their log-normal prior.
+    sigma0_gamma : (2, d) or None
+        Shape and rate of a gamma prior on those inverse length-scales, in place of the
+        log-normal one where given (:func:`bayeskern.models.gabasr_setup.grid_sigma0_prior`).
     """
 
     peaks: jax.Array
     resolution: float
     log_sigma0: jax.Array
+    sigma0_gamma: jax.Array | None = None
 
 
 def polynomial_basis(Z: np.ndarray, degree: int) -> np.ndarray:
@@ -109,6 +114,20 @@ SIGMA0_PRIOR_SD = 1.5
 SIGMA_PRIOR_SD = 1.0
 
 
+def sigma0_prior(spec: ExactSpec) -> dist.Distribution:
+    r"""Prior of the smooth component's inverse length-scales :math:`\sigma_{0,j}`.
+
+    :math:`\mathrm{Gamma}(\alpha_j, \beta_j)` from ``spec.sigma0_gamma`` where given (the
+    inverse-gamma length-scale prior :math:`\ell_j = 1/\sigma_{0,j} \sim
+    \mathrm{InvGamma}(\alpha_j, \beta_j)` of Betancourt 2017), else
+    :math:`\mathrm{LogNormal}(\texttt{spec.log\_sigma0}_j, s)` with :math:`s` =
+    :data:`SIGMA0_PRIOR_SD`.
+    """
+    if spec.sigma0_gamma is not None:
+        return dist.Gamma(spec.sigma0_gamma[0], spec.sigma0_gamma[1]).to_event(1)
+    return dist.LogNormal(spec.log_sigma0, SIGMA0_PRIOR_SD).to_event(1)
+
+
 def sample_exact(spec: ExactSpec, d: int, q: int) -> dict:
     """Sample the hyper-parameters of :func:`gabasr_exact_regression` (see there)."""
     K = spec.peaks.shape[0] + 1
@@ -116,9 +135,7 @@ def sample_exact(spec: ExactSpec, d: int, q: int) -> dict:
     params = {
         "trend_amp": numpyro.sample("trend_amp", dist.HalfNormal(1.0).expand([q]).to_event(1)),
         "amplitude": numpyro.sample("amplitude", dist.HalfNormal(1.0).expand([K]).to_event(1)),
-        "sigma0": numpyro.sample(
-            "sigma0", dist.LogNormal(spec.log_sigma0, SIGMA0_PRIOR_SD).to_event(1)
-        ),
+        "sigma0": numpyro.sample("sigma0", sigma0_prior(spec)),
     }
     if K > 1:  # no sites of size zero (no significant line: the smooth component only)
         params["mu"] = numpyro.sample("mu", dist.Normal(spec.peaks, res).to_event(1))
@@ -167,7 +184,11 @@ def gabasr_exact_regression(X, y=None, *, spec: ExactSpec, prepared: ExactPrepar
       centred on the :math:`k`-th significant periodogram line :math:`\hat\omega_k` of the
       detrended training series (:func:`significant_peaks`);
     * spreads :math:`\sigma_k \sim \mathrm{LogNormal}(\log(2\pi/\mathrm{span}), 1)`,
-      :math:`\sigma_{0,j} \sim \mathrm{LogNormal}(\texttt{spec.log\_sigma0}_j, 1.5)`;
+      :math:`\sigma_{0,j}` from :func:`sigma0_prior`: for one input column fitted exactly a
+      gamma prior with 1 % of its mass below :math:`1/\mathrm{span}` and 1 % above
+      :math:`1/\mathrm{gap}`, the smallest spacing of the inputs (a smooth component rougher
+      than the sampling grid is not told apart from the noise), else
+      :math:`\mathrm{LogNormal}(\texttt{spec.log\_sigma0}_j, 1.5)`;
     * :math:`c_p \sim \mathrm{HalfNormal}(1)` per trend column (a degree the data do not
       support is shrunk towards zero), :math:`\sigma_n \sim \mathrm{HalfNormal}(1)`.
 

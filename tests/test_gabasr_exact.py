@@ -171,12 +171,68 @@ def test_repeated_predictions_compile_once(sine_fit, monkeypatch):
     np.testing.assert_array_equal(est.predict(x[:7, None] + 5.0, return_std=True), first)
 
 
-def test_default_regressor_is_exact_and_anchored():
+@pytest.mark.parametrize(
+    "x",
+    [
+        np.arange(425.0),  # a monthly grid
+        np.sort(np.random.default_rng(0).uniform(0, 7, 60)),  # irregular
+        np.repeat(np.arange(12.0) ** 1.5, 3),  # repeated values, growing spacing
+    ],
+)
+def test_grid_sigma0_prior_puts_one_percent_beyond_the_span_and_the_spacing(x):
+    from bayeskern.models.gabasr_setup import grid_sigma0_prior
+
+    for Z in (x[:, None], (x[:, None] - 3.0) / 2.0):  # the bounds move with the units
+        (a,), (b,) = grid_sigma0_prior(Z)
+        s, g = np.ptp(Z), np.diff(np.unique(Z)).min()
+        assert stats.gamma.cdf(1 / s, a, scale=1 / b) == pytest.approx(0.01, rel=1e-6)
+        assert stats.gamma.sf(1 / g, a, scale=1 / b) == pytest.approx(0.01, rel=1e-6)
+
+
+def test_grid_sigma0_prior_degenerate_columns_and_bad_tail():
+    from bayeskern.models.gabasr_setup import grid_sigma0_prior
+
+    # two distinct values: the spacing is the span, given the ratio 2; columns independent
+    Z = np.c_[np.arange(10.0), np.arange(10.0) % 2]
+    ab = grid_sigma0_prior(Z)
+    assert ab.shape == (2, 2)
+    a, b = ab[:, 1]
+    assert stats.gamma.cdf(1.0, a, scale=1 / b) == pytest.approx(0.01, rel=1e-6)
+    assert stats.gamma.sf(2.0, a, scale=1 / b) == pytest.approx(0.01, rel=1e-6)
+    np.testing.assert_array_equal(ab[:, :1], grid_sigma0_prior(Z[:, :1]))
+    with pytest.raises(ValueError, match="tail must be in"):
+        grid_sigma0_prior(Z, tail=0.5)
+
+
+def test_sigma0_prior_is_the_gamma_where_given_else_the_log_normal():
+    from numpyro.handlers import seed, trace
+
+    spec = G.ExactSpec(jnp.array([2.0]), 0.5, jnp.array([-0.3]))
+    gamma = jnp.array([[1.5], [0.2]])
+    for s, logpdf in (
+        (spec, lambda v: stats.lognorm.logpdf(v, G.SIGMA0_PRIOR_SD, scale=np.exp(-0.3))),
+        (spec._replace(sigma0_gamma=gamma), lambda v: stats.gamma.logpdf(v, 1.5, scale=5.0)),
+    ):
+        site = trace(seed(G.sample_exact, 0)).get_trace(s, 1, 2)["sigma0"]
+        v = np.asarray(site["value"])
+        got = float(site["fn"].log_prob(site["value"]))
+        assert got == pytest.approx(float(np.sum(logpdf(v))), rel=1e-10)
+
+
+def test_default_regressor_is_exact_and_anchored(tmp_path):
     rng = np.random.default_rng(3)
     x = np.arange(120) / 12.0
     y = 0.3 * x + np.sin(2 * np.pi * x) + 0.2 * rng.normal(size=120)
     est = GaBaSRRegressor(**FAST).fit(x[:, None], y)
     assert est.model_ == "exact" and est.trend_degree_ == 3
+    # one column, exact: the grid-bounded prior of the standardized inputs, kept by a saved run
+    from bayeskern.models.gabasr_setup import grid_sigma0_prior
+
+    gamma = grid_sigma0_prior(est.x_scaler_.transform(x[:, None]))
+    np.testing.assert_array_equal(np.asarray(est.exact_spec_.sigma0_gamma), gamma)
+    bayeskern.save_run(est, tmp_path / "run")
+    again = bayeskern.load_run(tmp_path / "run")
+    np.testing.assert_array_equal(np.asarray(again.exact_spec_.sigma0_gamma), gamma)
     # one significant line at 1 cycle per unit of x, plus the zero-frequency component
     assert est.n_components_ == 2
     peak = float(est.exact_spec_.peaks[0]) / (2 * np.pi * est.x_scaler_.scale[0])
@@ -198,6 +254,7 @@ def test_exact_multicolumn_and_constant_series():
     y = X[:, 0] + np.sin(2 * X[:, 1]) + 0.1 * rng.normal(size=40)
     est = GaBaSRRegressor(**FAST).fit(X, y)
     assert est.model_ == "exact" and est.n_components_ == 1 and est.trend_degree_ == 1
+    assert est.exact_spec_.sigma0_gamma is None  # several columns: the log-normal prior
     assert np.corrcoef(est.predict(X), y)[0, 1] > 0.9
     # a constant series falls back to the zero-frequency component and predicts the constant
     est = GaBaSRRegressor(**FAST).fit(X[:20, :1], np.full(20, 3.0))

@@ -69,6 +69,7 @@ from bayeskern.models.gabasr_setup import (  # noqa: F401  (re-exported)
     RobustScaler1,
     exact_setup,
     frequency_scale,
+    grid_sigma0_prior,
     initial_values,
     mean_basis,
 )
@@ -197,7 +198,12 @@ class GaBaSRRegressor(  # noqa: D101 (__doc__ is an f-string)
     ``n_components`` (default ``"auto"``): exact model, one input column: the significant
     periodogram lines (false-alarm probability 1e-3, at most 3) plus the zero-frequency
     component; an integer ``K`` takes the ``K - 1`` highest lines; several input columns:
-    the zero-frequency component only (with ARD). Features model: ``"auto"`` = 4.
+    the zero-frequency component only (with ARD). Features model: ``"auto"`` = 4. The
+    exact model of one input column puts the grid-bounded inverse-gamma prior of
+    :func:`~bayeskern.models.gabasr_setup.grid_sigma0_prior` on the smooth component's
+    length-scale (between the smallest spacing of the inputs and their span); several
+    columns and the basis form keep the log-normal prior of
+    :func:`~bayeskern.models.gabasr.sigma0_prior`.
     Attributes
     ----------
     idata_ : arviz.InferenceData
@@ -413,6 +419,10 @@ class GaBaSRRegressor(  # noqa: D101 (__doc__ is an f-string)
             self.y_std_ = Standardizer.fit(y)
             ys = self.y_std_.transform(y)
             self.model_ = self._choose_model(Z, ys)
+            if self.model_ == "exact" and Z.shape[1] == 1:
+                self.exact_spec_ = self.exact_spec_._replace(
+                    sigma0_gamma=jnp.asarray(grid_sigma0_prior(Z))
+                )
             self._resolve_counts()
             rows = None if self._spectral_gp else self._sample_rows(len(X))
             self.n_sample_rows_ = len(X) if rows is None else len(rows)

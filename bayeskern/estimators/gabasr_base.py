@@ -411,6 +411,8 @@ class _GaBaSRBase(_SpectralDensityMixin, BayesianEstimatorMixin, BaseEstimator):
                     "exact/log_sigma0": np.asarray(self.exact_spec_.log_sigma0),
                 }
             )
+            if self.exact_spec_.sigma0_gamma is not None:
+                arrays["exact/sigma0_gamma"] = np.asarray(self.exact_spec_.sigma0_gamma)
         arrays.update(x_center=sc.center, x_scale=sc.scale, freq_scale=self.freq_scale_)
         arrays.update(spec)
         for name in ("spectral_map_", "gibbs_samples_"):
@@ -439,6 +441,9 @@ class _GaBaSRBase(_SpectralDensityMixin, BayesianEstimatorMixin, BaseEstimator):
                 jnp.asarray(arrays["exact/peaks"]),
                 meta["exact_resolution"],
                 jnp.asarray(arrays["exact/log_sigma0"]),
+                jnp.asarray(arrays["exact/sigma0_gamma"])
+                if "exact/sigma0_gamma" in arrays
+                else None,
             )
             self.n_components_ = len(arrays["exact/peaks"]) + 1
         elif self._task == "regression":

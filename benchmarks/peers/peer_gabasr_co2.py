@@ -17,9 +17,10 @@ spectral-mixture GP of Pena-Llamas et al. (2023) with a polynomial trend
 
   with ``b_p`` the polynomial trend columns (``polynomial_basis``, degree 3: four columns);
 * priors as ``models/gabasr_exact.py::sample_exact``: ``a_k, c_p, σ_n ~ HalfNormal(1)``,
-  ``σ_0 ~ LogNormal(log_sigma0, 1.5)``, ``μ_k ~ Normal(peak_k, 2π/span)``,
+  ``σ_0 ~ Gamma(α, β)`` (``sigma0_gamma``, the grid-bounded prior of one column; else
+  ``LogNormal(log_sigma0, 1.5)``), ``μ_k ~ Normal(peak_k, 2π/span)``,
   ``σ_k ~ LogNormal(log(2π/span), 1)``, where the periodogram peaks, the resolution and
-  ``log_sigma0`` are the empirical-Bayes anchors the fitted estimator chose from the
+  the ``σ_0`` prior are the empirical-Bayes anchors the fitted estimator chose from the
   training series (``exact_spec_``): a PyMC user would have to compute them the same way,
   and they are handed over here so that both libraries sample one posterior;
 * exact marginal likelihood ``y ~ N(0, K)`` (``pm.gp.Marginal``; its jitter is 1e-6, as
@@ -154,9 +155,13 @@ def pymc_model(pb: dict):
     with pm.Model() as model:
         trend_amp = pm.HalfNormal("trend_amp", 1.0, shape=q)
         amplitude = pm.HalfNormal("amplitude", 1.0, shape=K)
-        sigma0 = pm.LogNormal(
-            "sigma0", np.asarray(spec.log_sigma0, float), G.SIGMA0_PRIOR_SD, shape=d
-        )
+        if spec.sigma0_gamma is None:
+            sigma0 = pm.LogNormal(
+                "sigma0", np.asarray(spec.log_sigma0, float), G.SIGMA0_PRIOR_SD, shape=d
+            )
+        else:  # the grid-bounded gamma prior of one column (rate parameterization in both)
+            a, b = np.asarray(spec.sigma0_gamma, float)
+            sigma0 = pm.Gamma("sigma0", alpha=a, beta=b, shape=d)
         if K > 1:
             mu = pm.Normal("mu", np.asarray(spec.peaks, float), res, shape=K - 1)
             sigma = pm.LogNormal("sigma", np.log(res), G.SIGMA_PRIOR_SD, shape=K - 1)
