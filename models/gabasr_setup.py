@@ -389,7 +389,8 @@ def grid_sigma0_prior(Z: np.ndarray, tail: float = GRID_PRIOR_TAIL) -> np.ndarra
     points) and their span (smoother, it is not told apart from the trend). The ratio of the
     two quantiles fixes :math:`\alpha_j` (one root in :math:`\alpha`), the lower one then
     :math:`\beta_j`. A column with fewer than three distinct values, or whose spacing is
-    above half its span, is given the ratio 2 (and a ratio above :math:`10^{15}` that ratio).
+    above half its span, is given the ratio 2 (and a ratio above :math:`10^{15}` that ratio);
+    a constant column the span 1.
 
     Parameters
     ----------
@@ -413,7 +414,7 @@ def grid_sigma0_prior(Z: np.ndarray, tail: float = GRID_PRIOR_TAIL) -> np.ndarra
     for col in np.asarray(Z, float).T:
         u = np.unique(col)
         gaps = np.diff(u)
-        span = max(float(u[-1] - u[0]), 1e-9)
+        span = float(u[-1] - u[0]) or 1.0  # a constant column: any length-scale fits it
         gap = float(gaps[gaps > 1e-9 * span].min()) if len(u) > 2 else span
         ratio = min(max(span / gap, 2.0), 1e15)
 

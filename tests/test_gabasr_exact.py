@@ -200,6 +200,10 @@ def test_grid_sigma0_prior_degenerate_columns_and_bad_tail():
     assert stats.gamma.cdf(1.0, a, scale=1 / b) == pytest.approx(0.01, rel=1e-6)
     assert stats.gamma.sf(2.0, a, scale=1 / b) == pytest.approx(0.01, rel=1e-6)
     np.testing.assert_array_equal(ab[:, :1], grid_sigma0_prior(Z[:, :1]))
+    # a constant column: span 1, ratio 2 (finite, whatever the length-scale does there)
+    np.testing.assert_array_equal(
+        grid_sigma0_prior(np.full((5, 1), 3.0)), grid_sigma0_prior(Z[:2, :1])
+    )
     with pytest.raises(ValueError, match="tail must be in"):
         grid_sigma0_prior(Z, tail=0.5)
 
