@@ -127,6 +127,8 @@ def test_basis_form_fits_and_predicts_like_the_exact_form_at_its_draws(fitted, s
     est = fitted
     assert est.model_ == "hsgp" and est.n_components_ == 2
     assert "basis" in est.model_description_
+    # the basis is sized by the log-normal prior it samples (no prior bounded by the spacing)
+    assert est.exact_spec_.sigma0_gamma is None
     Z = est.x_scaler_.transform(X)
     Zn = Z[::7] + 0.01
     loc, scale, _ = est._predict_std(Zn, est._Ztrain, est._ytrain)
