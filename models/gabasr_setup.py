@@ -36,6 +36,7 @@ __all__ = [
     "classification_initial_values",
     "exact_setup",
     "grid_sigma0_prior",
+    "exact_form_spec",
     "add_mixture_weights",
     "spec_arrays",
     "spec_from_arrays",
@@ -425,6 +426,17 @@ def grid_sigma0_prior(Z: np.ndarray, tail: float = GRID_PRIOR_TAIL) -> np.ndarra
         a = float(np.exp(brentq(excess, np.log(0.1), np.log(1e7))))
         out.append((a, float(gammaincinv(a, tail)) * span))
     return np.asarray(out).T
+
+
+def exact_form_spec(spec: G.ExactSpec, Z: np.ndarray) -> G.ExactSpec:
+    """Return the spec the exact form samples: :func:`grid_sigma0_prior` for one column.
+
+    Several columns, and the basis form (whose basis is sized by the log-normal prior, see
+    :func:`bayeskern.models.gabasr_hsgp.choose_mixture_basis`), keep ``spec`` as it is.
+    """
+    if Z.shape[1] != 1:
+        return spec
+    return spec._replace(sigma0_gamma=jnp.asarray(grid_sigma0_prior(Z)))
 
 
 def add_mixture_weights(values: dict, spec: G.SpectralSpec) -> dict:

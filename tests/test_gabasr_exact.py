@@ -9,6 +9,7 @@ import jax.numpy as jnp
 import numpy as np
 import pytest
 from bayeskern.models import gabasr as G
+from bayeskern.models.gabasr_setup import grid_sigma0_prior
 from scipy import stats
 
 import bayeskern  # noqa: F401  (float64)
@@ -180,8 +181,6 @@ def test_repeated_predictions_compile_once(sine_fit, monkeypatch):
     ],
 )
 def test_grid_sigma0_prior_puts_one_percent_beyond_the_span_and_the_spacing(x):
-    from bayeskern.models.gabasr_setup import grid_sigma0_prior
-
     for Z in (x[:, None], (x[:, None] - 3.0) / 2.0):  # the bounds move with the units
         (a,), (b,) = grid_sigma0_prior(Z)
         s, g = np.ptp(Z), np.diff(np.unique(Z)).min()
@@ -190,8 +189,6 @@ def test_grid_sigma0_prior_puts_one_percent_beyond_the_span_and_the_spacing(x):
 
 
 def test_grid_sigma0_prior_degenerate_columns_and_bad_tail():
-    from bayeskern.models.gabasr_setup import grid_sigma0_prior
-
     # two distinct values: the spacing is the span, given the ratio 2; columns independent
     Z = np.c_[np.arange(10.0), np.arange(10.0) % 2]
     ab = grid_sigma0_prior(Z)
@@ -230,8 +227,6 @@ def test_default_regressor_is_exact_and_anchored(tmp_path):
     est = GaBaSRRegressor(**FAST).fit(x[:, None], y)
     assert est.model_ == "exact" and est.trend_degree_ == 3
     # one column, exact: the grid-bounded prior of the standardized inputs, kept by a saved run
-    from bayeskern.models.gabasr_setup import grid_sigma0_prior
-
     gamma = grid_sigma0_prior(est.x_scaler_.transform(x[:, None]))
     np.testing.assert_array_equal(np.asarray(est.exact_spec_.sigma0_gamma), gamma)
     bayeskern.save_run(est, tmp_path / "run")

@@ -67,9 +67,9 @@ from bayeskern.models import gabasr as G
 from bayeskern.models import gabasr_hsgp as GH
 from bayeskern.models.gabasr_setup import (  # noqa: F401  (re-exported)
     RobustScaler1,
+    exact_form_spec,
     exact_setup,
     frequency_scale,
-    grid_sigma0_prior,
     initial_values,
     mean_basis,
 )
@@ -419,10 +419,8 @@ class GaBaSRRegressor(  # noqa: D101 (__doc__ is an f-string)
             self.y_std_ = Standardizer.fit(y)
             ys = self.y_std_.transform(y)
             self.model_ = self._choose_model(Z, ys)
-            if self.model_ == "exact" and Z.shape[1] == 1:
-                self.exact_spec_ = self.exact_spec_._replace(
-                    sigma0_gamma=jnp.asarray(grid_sigma0_prior(Z))
-                )
+            if self.model_ == "exact":
+                self.exact_spec_ = exact_form_spec(self.exact_spec_, Z)
             self._resolve_counts()
             rows = None if self._spectral_gp else self._sample_rows(len(X))
             self.n_sample_rows_ = len(X) if rows is None else len(rows)
