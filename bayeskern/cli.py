@@ -414,6 +414,29 @@ def _on_sigterm(signum, frame):
     raise _Terminated
 
 
+def _redeliver_interrupt(unraisable) -> bool:
+    """Raise again, in the main thread, an interrupt that Python could only print.
+
+    A signal handler runs wherever the main thread next checks for signals, which may be a
+    garbage-collector callback (JAX registers one) or a finalizer: there an exception cannot
+    propagate, Python prints "Exception ignored in ..." and the fit goes on. Such an
+    interrupt is signalled to the main thread again from another thread a moment later
+    (``_thread.interrupt_main``; raised from this hook it would be swallowed again), and
+    again if that lands in a callback too. Returns whether ``unraisable`` was one.
+    """
+    import _thread
+    import signal
+    import threading
+
+    if not (unraisable.exc_type and issubclass(unraisable.exc_type, KeyboardInterrupt)):
+        return False
+    signum = signal.SIGTERM if issubclass(unraisable.exc_type, _Terminated) else signal.SIGINT
+    timer = threading.Timer(0.01, _thread.interrupt_main, args=(signum,))
+    timer.daemon = True
+    timer.start()
+    return True
+
+
 #: XLA option of the command's own process: XLA:CPU's older fusion emitters, which compile
 #: faster and, for these models, run faster too (the same draws); see :func:`configure_xla`
 CLI_XLA_FLAGS = "--xla_cpu_use_fusion_emitters=false"
@@ -435,8 +458,9 @@ def main(argv=None) -> int:
     """Entry point of the ``bayeskern`` command.
 
     Exit status: 0 on success, 2 on a user error (one line on stderr, no traceback unless
-    ``BAYESKERN_DEBUG`` is set), 130 on SIGINT and 143 on SIGTERM (no partial output). Sets
-    :data:`CLI_XLA_FLAGS` for its process first (:func:`configure_xla`).
+    ``BAYESKERN_DEBUG`` is set), 130 on SIGINT and 143 on SIGTERM (no partial output), also
+    when the signal lands in a garbage-collector callback (:func:`_redeliver_interrupt`).
+    Sets :data:`CLI_XLA_FLAGS` for its process first (:func:`configure_xla`).
     """
     import signal
 
@@ -446,6 +470,9 @@ def main(argv=None) -> int:
         previous = signal.signal(signal.SIGTERM, _on_sigterm)
     except ValueError:  # not the main thread: signals are not ours to handle
         previous = _Terminated
+    hook = sys.unraisablehook
+    if previous is not _Terminated:
+        sys.unraisablehook = lambda u: _redeliver_interrupt(u) or hook(u)
     try:
         return args.fn(args)
     except (UserError, ValueError, TypeError, OSError, FloatingPointError) as e:
@@ -460,6 +487,7 @@ def main(argv=None) -> int:
         print(f"bayeskern: {what}; no partial output was written", file=sys.stderr)
         return 143 if isinstance(e, _Terminated) else 130
     finally:
+        sys.unraisablehook = hook
         if previous is not _Terminated:
             signal.signal(signal.SIGTERM, previous if previous is not None else signal.SIG_DFL)
 
