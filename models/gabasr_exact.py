@@ -63,7 +63,7 @@ class ExactSpec(NamedTuple):
         their log-normal prior.
     sigma0_gamma : (2, d) or None
         Shape and rate of a gamma prior on those inverse length-scales, in place of the
-        log-normal one where given (:func:`bayeskern.models.gabasr_setup.grid_sigma0_prior`).
+        log-normal one where given (:func:`grid_sigma0_prior`).
     """
 
     peaks: jax.Array
@@ -126,6 +126,74 @@ def sigma0_prior(spec: ExactSpec) -> dist.Distribution:
     if spec.sigma0_gamma is not None:
         return dist.Gamma(spec.sigma0_gamma[0], spec.sigma0_gamma[1]).to_event(1)
     return dist.LogNormal(spec.log_sigma0, SIGMA0_PRIOR_SD).to_event(1)
+
+
+#: prior mass of :func:`grid_sigma0_prior` below the span's and above the spacing's frequency
+GRID_PRIOR_TAIL = 0.01
+
+
+def grid_sigma0_prior(Z: np.ndarray, tail: float = GRID_PRIOR_TAIL) -> np.ndarray:
+    r"""Gamma prior of the inverse length-scales bounded by the span and spacing of the inputs.
+
+    Per column :math:`j`, the shape :math:`\alpha_j` and rate :math:`\beta_j` with
+
+    .. math:: P(\sigma_{0,j} < 1/\mathrm{span}_j) = P(\sigma_{0,j} > 1/\mathrm{gap}_j)
+              = \texttt{tail},
+
+    :math:`\mathrm{gap}_j` the smallest spacing of the column's distinct values: the
+    inverse-gamma length-scale prior of Betancourt (2017) on
+    :math:`\ell_j = 1/\sigma_{0,j}`, which keeps the length-scale between the spacing of the
+    inputs (rougher, the smooth component is not told apart from the noise at the training
+    points) and their span (smoother, it is not told apart from the trend). The ratio of the
+    two quantiles fixes :math:`\alpha_j` (one root in :math:`\alpha`), the lower one then
+    :math:`\beta_j`. A column with fewer than three distinct values, or whose spacing is
+    above half its span, is given the ratio 2 (and a ratio above :math:`10^{15}` that ratio);
+    a constant column the span 1.
+
+    Parameters
+    ----------
+    Z : array, shape (n, d)
+        Standardized training inputs.
+    tail : float in (0, 0.5)
+        Prior mass beyond each bound.
+
+    Returns
+    -------
+    array, shape (2, d)
+        :math:`[\alpha; \beta]`, the ``sigma0_gamma`` of
+        :class:`ExactSpec`.
+    """
+    from scipy.optimize import brentq
+    from scipy.special import gammaincinv
+
+    if not 0 < tail < 0.5:
+        raise ValueError(f"tail must be in (0, 0.5), got {tail!r}")
+    out = []
+    for col in np.asarray(Z, float).T:
+        u = np.unique(col)
+        gaps = np.diff(u)
+        span = float(u[-1] - u[0]) or 1.0  # a constant column: any length-scale fits it
+        gap = float(gaps[gaps > 1e-9 * span].min()) if len(u) > 2 else span
+        ratio = min(max(span / gap, 2.0), 1e15)
+
+        def excess(log_a, ratio=ratio):
+            a = np.exp(log_a)
+            return np.log(gammaincinv(a, 1 - tail) / gammaincinv(a, tail)) - np.log(ratio)
+
+        a = float(np.exp(brentq(excess, np.log(0.1), np.log(1e7))))
+        out.append((a, float(gammaincinv(a, tail)) * span))
+    return np.asarray(out).T
+
+
+def exact_form_spec(spec: ExactSpec, Z: np.ndarray) -> ExactSpec:
+    """Return the spec the exact form samples: :func:`grid_sigma0_prior` for one column.
+
+    Several columns, and the basis form (whose basis is sized by the log-normal prior, see
+    :func:`bayeskern.models.gabasr_hsgp.choose_mixture_basis`), keep ``spec`` as it is.
+    """
+    if Z.shape[1] != 1:
+        return spec
+    return spec._replace(sigma0_gamma=jnp.asarray(grid_sigma0_prior(Z)))
 
 
 def sample_exact(spec: ExactSpec, d: int, q: int) -> dict:

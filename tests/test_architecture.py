@@ -366,3 +366,18 @@ def test_one_public_way_to_a_gram_matrix():
     named = kernels.name_leaves(k)
     np.testing.assert_allclose(named(X, X, theta), named.gram(theta, X, X), rtol=1e-12)
     np.testing.assert_allclose(k(X), named.gram(theta, X, X), rtol=1e-12)
+
+
+#: the most lines a module of ``bayeskern/`` or ``models/`` may have: a longer one holds
+#: more than one concern and is split
+MAX_MODULE_LINES = 500
+
+
+def test_no_module_over_the_line_limit():
+    sizes = {
+        str(p.relative_to(ROOT)): len(p.read_text().splitlines())
+        for folder in ("bayeskern", "models")
+        for p in (ROOT / folder).rglob("*.py")
+    }
+    assert len(sizes) > 100
+    assert not {p: n for p, n in sizes.items() if n > MAX_MODULE_LINES}

@@ -9,7 +9,6 @@ import jax.numpy as jnp
 import numpy as np
 import pytest
 from bayeskern.models import gabasr as G
-from bayeskern.models.gabasr_setup import grid_sigma0_prior
 from scipy import stats
 
 import bayeskern  # noqa: F401  (float64)
@@ -182,7 +181,7 @@ def test_repeated_predictions_compile_once(sine_fit, monkeypatch):
 )
 def test_grid_sigma0_prior_puts_one_percent_beyond_the_span_and_the_spacing(x):
     for Z in (x[:, None], (x[:, None] - 3.0) / 2.0):  # the bounds move with the units
-        (a,), (b,) = grid_sigma0_prior(Z)
+        (a,), (b,) = G.grid_sigma0_prior(Z)
         s, g = np.ptp(Z), np.diff(np.unique(Z)).min()
         assert stats.gamma.cdf(1 / s, a, scale=1 / b) == pytest.approx(0.01, rel=1e-6)
         assert stats.gamma.sf(1 / g, a, scale=1 / b) == pytest.approx(0.01, rel=1e-6)
@@ -191,18 +190,18 @@ def test_grid_sigma0_prior_puts_one_percent_beyond_the_span_and_the_spacing(x):
 def test_grid_sigma0_prior_degenerate_columns_and_bad_tail():
     # two distinct values: the spacing is the span, given the ratio 2; columns independent
     Z = np.c_[np.arange(10.0), np.arange(10.0) % 2]
-    ab = grid_sigma0_prior(Z)
+    ab = G.grid_sigma0_prior(Z)
     assert ab.shape == (2, 2)
     a, b = ab[:, 1]
     assert stats.gamma.cdf(1.0, a, scale=1 / b) == pytest.approx(0.01, rel=1e-6)
     assert stats.gamma.sf(2.0, a, scale=1 / b) == pytest.approx(0.01, rel=1e-6)
-    np.testing.assert_array_equal(ab[:, :1], grid_sigma0_prior(Z[:, :1]))
+    np.testing.assert_array_equal(ab[:, :1], G.grid_sigma0_prior(Z[:, :1]))
     # a constant column: span 1, ratio 2 (finite, whatever the length-scale does there)
     np.testing.assert_array_equal(
-        grid_sigma0_prior(np.full((5, 1), 3.0)), grid_sigma0_prior(Z[:2, :1])
+        G.grid_sigma0_prior(np.full((5, 1), 3.0)), G.grid_sigma0_prior(Z[:2, :1])
     )
     with pytest.raises(ValueError, match="tail must be in"):
-        grid_sigma0_prior(Z, tail=0.5)
+        G.grid_sigma0_prior(Z, tail=0.5)
 
 
 def test_sigma0_prior_is_the_gamma_where_given_else_the_log_normal():
@@ -227,7 +226,7 @@ def test_default_regressor_is_exact_and_anchored(tmp_path):
     est = GaBaSRRegressor(**FAST).fit(x[:, None], y)
     assert est.model_ == "exact" and est.trend_degree_ == 3
     # one column, exact: the grid-bounded prior of the standardized inputs, kept by a saved run
-    gamma = grid_sigma0_prior(est.x_scaler_.transform(x[:, None]))
+    gamma = G.grid_sigma0_prior(est.x_scaler_.transform(x[:, None]))
     np.testing.assert_array_equal(np.asarray(est.exact_spec_.sigma0_gamma), gamma)
     bayeskern.save_run(est, tmp_path / "run")
     again = bayeskern.load_run(tmp_path / "run")

@@ -67,7 +67,6 @@ from bayeskern.models import gabasr as G
 from bayeskern.models import gabasr_hsgp as GH
 from bayeskern.models.gabasr_setup import (  # noqa: F401  (re-exported)
     RobustScaler1,
-    exact_form_spec,
     exact_setup,
     frequency_scale,
     initial_values,
@@ -199,11 +198,10 @@ class GaBaSRRegressor(  # noqa: D101 (__doc__ is an f-string)
     periodogram lines (false-alarm probability 1e-3, at most 3) plus the zero-frequency
     component; an integer ``K`` takes the ``K - 1`` highest lines; several input columns:
     the zero-frequency component only (with ARD). Features model: ``"auto"`` = 4. The
-    exact model of one input column puts the grid-bounded inverse-gamma prior of
-    :func:`~bayeskern.models.gabasr_setup.grid_sigma0_prior` on the smooth component's
-    length-scale (between the smallest spacing of the inputs and their span); several
-    columns and the basis form keep the log-normal prior of
-    :func:`~bayeskern.models.gabasr.sigma0_prior`.
+    smooth component's length-scale prior: exact model of one column, between the inputs'
+    smallest spacing and their span (:func:`~bayeskern.models.gabasr.grid_sigma0_prior`);
+    else the log-normal of :func:`~bayeskern.models.gabasr.sigma0_prior`.
+
     Attributes
     ----------
     idata_ : arviz.InferenceData
@@ -397,16 +395,6 @@ class GaBaSRRegressor(  # noqa: D101 (__doc__ is an f-string)
     #: largest basis (eigenfunctions + trend columns) ``model="auto"`` uses
     HSGP_MAX_BASIS = _HSGP_MAX_BASIS
 
-    def _subsampled(self, n: int) -> bool:
-        return self.max_sample_rows is not None and n > self.max_sample_rows
-
-    def _sample_rows(self, n: int) -> np.ndarray | None:
-        """Rows the spectral posterior is sampled on: ``None`` (all) or a random subset."""
-        if not self._subsampled(n):
-            return None
-        rng = np.random.default_rng(self._seed())
-        return np.sort(rng.choice(n, self.max_sample_rows, replace=False))
-
     @_fit_context(prefer_skip_nested_validation=True)
     def fit(self, X, y):
         """Sample the posterior of the spectral density (weights and noise integrated out)."""
@@ -420,7 +408,7 @@ class GaBaSRRegressor(  # noqa: D101 (__doc__ is an f-string)
             ys = self.y_std_.transform(y)
             self.model_ = self._choose_model(Z, ys)
             if self.model_ == "exact":
-                self.exact_spec_ = exact_form_spec(self.exact_spec_, Z)
+                self.exact_spec_ = G.exact_form_spec(self.exact_spec_, Z)
             self._resolve_counts()
             rows = None if self._spectral_gp else self._sample_rows(len(X))
             self.n_sample_rows_ = len(X) if rows is None else len(rows)

@@ -46,6 +46,16 @@ class _FeaturesModelMixin:
         )
         return "features"
 
+    def _subsampled(self, n: int) -> bool:
+        return self.max_sample_rows is not None and n > self.max_sample_rows
+
+    def _sample_rows(self, n: int) -> np.ndarray | None:
+        """Rows the spectral posterior is sampled on: ``None`` (all) or a random subset."""
+        if not self._subsampled(n):
+            return None
+        rng = np.random.default_rng(self._seed())
+        return np.sort(rng.choice(n, self.max_sample_rows, replace=False))
+
     def _condition_on_all_rows(self):
         """Condition the weights and noise of ``num_conditioned_draws`` draws on every row.
 

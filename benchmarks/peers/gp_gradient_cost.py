@@ -113,7 +113,7 @@ def main():
 def _gabasr_potential(data):
     """Jitted NUTS potential (value and gradient) of GaBaSR's exact model, default set-up."""
     from bayeskern.models import gabasr as G
-    from bayeskern.models.gabasr_setup import exact_form_spec, exact_setup
+    from bayeskern.models.gabasr_setup import exact_setup
 
     from bayeskern.estimators.base import Standardizer
     from bayeskern.estimators.gabasr import GaBaSRRegressor
@@ -126,7 +126,7 @@ def _gabasr_potential(data):
     B, spec, _ = exact_setup(
         Z, ys, trend_degree="auto", n_components="auto", freq_scale=est.freq_scale_
     )
-    spec = exact_form_spec(spec, Z)
+    spec = G.exact_form_spec(spec, Z)
     info = initialize_model(
         jax.random.PRNGKey(0),
         G.gabasr_exact_regression,
