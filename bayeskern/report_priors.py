@@ -108,6 +108,14 @@ def dist_repr(d) -> str:
     """
     while isinstance(d, (dist.Independent, dist.ExpandedDistribution)):
         d = d.base_dist
+    if isinstance(d, dist.TransformedDistribution):  # a prior sampled on another scale
+        names = [
+            f"inverse {type(t.inv).__name__}"
+            if type(t).__name__ == "_InverseTransform"
+            else type(t).__name__
+            for t in d.transforms
+        ]
+        return f"{dist_repr(d.base_dist)} through {', '.join(names)}"
     params = []
     for k in d.arg_constraints:
         if not hasattr(d, k):

@@ -74,6 +74,7 @@ import numpyro
 import numpyro.distributions as dist
 from bayeskern.models.gabasr_crp import GibbsPrior, gabasr_crp_regression  # noqa: F401
 from bayeskern.models.gabasr_exact import (  # noqa: F401  (the GaBaSR names, one import away)
+    GRID_PRIOR_TAIL,
     SIGMA0_PRIOR_SD,
     SIGMA_PRIOR_SD,
     ExactPrepared,
@@ -91,6 +92,7 @@ from bayeskern.models.gabasr_exact import (  # noqa: F401  (the GaBaSR names, on
     prepare_exact,
     sample_exact,
     sigma0_prior,
+    softplus_scaled,
     spectral_mixture_cross,
     spectral_mixture_terms,
 )
@@ -149,6 +151,8 @@ __all__ = [
     "spectral_mixture_terms",
     "spectral_mixture_cross",
     "sample_exact",
+    "softplus_scaled",
+    "GRID_PRIOR_TAIL",
     "sigma0_prior",
     "SIGMA0_PRIOR_SD",
     "SIGMA_PRIOR_SD",

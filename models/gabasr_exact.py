@@ -129,7 +129,7 @@ def sigma0_prior(spec: ExactSpec) -> dist.Distribution:
 
 
 #: prior mass of :func:`grid_sigma0_prior` below the span's and above the spacing's frequency
-GRID_PRIOR_TAIL = 0.01
+GRID_PRIOR_TAIL = 0.001
 
 
 def grid_sigma0_prior(Z: np.ndarray, tail: float = GRID_PRIOR_TAIL) -> np.ndarray:
@@ -196,20 +196,48 @@ def exact_form_spec(spec: ExactSpec, Z: np.ndarray) -> ExactSpec:
     return spec._replace(sigma0_gamma=jnp.asarray(grid_sigma0_prior(Z)))
 
 
+def softplus_scaled(name: str, prior: dist.Distribution) -> jax.Array:
+    r"""Sample a positive scale with prior ``prior`` on the softplus scale, not the log scale.
+
+    The sampler moves :math:`u = \log(e^{c} - 1)` (site ``name + "_raw"``), :math:`c =
+    \log(1 + e^{u})` (recorded as the deterministic site ``name``), so the prior on :math:`c`
+    is ``prior`` exactly (the Jacobian :math:`\sigma(u)` is in the density). Above
+    :math:`c \approx 2` the map is nearly the identity: a half-normal upper tail stays
+    quadratic in :math:`u` (curvature 1) where on the log scale it is :math:`-e^{2s}/2`, whose
+    curvature :math:`2c^2` sets the step size of the whole trajectory when a chain reaches it;
+    below, :math:`c \approx e^{u}` as on the log scale (Stan's manual, "Reparameterization",
+    for the principle; NumPyro's ``SoftplusTransform``).
+    """
+    t = dist.transforms.SoftplusTransform()
+    raw = numpyro.sample(name + "_raw", dist.TransformedDistribution(prior, t.inv))
+    return numpyro.deterministic(name, t(raw))
+
+
 def sample_exact(spec: ExactSpec, d: int, q: int) -> dict:
-    """Sample the hyper-parameters of :func:`gabasr_exact_regression` (see there)."""
+    r"""Sample the hyper-parameters of :func:`gabasr_exact_regression` (see there).
+
+    Two parameterizations differ from the plain form, with the same prior: the trend scales
+    :math:`c_p` move on the softplus scale (:func:`softplus_scaled`), and each periodic mean
+    as an offset in units of its own spread, :math:`\mu_k = \hat\omega_k + \sigma_k
+    \delta_k` with :math:`\delta_k \sim N(0, (2\pi/\mathrm{span})^2/\sigma_k^2)` (site
+    ``mu_offset``), so that a broad line whose mean wanders with its width is not a funnel
+    (the quality-factor form :math:`\mu/\sigma` of a resonance). ``trend_amp`` and ``mu``
+    are recorded as deterministic sites.
+    """
     K = spec.peaks.shape[0] + 1
     res = spec.resolution
     params = {
-        "trend_amp": numpyro.sample("trend_amp", dist.HalfNormal(1.0).expand([q]).to_event(1)),
+        "trend_amp": softplus_scaled("trend_amp", dist.HalfNormal(1.0).expand([q]).to_event(1)),
         "amplitude": numpyro.sample("amplitude", dist.HalfNormal(1.0).expand([K]).to_event(1)),
         "sigma0": numpyro.sample("sigma0", sigma0_prior(spec)),
     }
     if K > 1:  # no sites of size zero (no significant line: the smooth component only)
-        params["mu"] = numpyro.sample("mu", dist.Normal(spec.peaks, res).to_event(1))
-        params["sigma"] = numpyro.sample(
+        sigma = numpyro.sample(
             "sigma", dist.LogNormal(jnp.full(K - 1, np.log(res)), SIGMA_PRIOR_SD).to_event(1)
         )
+        offset = numpyro.sample("mu_offset", dist.Normal(0.0, res / sigma).to_event(1))
+        params["mu"] = numpyro.deterministic("mu", spec.peaks + sigma * offset)
+        params["sigma"] = sigma
     params["noise"] = numpyro.sample("noise", dist.HalfNormal(1.0))
     return params
 
@@ -253,12 +281,15 @@ def gabasr_exact_regression(X, y=None, *, spec: ExactSpec, prepared: ExactPrepar
       detrended training series (:func:`significant_peaks`);
     * spreads :math:`\sigma_k \sim \mathrm{LogNormal}(\log(2\pi/\mathrm{span}), 1)`,
       :math:`\sigma_{0,j}` from :func:`sigma0_prior`: for one input column fitted exactly a
-      gamma prior with 1 % of its mass below :math:`1/\mathrm{span}` and 1 % above
+      gamma prior with 0.1 % of its mass below :math:`1/\mathrm{span}` and 0.1 % above
       :math:`1/\mathrm{gap}`, the smallest spacing of the inputs (a smooth component rougher
       than the sampling grid is not told apart from the noise), else
       :math:`\mathrm{LogNormal}(\texttt{spec.log\_sigma0}_j, 1.5)`;
     * :math:`c_p \sim \mathrm{HalfNormal}(1)` per trend column (a degree the data do not
       support is shrunk towards zero), :math:`\sigma_n \sim \mathrm{HalfNormal}(1)`.
+
+    The sampler moves the trend scales on the softplus scale and the periodic means as
+    offsets in units of their spreads (:func:`sample_exact`); the prior is the one above.
 
     Parameters
     ----------

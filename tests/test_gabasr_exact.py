@@ -179,12 +179,13 @@ def test_repeated_predictions_compile_once(sine_fit, monkeypatch):
         np.repeat(np.arange(12.0) ** 1.5, 3),  # repeated values, growing spacing
     ],
 )
-def test_grid_sigma0_prior_puts_one_percent_beyond_the_span_and_the_spacing(x):
+def test_grid_sigma0_prior_puts_its_tail_beyond_the_span_and_the_spacing(x):
     for Z in (x[:, None], (x[:, None] - 3.0) / 2.0):  # the bounds move with the units
         (a,), (b,) = G.grid_sigma0_prior(Z)
         s, g = np.ptp(Z), np.diff(np.unique(Z)).min()
-        assert stats.gamma.cdf(1 / s, a, scale=1 / b) == pytest.approx(0.01, rel=1e-6)
-        assert stats.gamma.sf(1 / g, a, scale=1 / b) == pytest.approx(0.01, rel=1e-6)
+        tail = G.GRID_PRIOR_TAIL
+        assert stats.gamma.cdf(1 / s, a, scale=1 / b) == pytest.approx(tail, rel=1e-6)
+        assert stats.gamma.sf(1 / g, a, scale=1 / b) == pytest.approx(tail, rel=1e-6)
 
 
 def test_grid_sigma0_prior_degenerate_columns_and_bad_tail():
@@ -193,8 +194,8 @@ def test_grid_sigma0_prior_degenerate_columns_and_bad_tail():
     ab = G.grid_sigma0_prior(Z)
     assert ab.shape == (2, 2)
     a, b = ab[:, 1]
-    assert stats.gamma.cdf(1.0, a, scale=1 / b) == pytest.approx(0.01, rel=1e-6)
-    assert stats.gamma.sf(2.0, a, scale=1 / b) == pytest.approx(0.01, rel=1e-6)
+    assert stats.gamma.cdf(1.0, a, scale=1 / b) == pytest.approx(G.GRID_PRIOR_TAIL, rel=1e-6)
+    assert stats.gamma.sf(2.0, a, scale=1 / b) == pytest.approx(G.GRID_PRIOR_TAIL, rel=1e-6)
     np.testing.assert_array_equal(ab[:, :1], G.grid_sigma0_prior(Z[:, :1]))
     # a constant column: span 1, ratio 2 (finite, whatever the length-scale does there)
     np.testing.assert_array_equal(
@@ -217,6 +218,35 @@ def test_sigma0_prior_is_the_gamma_where_given_else_the_log_normal():
         v = np.asarray(site["value"])
         got = float(site["fn"].log_prob(site["value"]))
         assert got == pytest.approx(float(np.sum(logpdf(v))), rel=1e-10)
+
+
+def test_reparameterized_trend_scales_and_means_keep_the_prior():
+    """Softplus trend scales and mean offsets sample the model's prior: c ~ HalfNormal(1),
+    mu ~ N(peaks, res) independent of sigma; the raw sites' densities carry the Jacobians."""
+    from numpyro.handlers import seed, substitute, trace
+    from numpyro.infer import Predictive
+
+    spec = G.ExactSpec(jnp.array([2.0, 5.0]), 0.5, jnp.array([-0.3]))
+    draws = Predictive(G.sample_exact, num_samples=4000)(jax.random.PRNGKey(1), spec, 1, 4)
+    c = np.asarray(draws["trend_amp"]).ravel()
+    assert stats.kstest(c, stats.halfnorm.cdf).pvalue > 0.01
+    z = (np.asarray(draws["mu"]) - np.array([2.0, 5.0])) / 0.5
+    assert stats.kstest(z.ravel(), stats.norm.cdf).pvalue > 0.01
+    rho = stats.spearmanr(z[:, 0], np.asarray(draws["sigma"])[:, 0]).statistic
+    assert abs(rho) < 0.05
+    # pointwise: the raw densities are the plain ones times |d(plain)/d(raw)|
+    u, off, sig = jnp.array([-2.0, 0.1, 1.0, 3.0]), jnp.array([0.7, -1.2]), jnp.array([0.3, 2.0])
+    tr = trace(
+        substitute(seed(G.sample_exact, 0), {"trend_amp_raw": u, "mu_offset": off, "sigma": sig})
+    ).get_trace(spec, 1, 4)
+    sp = np.log1p(np.exp(np.asarray(u)))
+    want = stats.halfnorm.logpdf(sp) - np.log1p(np.exp(-np.asarray(u)))
+    got = float(tr["trend_amp_raw"]["fn"].log_prob(u))
+    assert got == pytest.approx(want.sum(), rel=1e-10)
+    mu = np.array([2.0, 5.0]) + np.asarray(sig) * np.asarray(off)
+    np.testing.assert_allclose(np.asarray(tr["mu"]["value"]), mu, rtol=1e-14)
+    want = stats.norm.logpdf(mu, [2.0, 5.0], 0.5) + np.log(np.asarray(sig))
+    assert float(tr["mu_offset"]["fn"].log_prob(off)) == pytest.approx(want.sum(), rel=1e-10)
 
 
 def test_default_regressor_is_exact_and_anchored(tmp_path):

@@ -285,6 +285,18 @@ def test_priors_table_lists_every_latent_site(clf_data, periodic_gpr, inference)
     assert "HalfNormal(scale=1.0)" in render_report(reg)
 
 
+def test_prior_of_a_site_sampled_on_another_scale_names_the_prior_and_the_map():
+    import numpyro.distributions as dist
+
+    from bayeskern.report_priors import dist_repr
+
+    t = dist.transforms.SoftplusTransform()
+    d = dist.TransformedDistribution(dist.HalfNormal(2.0).expand([3]).to_event(1), t.inv)
+    assert dist_repr(d) == "HalfNormal(scale=2.0) through inverse SoftplusTransform"
+    d = dist.TransformedDistribution(dist.Normal(0.0, 1.0), dist.transforms.ExpTransform())
+    assert dist_repr(d) == "Normal(loc=0.0, scale=1.0) through ExpTransform"
+
+
 def _classical():
     return [
         bk.VSKClassifier(),

@@ -71,8 +71,10 @@ class _SpectralGPMixin:
             dims={
                 "y": ["obs"],
                 "trend_amp": ["trend"],
+                "trend_amp_raw": ["trend"],
                 "amplitude": ["component"],
                 "mu": ["periodic"],
+                "mu_offset": ["periodic"],
                 "sigma": ["periodic"],
                 "sigma0": ["feature"],
             },
