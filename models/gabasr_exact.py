@@ -207,6 +207,18 @@ def softplus_scaled(name: str, prior: dist.Distribution) -> jax.Array:
     curvature :math:`2c^2` sets the step size of the whole trajectory when a chain reaches it;
     below, :math:`c \approx e^{u}` as on the log scale (Stan's manual, "Reparameterization",
     for the principle; NumPyro's ``SoftplusTransform``).
+
+    Parameters
+    ----------
+    name : str
+        Name of the deterministic site of :math:`c`; the sampled site is ``name + "_raw"``.
+    prior : numpyro.distributions.Distribution
+        Prior of :math:`c`, with positive support.
+
+    Returns
+    -------
+    jax.Array
+        :math:`c`, shaped as a draw of ``prior``.
     """
     t = dist.transforms.SoftplusTransform()
     raw = numpyro.sample(name + "_raw", dist.TransformedDistribution(prior, t.inv))
@@ -221,8 +233,9 @@ def sample_exact(spec: ExactSpec, d: int, q: int) -> dict:
     as an offset in units of its own spread, :math:`\mu_k = \hat\omega_k + \sigma_k
     \delta_k` with :math:`\delta_k \sim N(0, (2\pi/\mathrm{span})^2/\sigma_k^2)` (site
     ``mu_offset``), so that a broad line whose mean wanders with its width is not a funnel
-    (the quality-factor form :math:`\mu/\sigma` of a resonance). ``trend_amp`` and ``mu``
-    are recorded as deterministic sites.
+    (the quality-factor form :math:`\mu/\sigma` of a resonance); a line the data switch off
+    follows its prior, where the offset's scale shrinks as the spread grows. ``trend_amp``
+    and ``mu`` are recorded as deterministic sites.
     """
     K = spec.peaks.shape[0] + 1
     res = spec.resolution
