@@ -228,8 +228,9 @@ def softplus_scaled(name: str, prior: dist.Distribution) -> jax.Array:
 def sample_exact(spec: ExactSpec, d: int, q: int) -> dict:
     r"""Sample the hyper-parameters of :func:`gabasr_exact_regression` (see there).
 
-    Two parameterizations differ from the plain form, with the same prior: the trend scales
-    :math:`c_p` move on the softplus scale (:func:`softplus_scaled`), and each periodic mean
+    Two parameterizations differ from the plain form, with the same prior: for one input
+    column (``d == 1``) the trend scales :math:`c_p` move on the softplus scale
+    (:func:`softplus_scaled`; several columns keep the log scale), and each periodic mean
     as an offset in units of its own spread, :math:`\mu_k = \hat\omega_k + \sigma_k
     \delta_k` with :math:`\delta_k \sim N(0, (2\pi/\mathrm{span})^2/\sigma_k^2)` (site
     ``mu_offset``), so that a broad line whose mean wanders with its width is not a funnel
@@ -239,8 +240,13 @@ def sample_exact(spec: ExactSpec, d: int, q: int) -> dict:
     """
     K = spec.peaks.shape[0] + 1
     res = spec.resolution
+    trend_prior = dist.HalfNormal(1.0).expand([q]).to_event(1)
     params = {
-        "trend_amp": softplus_scaled("trend_amp", dist.HalfNormal(1.0).expand([q]).to_event(1)),
+        "trend_amp": (
+            softplus_scaled("trend_amp", trend_prior)
+            if d == 1
+            else numpyro.sample("trend_amp", trend_prior)
+        ),
         "amplitude": numpyro.sample("amplitude", dist.HalfNormal(1.0).expand([K]).to_event(1)),
         "sigma0": numpyro.sample("sigma0", sigma0_prior(spec)),
     }
@@ -301,8 +307,9 @@ def gabasr_exact_regression(X, y=None, *, spec: ExactSpec, prepared: ExactPrepar
     * :math:`c_p \sim \mathrm{HalfNormal}(1)` per trend column (a degree the data do not
       support is shrunk towards zero), :math:`\sigma_n \sim \mathrm{HalfNormal}(1)`.
 
-    The sampler moves the trend scales on the softplus scale and the periodic means as
-    offsets in units of their spreads (:func:`sample_exact`); the prior is the one above.
+    The sampler moves the trend scales of one input column on the softplus scale and the
+    periodic means as offsets in units of their spreads (:func:`sample_exact`); the prior is
+    the one above.
 
     Parameters
     ----------

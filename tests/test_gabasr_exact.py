@@ -247,6 +247,12 @@ def test_reparameterized_trend_scales_and_means_keep_the_prior():
     np.testing.assert_allclose(np.asarray(tr["mu"]["value"]), mu, rtol=1e-14)
     want = stats.norm.logpdf(mu, [2.0, 5.0], 0.5) + np.log(np.asarray(sig))
     assert float(tr["mu_offset"]["fn"].log_prob(off)) == pytest.approx(want.sum(), rel=1e-10)
+    # several input columns keep the trend scales on the log scale (a plain sample site)
+    site = trace(seed(G.sample_exact, 0)).get_trace(spec, 2, 3)["trend_amp"]
+    fn = site["fn"]
+    while hasattr(fn, "base_dist"):
+        fn = fn.base_dist
+    assert site["type"] == "sample" and type(fn).__name__ == "HalfNormal"
 
 
 def test_default_regressor_is_exact_and_anchored(tmp_path):
