@@ -33,6 +33,17 @@ FAST_COMPILE_FLAGS = (
 if "xla_cpu_use_fusion_emitters" not in os.environ.get("XLA_FLAGS", ""):
     os.environ["XLA_FLAGS"] = f"{os.environ.get('XLA_FLAGS', '')} {FAST_COMPILE_FLAGS}".strip()
 
+# A shell without job control starts its background jobs with SIGINT ignored (`make test &` in
+# a script, some CI runners); every process started from them inherits that, and a Python
+# started with SIGINT ignored installs no KeyboardInterrupt handler, so the tests that
+# interrupt a child process would test the launcher rather than the package. This process
+# takes Python's own handler back, and the processes it starts (xdist workers, their
+# children) start with SIGINT at its default, as from a terminal.
+import signal  # noqa: E402
+
+if signal.getsignal(signal.SIGINT) == signal.SIG_IGN:
+    signal.signal(signal.SIGINT, signal.default_int_handler)
+
 import matplotlib  # noqa: E402
 
 matplotlib.use("Agg")

@@ -421,9 +421,6 @@ def test_interrupted_fit_leaves_no_partial_output(data_dir, tmp_path):
         stdout=child_term,
         stderr=child_term,
         env={**env, "PYTHONUNBUFFERED": "1", "PYTHONFAULTHANDLER": "1"},
-        # CI may start us with SIGINT ignored (background jobs of a non-interactive shell);
-        # Python then installs no KeyboardInterrupt handler, so give the child the default.
-        preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_DFL),
     )
     os.close(child_term)
 
