@@ -1,6 +1,7 @@
 """Test configuration: CPU, float64, headless plots, tiny sampler settings in notebooks."""
 
 import os
+import signal
 
 os.environ.setdefault("BAYESKERN_QUICK", "1")
 os.environ.setdefault("JAX_PLATFORMS", "cpu")
@@ -39,8 +40,6 @@ if "xla_cpu_use_fusion_emitters" not in os.environ.get("XLA_FLAGS", ""):
 # interrupt a child process would test the launcher rather than the package. This process
 # takes Python's own handler back, and the processes it starts (xdist workers, their
 # children) start with SIGINT at its default, as from a terminal.
-import signal  # noqa: E402
-
 if signal.getsignal(signal.SIGINT) == signal.SIG_IGN:
     signal.signal(signal.SIGINT, signal.default_int_handler)
 
