@@ -84,7 +84,7 @@ from bayeskern.predictive import MixturePredictive  # noqa: E402
 
 OUT = DOCS_RESULTS / "peers_gabasr_co2.md"
 SCRIPT = Path(__file__).resolve().relative_to(ROOT)
-#: the exact model's sample sites, in ``sample_exact``'s order
+#: the exact model's parameters as PyMC names them (constrained values; `sample_exact`'s order)
 SITES = ("trend_amp", "amplitude", "sigma0", "mu", "sigma", "noise")
 SAMPLERS = ("bayeskern", "nutpie", "pymc")
 LABEL = {
@@ -212,10 +212,28 @@ def run_pymc(seed, cfg, model, nuts_sampler="nutpie"):
 
 # ------------------------------------------------------------------- log-density check
 def bk_log_density(pb, p: dict) -> tuple[float, float]:
+    """(log likelihood, log prior) of bayeskern's model at constrained values ``p``.
+
+    ``sample_exact`` samples two sites in another form than PyMC's: for one input column the
+    trend scales as ``trend_amp_raw`` = softplus⁻¹(``trend_amp``), and each line mean as
+    ``mu_offset`` = (``mu`` - peak) / ``sigma``. Their densities carry the Jacobians
+    ``log sigmoid(trend_amp_raw)`` and ``log sigma``, taken off here so that both libraries'
+    log priors are those of the same constrained values.
+    """
     kw = dict(
         X=jnp.asarray(pb["Z"]), y=jnp.asarray(pb["ys"]), spec=pb["spec"], prepared=pb["prepared"]
     )
-    return split_numpyro(G.gabasr_exact_regression, kw, {k: jnp.asarray(v) for k, v in p.items()})
+    q = {k: np.asarray(v, float) for k, v in p.items()}
+    jacobian = 0.0
+    if pb["Z"].shape[1] == 1:
+        c = q.pop("trend_amp")
+        q["trend_amp_raw"] = u = c + np.log(-np.expm1(-c))  # softplus⁻¹
+        jacobian += float(np.sum(-np.logaddexp(0.0, -u)))  # log sigmoid(u)
+    if "mu" in q:
+        q["mu_offset"] = (q.pop("mu") - np.asarray(pb["spec"].peaks, float)) / q["sigma"]
+        jacobian += float(np.sum(np.log(q["sigma"])))
+    ll, lp = split_numpyro(G.gabasr_exact_regression, kw, {k: jnp.asarray(v) for k, v in q.items()})
+    return ll, lp - jacobian
 
 
 def check_points(post: dict) -> list[dict]:
