@@ -231,7 +231,16 @@ def _render(est, *, X_test, y_test, title, data_name, target_name) -> str:
         and not v.endswith(diagnostics.DATA_UNITS_SUFFIX)
     ]  # restatements: not sampled
     if scalar_vars:
-        parts.append(_fig_html(plots.plot_trace(idata, scalar_vars), "trace plots"))
+        parts.append(
+            "<p>Trace plots of the quantities that mixed worst (the smallest bulk or tail "
+            "ESS first; R-hat and ESS beside each).</p>"
+        )
+        parts.append(
+            _fig_html(
+                plots.plot_trace(idata, scalar_vars, convergence=conv),
+                "trace plots of the quantities with the smallest ESS",
+            )
+        )
 
     # ---------------------------------------------------------------- fit and calibration
     parts.append("<h2>Fit</h2>")

@@ -113,6 +113,42 @@ def test_chain_apart_names_the_stuck_chain_and_where(rng):
     assert "furthest apart" not in diagnostics.convergence_report(calm, warn=False).verdict
 
 
+def _sticky(rng, rho, shape):
+    """AR(1) draws along the draw axis (axis 1): ``rho`` near 1 mixes slowly."""
+    x = rng.normal(size=shape)
+    for t in range(1, shape[1]):
+        x[:, t] = rho * x[:, t - 1] + np.sqrt(1 - rho**2) * x[:, t]
+    return x
+
+
+def test_trace_plot_shows_the_worst_mixed_quantities_first(rng):
+    import arviz as az
+
+    from bayeskern import plots
+
+    b = rng.normal(size=(4, 400, 3))
+    b[:, :, 1] = _sticky(rng, 0.99, (4, 400))
+    c = rng.normal(size=(4, 400, 2, 2))
+    c[:, :, 1, 0] = _sticky(rng, 0.9, (4, 400))  # element 2 in C order
+    idata = az.from_dict(
+        posterior={"a": rng.normal(size=(4, 400)), "b": b, "c": c},
+        dims={"b": ["column"], "c": ["r", "s"]},
+        coords={"column": ["x0", "x1", "x2"]},  # ArviZ labels b[x1], c[1, 0]
+    )
+    rep = diagnostics.convergence_report(idata, warn=False)
+    axes = plots.plot_trace(idata, ["a", "b", "c"], max_vars=3, convergence=rep)
+    labels = [ax.get_ylabel().split("\n") for ax in axes[:, 0]]
+    assert [lab[0] for lab in labels[:2]] == ["b[1]", "c[2]"]
+    ess = rep.table.loc["b[x1]", ["ess_bulk", "ess_tail"]]
+    assert labels[0][2] == f"ESS {ess['ess_bulk']:.0f} / {ess['ess_tail']:.0f}"
+    assert min(ess) < 100 < min(rep.table.loc["a", ["ess_bulk", "ess_tail"]])
+    np.testing.assert_array_equal(axes[0, 0].lines[2].get_ydata(), b[2, :, 1])
+    np.testing.assert_array_equal(axes[1, 0].lines[0].get_ydata(), c[0, :, 1, 0])
+    # without a report: the first quantities in the order asked, unlabelled
+    axes = plots.plot_trace(idata, ["a", "b", "c"], max_vars=2)
+    assert [ax.get_ylabel() for ax in axes[:, 0]] == ["a", "b[0]"]
+
+
 @pytest.mark.parametrize("draws", [1, 2])
 def test_convergence_report_on_too_few_draws_says_so_without_numpy_warnings(rng, draws):
     import warnings

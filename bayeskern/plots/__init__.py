@@ -187,18 +187,26 @@ def plot_roc(y, p, *, ax=None, label="model"):
     return ax
 
 
-def plot_trace(idata, var_names, *, max_vars=6):
-    """Trace and rank-free density view of up to ``max_vars`` scalar posterior quantities."""
+def plot_trace(idata, var_names, *, max_vars=6, convergence=None):
+    """Trace and per-chain marginal of up to ``max_vars`` scalar posterior quantities.
+
+    Each element of each variable in ``var_names`` is one row of panels: its draws against
+    the iteration, one colour per chain, and its histogram per chain (chains that disagree
+    show as shifted histograms). With ``convergence``, the
+    :class:`~bayeskern.convergence.ConvergenceReport` of the same draws, the rows show the
+    quantities that mixed worst (Vehtari et al. 2021): ordered by the smaller of their bulk
+    and tail ESS, those without an ESS (too few draws) first, each labelled with its R-hat
+    and ESS; otherwise the first ``max_vars`` in the order of ``var_names``.
+    """
     post = idata.posterior
     series = []
     for v in var_names:
         a = np.asarray(post[v])
-        if a.ndim == 2:
-            series.append((v, a))
-        else:
-            flat = a.reshape(a.shape[0], a.shape[1], -1)
-            for j in range(flat.shape[-1]):
-                series.append((f"{v}[{j}]", flat[..., j]))
+        flat = a.reshape(a.shape[0], a.shape[1], -1)
+        names = [v] if a.ndim == 2 else [f"{v}[{j}]" for j in range(flat.shape[-1])]
+        series += list(zip(names, np.moveaxis(flat, -1, 0), strict=True))
+    if convergence is not None:
+        series = _worst_mixed_first(series, var_names, convergence.table)
     series = series[:max_vars]
     fig, axes = subplots(
         len(series), 2, figsize=(9, 1.6 * len(series) + 0.4), layout="constrained", squeeze=False
@@ -211,6 +219,38 @@ def plot_trace(idata, var_names, *, max_vars=6):
     axes[0, 0].set_title("trace (one colour per chain)", fontsize=9)
     axes[0, 1].set_title("marginal per chain", fontsize=9)
     return axes
+
+
+def _worst_mixed_first(series, var_names, table):
+    """``series`` sorted by the smaller ESS of their rows of a convergence ``table``.
+
+    The table (ArviZ's summary) lists a variable's elements in the order its values flatten,
+    so the k-th row labelled ``var[...]`` is element k of ``var``. Quantities the table lacks
+    go last, in their order; each label gets its R-hat and bulk/tail ESS.
+    """
+    rows = {}
+    for v in var_names:
+        labels = [lab for lab in table.index if lab.split("[", 1)[0] == v]
+        for j, lab in enumerate(labels):
+            rows[v if len(labels) == 1 and lab == v else f"{v}[{j}]"] = table.loc[lab]
+
+    def key(item):
+        row = rows.get(item[0])
+        if row is None:
+            return np.inf
+        ess = min(float(row["ess_bulk"]), float(row["ess_tail"]))
+        return -np.inf if np.isnan(ess) else ess
+
+    out = []
+    for name, a in sorted(series, key=key):
+        row = rows.get(name)
+        if row is not None:
+            name = (
+                f"{name}\nR-hat {float(row['r_hat']):.3f}\n"
+                f"ESS {float(row['ess_bulk']):.0f} / {float(row['ess_tail']):.0f}"
+            )
+        out.append((name, a))
+    return out
 
 
 def plot_pareto_k(loo_result, *, ax=None):
