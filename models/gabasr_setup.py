@@ -303,6 +303,8 @@ def classification_initial_values(
 
 #: rows of the periodogram search of :func:`exact_setup` (an even spread above)
 PERIODOGRAM_ROWS = 20_000
+#: highest line frequency :func:`exact_setup` searches, in cycles over the inputs' span
+MAX_LINE_CYCLES = 1000
 
 
 def exact_setup(
@@ -312,8 +314,9 @@ def exact_setup(
 
     The trend degree is 3 for one input column and 1 for several (``"auto"``). For one
     input column the component means are anchored on the significant periodogram lines of
-    the polynomially detrended series between :math:`2w_0` and the Nyquist-like frequency,
-    :math:`w_0 = 2\\pi/\\mathrm{span}` the resolution
+    the polynomially detrended series between :math:`2w_0` and the Nyquist-like frequency
+    (at most :data:`MAX_LINE_CYCLES` :math:`w_0`, so that the search grid keeps four points
+    per resolution whatever the rows), :math:`w_0 = 2\\pi/\\mathrm{span}` the resolution
     (:func:`bayeskern.models.gabasr.significant_peaks`): ``n_components="auto"`` keeps at
     most 3 lines with false-alarm probability below :math:`10^{-3}`, an integer :math:`K`
     the :math:`K - 1` highest. Several input columns: no anchors (the zero-frequency
@@ -359,7 +362,7 @@ def exact_setup(
             Z[rows, 0],
             r[rows],
             w_min=2 * res,
-            w_max=float(freq_scale[0]),
+            w_max=min(float(freq_scale[0]), MAX_LINE_CYCLES * res),
             max_peaks=3 if auto else int(n_components) - 1,
             fap=1e-3 if auto else 1.0,
         )

@@ -357,6 +357,10 @@ def mixture_components(post: Mapping, x_scale, *, band: float = 0.9) -> list[dic
     return out
 
 
+#: least number of grid points per resolution in :func:`significant_peaks`
+GRID_PER_RESOLUTION = 4
+
+
 def significant_peaks(
     x: np.ndarray,
     r: np.ndarray,
@@ -396,7 +400,9 @@ def significant_peaks(
     fap : float
         False-alarm probability of a kept line.
     n_grid : int
-        Grid size of the search.
+        Least grid size of the search; raised to :data:`GRID_PER_RESOLUTION` points per
+        resolution :math:`2\pi/\mathrm{span}` (a line's peak is about one resolution wide,
+        and a coarser grid steps over it).
 
     Returns
     -------
@@ -409,8 +415,9 @@ def significant_peaks(
     span = float(np.ptp(x)) if n else 0.0
     if n < 8 or span <= 0 or not w_max > w_min or max_peaks < 1:
         return np.zeros(0)
-    grid = np.linspace(w_min, w_max, n_grid)
     n_indep = max((w_max - w_min) * span / (2 * np.pi), 1.0)
+    n_grid = max(n_grid, int(np.ceil(GRID_PER_RESOLUTION * n_indep)))
+    grid = np.linspace(w_min, w_max, n_grid)
     peaks: list[float] = []
     for _ in range(max_peaks):
         rss0 = float(r @ r)
