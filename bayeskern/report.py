@@ -223,13 +223,7 @@ def _render(est, *, X_test, y_test, title, data_name, target_name) -> str:
         f"<p>divergent transitions: {conv.n_divergent} of {conv.n_draws} draws; "
         f"maximum tree depth reached: {conv.tree_depth_hits}{_e(steps)}</p>"
     )
-    scalar_vars = [
-        v
-        for v in post.data_vars
-        if post[v].ndim <= 3
-        and v not in ("f", "eta")
-        and not v.endswith(diagnostics.DATA_UNITS_SUFFIX)
-    ]  # restatements: not sampled
+    scalar_vars = plots.trace_variables(idata)
     if scalar_vars:
         parts.append(
             "<p>Trace plots of the quantities that mixed worst (the smallest bulk or tail "

@@ -131,11 +131,18 @@ def test_trace_plot_shows_the_worst_mixed_quantities_first(rng):
     c = rng.normal(size=(4, 400, 2, 2))
     c[:, :, 1, 0] = _sticky(rng, 0.9, (4, 400))  # element 2 in C order
     idata = az.from_dict(
-        posterior={"a": rng.normal(size=(4, 400)), "b": b, "c": c},
+        posterior={
+            "a": rng.normal(size=(4, 400)),
+            "b": b,
+            "c": c,
+            "f": rng.normal(size=(4, 400, 5)),  # latent values and restatements: no traces
+            "a_data_units": rng.normal(size=(4, 400)),
+        },
         dims={"b": ["column"], "c": ["r", "s"]},
         coords={"column": ["x0", "x1", "x2"]},  # ArviZ labels b[x1], c[1, 0]
     )
     rep = diagnostics.convergence_report(idata, warn=False)
+    assert plots.trace_variables(idata) == ["a", "b"]  # and no matrix-valued c
     axes = plots.plot_trace(idata, ["a", "b", "c"], max_vars=3, convergence=rep)
     labels = [ax.get_ylabel().split("\n") for ax in axes[:, 0]]
     assert [lab[0] for lab in labels[:2]] == ["b[1]", "c[2]"]
@@ -145,7 +152,7 @@ def test_trace_plot_shows_the_worst_mixed_quantities_first(rng):
     np.testing.assert_array_equal(axes[0, 0].lines[2].get_ydata(), b[2, :, 1])
     np.testing.assert_array_equal(axes[1, 0].lines[0].get_ydata(), c[0, :, 1, 0])
     # without a report: the first quantities in the order asked, unlabelled
-    axes = plots.plot_trace(idata, ["a", "b", "c"], max_vars=2)
+    axes = plots.plot_trace(idata, max_vars=2)
     assert [ax.get_ylabel() for ax in axes[:, 0]] == ["a", "b[0]"]
 
 

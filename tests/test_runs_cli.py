@@ -313,7 +313,9 @@ def test_demo_quick(demo_out):
         "coverage of the 95 % interval",
     ):
         assert section in html, section
-    assert html.count("data:image/png;base64") == 2  # forecasts, spectral density
+    # forecasts, spectral density, each model's trace plots of its worst-mixed quantities
+    assert html.count("data:image/png;base64") == 4
+    assert html.count("trace plots of the quantities with the smallest ESS") == 2
     assert "http://" not in html and "https://" not in html
     assert not list(out.glob(".*"))  # no temporary files left
 

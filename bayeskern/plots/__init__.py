@@ -11,6 +11,7 @@ from __future__ import annotations
 import numpy as np
 from sklearn import metrics as skm
 
+from bayeskern import diagnostics
 from bayeskern.plots._figure import axes_or_new, detached, subplots
 
 __all__ = [
@@ -23,6 +24,7 @@ __all__ = [
     "plot_reliability",
     "plot_roc",
     "plot_trace",
+    "trace_variables",
     "plot_pareto_k",
 ]
 
@@ -187,10 +189,28 @@ def plot_roc(y, p, *, ax=None, label="model"):
     return ax
 
 
-def plot_trace(idata, var_names, *, max_vars=6, convergence=None):
+def trace_variables(idata) -> list[str]:
+    """Posterior variables whose traces are worth a look.
+
+    Those of at most one dimension besides chain and draw, without the latent function's
+    values (:data:`bayeskern.diagnostics.LATENT_VARIABLES`) and the data-unit restatements
+    (the variables :func:`bayeskern.diagnostics.convergence_report` judges by default).
+    """
+    post = idata.posterior
+    return [
+        v
+        for v in post.data_vars
+        if post[v].ndim <= 3
+        and v not in diagnostics.LATENT_VARIABLES
+        and not v.endswith(diagnostics.DATA_UNITS_SUFFIX)
+    ]
+
+
+def plot_trace(idata, var_names=None, *, max_vars=6, convergence=None):
     """Trace and per-chain marginal of up to ``max_vars`` scalar posterior quantities.
 
-    Each element of each variable in ``var_names`` is one row of panels: its draws against
+    Each element of each variable in ``var_names`` (default :func:`trace_variables`) is one
+    row of panels: its draws against
     the iteration, one colour per chain, and its histogram per chain (chains that disagree
     show as shifted histograms). With ``convergence``, the
     :class:`~bayeskern.convergence.ConvergenceReport` of the same draws, the rows show the
@@ -199,6 +219,7 @@ def plot_trace(idata, var_names, *, max_vars=6, convergence=None):
     and ESS; otherwise the first ``max_vars`` in the order of ``var_names``.
     """
     post = idata.posterior
+    var_names = trace_variables(idata) if var_names is None else var_names
     series = []
     for v in var_names:
         a = np.asarray(post[v])
