@@ -210,9 +210,8 @@ def plot_trace(idata, var_names=None, *, max_vars=6, convergence=None):
     """Trace and per-chain marginal of up to ``max_vars`` scalar posterior quantities.
 
     Each element of each variable in ``var_names`` (default :func:`trace_variables`) is one
-    row of panels: its draws against
-    the iteration, one colour per chain, and its histogram per chain (chains that disagree
-    show as shifted histograms). With ``convergence``, the
+    row of panels: its draws against the iteration, one colour per chain, and its histogram
+    per chain (chains that disagree show as shifted histograms). With ``convergence``, the
     :class:`~bayeskern.convergence.ConvergenceReport` of the same draws, the rows show the
     quantities that mixed worst (Vehtari et al. 2021): ordered by the smaller of their bulk
     and tail ESS, those without an ESS (too few draws) first, each labelled with its R-hat
