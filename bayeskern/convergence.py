@@ -239,6 +239,7 @@ def convergence_messages(
     projected_cap: int | None = None,
     divergent_at: list[str] | None = None,
     apart: str | None = None,
+    target_accept: float | None = None,
 ) -> list[str]:
     """Return the warnings of :class:`ConvergenceReport`: each missed criterion and its fix.
 
@@ -248,7 +249,9 @@ def convergence_messages(
     ``projected_cap``: it stopped early because :func:`projected_convergence` at that cap
     misses the criteria by more than :data:`AUTO_MARGIN`; ``divergent_at``: where the divergent
     transitions sit (:func:`divergence_sites`); ``apart``: the chain furthest from the others
-    (:func:`chain_apart`), named when R-hat misses.
+    (:func:`chain_apart`), named when R-hat misses; ``target_accept``: the NUTS target
+    acceptance the run used, so that the fix for divergences names a higher one (half the
+    rejection rate: 0.8 → 0.9, 0.9 → 0.95, 0.95 → 0.975).
     """
     msgs = []
     if n_chains < 2:
@@ -289,9 +292,17 @@ def convergence_messages(
     if n_divergent:
         n_draws = n_chains * draws_per_chain
         where = f", at {'; '.join(divergent_at)}" if divergent_at else ""
+        if target_accept is None:
+            raise_to = "raise target_accept_prob (e.g. 0.95)"
+        else:
+            used = float(target_accept)
+            raise_to = (
+                f"raise target_accept_prob above the {used:g} used "
+                f"(e.g. {1.0 - (1.0 - used) / 2:.4g})"
+            )
         msgs.append(
             f"{n_divergent} divergent transitions ({100 * n_divergent / n_draws:.1f} %){where}: "
-            "raise target_accept_prob (e.g. 0.95) or use tighter priors."
+            f"{raise_to} or use tighter priors."
         )
     if tree_depth_hits:
         msgs.append(

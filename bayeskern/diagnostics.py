@@ -313,6 +313,7 @@ def convergence_report(
         ),
         divergent_at=divergence_sites(judged(), ss["diverging"].values) if n_div else None,
         apart=chain_apart(judged()) if n_chains > 1 and not max_rhat <= rhat_max else None,
+        target_accept=post.attrs.get("target_accept_prob"),
     )
     mixed = n_chains >= 2 and max_rhat <= rhat_max and min_bulk >= ess_min and min_tail >= ess_min
     ok = mixed and n_div == 0

@@ -199,6 +199,14 @@ def test_convergence_failures_warn_and_name_the_fix(kind, fix):
     assert not rep.ok and fix in str(w[0].message) and fix in rep.verdict
 
 
+@pytest.mark.parametrize("used, higher", [(0.8, "0.9"), (0.95, "0.975")])
+def test_divergence_fix_names_a_higher_target_than_the_one_used(used, higher):
+    idata = _idata(4, diverging=7)
+    diagnostics.set_attrs(idata, target_accept_prob=used)
+    rep = diagnostics.convergence_report(idata, warn=False)
+    assert f"above the {used:g} used (e.g. {higher})" in rep.verdict
+
+
 def test_converged_run_does_not_warn():
     with warnings.catch_warnings():
         warnings.simplefilter("error")
