@@ -37,25 +37,26 @@ def _params(d=1, K=3):
 
 
 def test_line_search_resolves_lines_among_many_irregular_rows():
-    """Thousands of random inputs put the Nyquist-like frequency (pi / median gap) thousands
-    of resolutions up: the search grid must still resolve a line. Before the grid kept four
-    points per resolution, 4 000 points over that band stepped over both lines here."""
+    """Thousands of random inputs put the Nyquist-like frequency (pi / median gap) over a
+    thousand resolutions up: the search grid must still resolve a line. Before the grid kept
+    four points per resolution, 4 000 points over 3 000 resolutions put the first line 0.3
+    resolution off."""
     from bayeskern.models import gabasr_setup as S
 
     rng = np.random.default_rng(0)
-    x = rng.uniform(0.0, 10.0, size=(5000, 1))
-    y = np.sin(2 * x[:, 0]) + 0.3 * np.sin(7 * x[:, 0]) + 0.2 * rng.normal(size=5000)
+    x = rng.uniform(0.0, 10.0, size=(2000, 1))
+    y = np.sin(2 * x[:, 0]) + 0.3 * np.sin(7 * x[:, 0]) + 0.2 * rng.normal(size=2000)
     Z, ys = (x - 5.0) / 2.5, (y - y.mean()) / y.std()
     res = 2 * np.pi / np.ptp(Z)
-    assert S.frequency_scale(Z)[0] > 3 * S.MAX_LINE_CYCLES * res  # the band is capped
+    assert S.frequency_scale(Z)[0] > S.MAX_LINE_CYCLES * res  # the band is capped
     _, spec, _ = S.exact_setup(
         Z, ys, trend_degree="auto", n_components="auto", freq_scale=S.frequency_scale(Z)
     )
-    np.testing.assert_allclose(np.sort(np.asarray(spec.peaks)), [5.0, 17.5], atol=0.15 * res)
+    np.testing.assert_allclose(np.sort(np.asarray(spec.peaks)), [5.0, 17.5], atol=0.2 * res)
     # the grid itself: a band of 3 000 resolutions searched with the default 4 000 points
     band = dict(w_min=2 * res, w_max=3000 * res)
-    pk = np.sort(G.significant_peaks(Z[:2000, 0], ys[:2000], **band))
-    np.testing.assert_allclose(pk, [5.0, 17.5], atol=0.15 * res)
+    pk = np.sort(G.significant_peaks(Z[:, 0], ys, **band))
+    np.testing.assert_allclose(pk, [5.0, 17.5], atol=0.2 * res)
 
 
 def test_significant_peaks_finds_lines_and_rejects_noise():
