@@ -137,12 +137,14 @@ def test_trace_plot_shows_the_worst_mixed_quantities_first(rng):
             "c": c,
             "f": rng.normal(size=(4, 400, 5)),  # latent values and restatements: no traces
             "a_data_units": rng.normal(size=(4, 400)),
+            "a_raw": rng.normal(size=(4, 400)),  # a sampler coordinate of the recorded a
+            "d_raw": rng.normal(size=(4, 400)),  # no recorded d: kept
         },
         dims={"b": ["column"], "c": ["r", "s"]},
         coords={"column": ["x0", "x1", "x2"]},  # ArviZ labels b[x1], c[1, 0]
     )
     rep = diagnostics.convergence_report(idata, warn=False)
-    assert plots.trace_variables(idata) == ["a", "b"]  # and no matrix-valued c
+    assert plots.trace_variables(idata) == ["a", "b", "d_raw"]  # and no matrix-valued c
     axes = plots.plot_trace(idata, ["a", "b", "c"], max_vars=3, convergence=rep)
     labels = [ax.get_ylabel().split("\n") for ax in axes[:, 0]]
     assert [lab[0] for lab in labels[:2]] == ["b[1]", "c[2]"]

@@ -194,7 +194,9 @@ def trace_variables(idata) -> list[str]:
 
     Those of at most one dimension besides chain and draw, without the latent function's
     values (:data:`bayeskern.diagnostics.LATENT_VARIABLES`) and the data-unit restatements
-    (the variables :func:`bayeskern.diagnostics.convergence_report` judges by default).
+    (the variables :func:`bayeskern.diagnostics.convergence_report` judges by default), and
+    without a sampler coordinate ``name_raw`` whose recorded value ``name`` is there too (the
+    same draws through a monotone map: the same ranks, the same ESS).
     """
     post = idata.posterior
     return [
@@ -203,6 +205,7 @@ def trace_variables(idata) -> list[str]:
         if post[v].ndim <= 3
         and v not in diagnostics.LATENT_VARIABLES
         and not v.endswith(diagnostics.DATA_UNITS_SUFFIX)
+        and not (v.endswith("_raw") and v[: -len("_raw")] in post)
     ]
 
 
