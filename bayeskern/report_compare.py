@@ -306,12 +306,13 @@ def _convergence_html(estimators, fit_times) -> str:
         )
         cls = "ok" if conv.ok and not conv.warnings else ("warn" if conv.ok else "bad")
         verdicts.append(f"<div class='{cls}'><b>{_e(name)}</b>: {_e(conv.verdict)}</div>")
-        if plots.trace_variables(est.idata_):
+        names = plots.trace_variables(est.idata_)
+        if names:
             verdicts.append(
                 f"<p>{_e(name)}: the four quantities that mixed worst (smallest bulk or tail "
                 "ESS first).</p>"
                 + _fig_html(
-                    plots.plot_trace(est.idata_, max_vars=4, convergence=conv),
+                    plots.plot_trace(est.idata_, names, max_vars=4, convergence=conv),
                     f"{name}: trace plots of the quantities with the smallest ESS",
                 )
             )

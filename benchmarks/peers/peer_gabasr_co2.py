@@ -73,6 +73,7 @@ from pathlib import Path  # noqa: E402
 import jax  # noqa: E402
 import jax.numpy as jnp  # noqa: E402
 import numpy as np  # noqa: E402
+import numpyro.distributions as dist  # noqa: E402
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # benchmarks/: common.py
 sys.path.insert(0, str(Path(__file__).resolve().parent))  # peer_gp_co2.py
@@ -223,16 +224,16 @@ def bk_log_density(pb, p: dict) -> tuple[float, float]:
     kw = dict(
         X=jnp.asarray(pb["Z"]), y=jnp.asarray(pb["ys"]), spec=pb["spec"], prepared=pb["prepared"]
     )
-    q = {k: np.asarray(v, float) for k, v in p.items()}
+    q = {k: jnp.asarray(v, float) for k, v in p.items()}
     jacobian = 0.0
-    if pb["Z"].shape[1] == 1:
-        c = q.pop("trend_amp")
-        q["trend_amp_raw"] = u = c + np.log(-np.expm1(-c))  # softplus⁻¹
-        jacobian += float(np.sum(-np.logaddexp(0.0, -u)))  # log sigmoid(u)
+    if pb["Z"].shape[1] == 1:  # the transform of models.gabasr_exact.softplus_scaled
+        softplus, c = dist.transforms.SoftplusTransform(), q.pop("trend_amp")
+        q["trend_amp_raw"] = u = softplus.inv(c)
+        jacobian += float(jnp.sum(softplus.log_abs_det_jacobian(u, c)))
     if "mu" in q:
-        q["mu_offset"] = (q.pop("mu") - np.asarray(pb["spec"].peaks, float)) / q["sigma"]
-        jacobian += float(np.sum(np.log(q["sigma"])))
-    ll, lp = split_numpyro(G.gabasr_exact_regression, kw, {k: jnp.asarray(v) for k, v in q.items()})
+        q["mu_offset"] = (q.pop("mu") - jnp.asarray(pb["spec"].peaks, float)) / q["sigma"]
+        jacobian += float(jnp.sum(jnp.log(q["sigma"])))
+    ll, lp = split_numpyro(G.gabasr_exact_regression, kw, q)
     return ll, lp - jacobian
 
 
