@@ -314,9 +314,11 @@ def exact_setup(
 
     The trend degree is 3 for one input column and 1 for several (``"auto"``). For one
     input column the component means are anchored on the significant periodogram lines of
-    the polynomially detrended series between :math:`2w_0` and the Nyquist-like frequency
-    (at most :data:`MAX_LINE_CYCLES` :math:`w_0`, so that the search grid keeps four points
-    per resolution whatever the rows), :math:`w_0 = 2\\pi/\\mathrm{span}` the resolution
+    the polynomially detrended series, searched between :math:`2w_0` and the Nyquist-like
+    frequency (at most :data:`MAX_LINE_CYCLES` :math:`w_0`, so that the search grid keeps
+    four points per resolution whatever the rows), :math:`w_0 = 2\\pi/\\mathrm{span}` the
+    resolution; a line is a local maximum of the periodogram at least three resolutions from
+    zero frequency, where the smooth component sits, and from the other lines
     (:func:`bayeskern.models.gabasr.significant_peaks`): ``n_components="auto"`` keeps at
     most 3 lines with false-alarm probability below :math:`10^{-3}`, an integer :math:`K`
     the :math:`K - 1` highest. Several input columns: no anchors (the zero-frequency

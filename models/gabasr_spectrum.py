@@ -359,6 +359,8 @@ def mixture_components(post: Mapping, x_scale, *, band: float = 0.9) -> list[dic
 
 #: least number of grid points per resolution in :func:`significant_peaks`
 GRID_PER_RESOLUTION = 4
+#: least distance of a line from another, in resolutions :math:`2\pi/\mathrm{span}`
+LINE_SEPARATION = 3
 
 
 def significant_peaks(
@@ -384,9 +386,10 @@ def significant_peaks(
     :math:`\pm 10` resolutions :math:`\Delta = 2\pi/\mathrm{span}` (the local continuum:
     under locally white noise :math:`z(\omega) \sim \mathrm{Exp}(1)`, whose median is
     :math:`\ln 2`; smooth red-noise variation raises the continuum, not :math:`z`). The
-    highest peak on the grid over :math:`[w_{min}, w_{max}]` is kept when (with :math:`z` the
-    smaller of the ratios to the continuum and to the white level :math:`\mathrm{RSS}_0/n`,
-    and at least 3 resolutions from the lines already found) its false-alarm probability
+    highest local maximum of :math:`z` inside :math:`(w_{min}, w_{max})` is kept when (with
+    :math:`z` the smaller of the ratios to the continuum and to the white level
+    :math:`\mathrm{RSS}_0/n`, and at least :data:`LINE_SEPARATION` resolutions from zero
+    frequency and from the lines already found) its false-alarm probability
     :math:`1 - (1 - e^{-z})^{M}`, :math:`M = (w_{max} - w_{min}) / (2\pi/\mathrm{span})`
     independent frequencies (Horne & Baliunas 1986), is below ``fap``; the fitted sinusoid is
     then removed and the search repeats, up to ``max_peaks`` lines.
@@ -441,11 +444,17 @@ def significant_peaks(
         continuum = np.repeat(np.median(windows, axis=1), step)[:n_grid] / np.log(2.0)
         # a line must stand out both from the white-noise level and from the continuum
         z = np.minimum(z / (2 * rss0 / n), z / np.maximum(continuum, 1e-300))
-        # leakage of an amplitude-modulated line already found is not a new line
-        for q in peaks:
-            z[np.abs(grid - q) < 3 * (2 * np.pi / span)] = 0.0
+        # a line is a local maximum of the periodogram inside the band: the highest point
+        # at an edge of the band is the flank of something outside it
+        local = np.zeros(n_grid, bool)
+        local[1:-1] = (z[1:-1] >= z[:-2]) & (z[1:-1] >= z[2:])
+        z = np.where(local, z, 0.0)
+        # nor is one within LINE_SEPARATION resolutions of a line already found (leakage of
+        # an amplitude-modulated line) or of zero frequency (the smooth component's centre)
+        for q in (0.0, *peaks):
+            z[np.abs(grid - q) < LINE_SEPARATION * (2 * np.pi / span)] = 0.0
         i = int(np.argmax(z))
-        if -np.expm1(n_indep * np.log1p(-np.exp(-z[i]))) > fap:
+        if z[i] <= 0.0 or -np.expm1(n_indep * np.log1p(-np.exp(-z[i]))) > fap:
             break
         w = float(grid[i])
         A = np.column_stack([np.cos(w * x), np.sin(w * x)])

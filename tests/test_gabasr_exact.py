@@ -73,6 +73,33 @@ def test_significant_peaks_finds_lines_and_rejects_noise():
     assert len(G.significant_peaks(x, np.zeros(200), **band)) == 0
 
 
+def test_significant_peaks_keeps_only_interior_maxima_away_from_zero_frequency():
+    """A line is a local maximum of the periodogram at least ``LINE_SEPARATION`` resolutions
+    from zero frequency (the smooth component's centre) and from the other lines. Before,
+    the 2.5 cycles of a single wave over the span (the motorcycle data's bump) were
+    anchored as a line beside the smooth component, and the flank of a line below the band
+    was kept at the band's edge."""
+    from bayeskern.models.gabasr_spectrum import LINE_SEPARATION
+
+    assert LINE_SEPARATION == 3
+    rng = np.random.default_rng(0)
+    x = np.sort(rng.uniform(0.0, 10.0, 200))
+    res = 2 * np.pi / np.ptp(x)
+    noise = 0.3 * rng.normal(size=200)
+    band = dict(w_min=2 * res, w_max=np.pi / np.median(np.diff(x)))
+    # 2.5 cycles over the span: a strong local maximum, but too close to zero frequency
+    assert len(G.significant_peaks(x, np.sin(2.5 * res * x) + noise, **band)) == 0
+    # 4 cycles: a line, found where it is
+    pk = G.significant_peaks(x, np.sin(4 * res * x) + noise, **band)
+    np.testing.assert_allclose(pk, [4 * res], atol=0.2 * res)
+    # a line half a resolution below the band: its flank is highest at the band's lower
+    # edge (there the old search kept a line), yet no line is in the band
+    flank = dict(w_min=12 * res, w_max=band["w_max"])
+    assert len(G.significant_peaks(x, np.sin(11.5 * res * x) + noise, **flank)) == 0
+    pk = G.significant_peaks(x, np.sin(11.5 * res * x) + np.sin(20 * res * x) + noise, **flank)
+    np.testing.assert_allclose(pk, [20 * res], atol=0.2 * res)
+
+
 def test_exact_covariance_equals_dense_kernel():
     rng = np.random.default_rng(1)
     for d in (1, 2):
