@@ -8,14 +8,12 @@ from __future__ import annotations
 
 import warnings
 
-import jax
 import jax.numpy as jnp
 import numpy as np
 
 from bayeskern import diagnostics
-from bayeskern.batching import batched_map, row_slices
+from bayeskern.batching import row_slices
 from bayeskern.estimators.draws import map_draws
-from bayeskern.estimators.gp_base import FACTOR_CACHE_BYTES
 from bayeskern.estimators.gp_basis import loo_rows
 from bayeskern.estimators.prediction import cached_jit
 from bayeskern.inference import run_nuts
@@ -156,36 +154,23 @@ class _SpectralGPMixin:
             )
         return hit[1]
 
-    def _hsgp_factor_blocks(self):
-        """Yield ``(slice, R, w_bar, noise variance)`` over blocks of posterior draws.
+    def _hsgp_map_draws(self, name: str, per_draw, *args):
+        """``per_draw(draw, stats, *args, basis=...)`` over the posterior draws.
 
-        :func:`~bayeskern.models.gabasr_hsgp.mixture_factors` per draw; blocks of at most
-        ``FACTOR_CACHE_BYTES`` of factors.
+        :func:`~bayeskern.estimators.draws.map_draws`: one draw at a time, the draws split
+        over the CPU devices, one compiled map per fit and shape.
         """
-        draws = self._draws(self._EXACT_SITES)
-        stats = self._hsgp_stats()
         basis = self.hsgp_basis_
-        factors = cached_jit(
-            self,
-            "hsgp_factors",
-            lambda: lambda d, st: batched_map(lambda x: GH.mixture_factors(x, basis, st), d, 1),
-            basis,
+        fn = cached_jit(
+            self, name, lambda: lambda d, st, *a: per_draw(d, st, *a, basis=basis), basis
         )
-        n_draws, M = len(draws["noise"]), stats.Pty.shape[0]
-        size = max(1, min(n_draws, FACTOR_CACHE_BYTES // (8 * (M * M + M + 1))))
-        for sl in row_slices(n_draws, size):
-            R, w, nv = factors({k: jnp.asarray(v[sl]) for k, v in draws.items()}, stats)
-            yield sl, R, w, nv
+        out = map_draws(fn, self._draws(self._EXACT_SITES), self._hsgp_stats(), *args)
+        return tuple(map(np.asarray, out))
 
     def _hsgp_predict_std(self, Zn):
         """Per-draw mean and sd of a new observation on the basis (standardized units)."""
         Phi = GH.features(Zn, self.hsgp_basis_, self.trend_degree_)
-        locs, scales = [], []
-        for _, R, w, nv in self._hsgp_factor_blocks():
-            mean, var = map(np.asarray, _predict_rows(R, w, Phi))
-            locs.append(mean)
-            scales.append(np.sqrt(var + np.asarray(nv)[:, None]))
-        return np.concatenate(locs), np.concatenate(scales), None
+        return (*self._hsgp_map_draws("hsgp_predict", _predict_one, Phi), None)
 
     def _add_hsgp_loo(self, Z, ys):
         """Store the basis model's LOO densities; return the predictive at their rows.
@@ -195,14 +180,7 @@ class _SpectralGPMixin:
         n_draws = len(self._draws(["noise"])["noise"])
         rows = loo_rows(len(Z), n_draws, self._hsgp_stats().Pty.shape[0], self._seed())
         Phi = GH.features(Z[rows], self.hsgp_basis_, self.trend_degree_)
-        yj = jnp.asarray(ys[rows])
-        out = [[], [], []]
-        for _, R, w, nv in self._hsgp_factor_blocks():
-            ll, mean, var = map(np.asarray, _loo_rows(R, w, nv, Phi, yj))
-            out[0].append(ll)
-            out[1].append(mean)
-            out[2].append(np.sqrt(var + np.asarray(nv)[:, None]))
-        ll, loc, sd = (np.concatenate(a) for a in out)
+        ll, loc, sd = self._hsgp_map_draws("hsgp_loo", _loo_one, Phi, ys[rows])
         n_chain = self.idata_.posterior.sizes["chain"]
         diagnostics.add_group(
             self.idata_,
@@ -286,16 +264,26 @@ def _hsgp_joint(draw, basis, stats, Phi):
     return Phi @ w, V.T @ V
 
 
-@jax.jit
-def _predict_rows(R, w, Phi):
-    """Per draw of a block: latent mean and variance at the rows of ``Phi``."""
-    return jax.lax.map(lambda f: hsgp_predict(f[0], f[1], Phi), (R, w))
+def _predict_one(draw, stats, Phi, *, basis):
+    """One draw's latent mean and predictive sd at the rows ``Phi`` (sd with the noise).
+
+    :func:`bayeskern.models.gabasr_hsgp.mixture_factors`, then
+    :func:`bayeskern.models.hsgp.hsgp_predict`.
+    """
+    R, w, nv = GH.mixture_factors(draw, basis, stats)
+    mean, var = hsgp_predict(R, w, Phi)
+    return mean, jnp.sqrt(var + nv)
 
 
-@jax.jit
-def _loo_rows(R, w, nv, Phi, y):
-    """Per draw of a block: :func:`bayeskern.models.hsgp.hsgp_loo_and_fitted`."""
-    return jax.lax.map(lambda f: hsgp_loo_and_fitted(f[0], f[1], f[2], Phi, y), (R, w, nv))
+def _loo_one(draw, stats, Phi, y, *, basis):
+    """One draw's LOO log densities, latent means and predictive sds at the rows ``Phi``.
+
+    :func:`bayeskern.models.gabasr_hsgp.mixture_factors`, then
+    :func:`bayeskern.models.hsgp.hsgp_loo_and_fitted`; the sd adds the noise variance.
+    """
+    R, w, nv = GH.mixture_factors(draw, basis, stats)
+    ll, mean, var = hsgp_loo_and_fitted(R, w, nv, Phi, y)
+    return ll, mean, jnp.sqrt(var + nv)
 
 
 def _exact_joint(draw, prepared, Z, B, ys, Zn, Bn):
